@@ -1,0 +1,118 @@
+"""Grounding context: where a policy finds the text an answer must be faithful to.
+
+A policy's ``context`` section (:class:`ContextSpec`) names the sources:
+
+- ``system`` — the system/developer messages' text;
+- ``blocks`` — delimited blocks inside any message, e.g. ``<context>…</context>``
+  or ``<document id="x">…</document>`` (tags configurable);
+- ``tools`` — tool-result messages (``role: tool``);
+- ``corpus`` — a configured directory of text / JSONL documents keyed by source id
+  (used to resolve citations; see ``gateway.corpus``).
+
+:func:`extract_context` turns a request's messages into a :class:`GroundingContext`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["ContextSpec", "Document", "GroundingContext", "extract_context"]
+
+ContextSource = Literal["system", "blocks", "tools", "corpus"]
+
+
+class ContextSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    sources: tuple[ContextSource, ...] = ("system", "blocks", "tools")
+    block_tags: tuple[str, ...] = Field(default=("context", "document", "source"))
+    """Tag names recognised as delimited context blocks: ``<tag ...>…</tag>``."""
+    corpus_dir: str | None = None
+    """Directory of ``*.txt`` (id = file stem) and ``*.jsonl`` (``{"id", "text"}``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    id: str
+    text: str
+    kind: str
+    """``system`` | ``block`` | ``tool`` | ``corpus``."""
+    attrs: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class GroundingContext:
+    documents: list[Document] = field(default_factory=list)
+    corpus: Mapping[str, str] = field(default_factory=dict)
+    """Source id -> text, for citation resolution (not searched for grounding)."""
+    _cache: dict[str, Any] = field(default_factory=dict, repr=False)
+    """Per-request memo shared by layers (e.g. a built index); keyed by layer-chosen name."""
+
+    @property
+    def text(self) -> str:
+        return "\n\n".join(d.text for d in self.documents)
+
+    def __bool__(self) -> bool:
+        return bool(self.documents)
+
+    def memo(self, key: str, build: Any) -> Any:
+        """Return ``build()`` once per request under ``key`` (an index, tokens, …)."""
+        try:
+            return self._cache[key]
+        except KeyError:
+            value = self._cache[key] = build()
+            return value
+
+
+def _message_text(message: Mapping[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence):
+        return "\n".join(
+            str(part.get("text", ""))
+            for part in content
+            if isinstance(part, Mapping) and part.get("type") in ("text", "input_text")
+        )
+    return ""
+
+
+def extract_context(
+    messages: Sequence[Mapping[str, Any]],
+    spec: ContextSpec,
+    corpus: Mapping[str, str] | None = None,
+) -> GroundingContext:
+    """Collect the grounding documents named by ``spec`` from ``messages``."""
+    from gateway._blocks import find_blocks  # local: keeps import cost off pass-through
+
+    docs: list[Document] = []
+    n = 0
+    for message in messages:
+        role = message.get("role")
+        text = _message_text(message)
+        if not text:
+            continue
+        blocks = find_blocks(text, spec.block_tags) if "blocks" in spec.sources else []
+        for tag, attrs, body in blocks:
+            n += 1
+            docs.append(Document(id=attrs.get("id") or f"{tag}-{n}", text=body,
+                                 kind="block", attrs=attrs))
+        if role in ("system", "developer") and "system" in spec.sources:
+            # A system message made only of blocks is not counted twice.
+            rest = text
+            if blocks:
+                from gateway._blocks import strip_blocks
+
+                rest = strip_blocks(text, spec.block_tags)
+            if rest.strip():
+                n += 1
+                docs.append(Document(id=f"system-{n}", text=rest, kind="system"))
+        elif role == "tool" and "tools" in spec.sources and not blocks:
+            n += 1
+            docs.append(Document(id=str(message.get("tool_call_id") or f"tool-{n}"),
+                                 text=text, kind="tool"))
+    return GroundingContext(documents=docs, corpus=dict(corpus or {}))

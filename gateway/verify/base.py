@@ -1,0 +1,175 @@
+"""The verification layer contract.
+
+A *layer* is one check run on one upstream answer. It receives a
+:class:`VerifyInput` (request messages, the answer text, the grounding context)
+and returns a :class:`LayerResult`. A layer never touches HTTP, policies or
+telemetry: the pipeline (``gateway.verify.pipeline``) runs it under its timeout
+and budget, calibrates and combines its score, and the telemetry module records
+it.
+
+Writing a layer
+---------------
+One file in ``gateway/layers/``, one line in ``gateway/verify/registry.py``, its
+tests. The class has::
+
+    class MyLayer:
+        name: ClassVar[str] = "my-layer"
+        Config: ClassVar[type[LayerConfig]] = MyConfig   # strict pydantic model
+
+        def __init__(self, config: MyConfig, resources: LayerResources) -> None: ...
+        async def verify(self, inp: VerifyInput) -> LayerResult: ...
+
+Scores are in ``[0, 1]`` where **higher means more trustworthy** (less evidence
+of hallucination). ``passed`` is the layer's own verdict at its own threshold;
+for context-based layers it means "no evidence of error", never "verified".
+
+CPU-only layers should be fast (about a millisecond); they run on the event
+loop. A layer that needs a model uses ``resources.judge`` (may be ``None`` when
+no judge is configured: then raise :class:`LayerUnavailable`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict
+
+from gateway.context import GroundingContext
+
+__all__ = [
+    "Evidence",
+    "Judge",
+    "Layer",
+    "LayerConfig",
+    "LayerResources",
+    "LayerResult",
+    "LayerUnavailable",
+    "VerifyInput",
+]
+
+
+class LayerConfig(BaseModel):
+    """Base for every layer's typed config: unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyInput:
+    """What a layer sees of one exchange."""
+
+    messages: Sequence[Mapping[str, Any]]
+    """The request's ``messages`` exactly as the client sent them."""
+    response_text: str
+    """The assistant's answer text (content of choice 0)."""
+    context: GroundingContext
+    """Grounding documents extracted per the policy's ``context`` setting."""
+    model: str = ""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    """The request's ``metadata`` object, if any."""
+
+    @property
+    def question(self) -> str:
+        """Text of the last user message ("" when there is none)."""
+        for message in reversed(self.messages):
+            if message.get("role") == "user":
+                content = message.get("content")
+                if isinstance(content, str):
+                    return content
+                if isinstance(content, list):
+                    return " ".join(
+                        str(part.get("text", ""))
+                        for part in content
+                        if isinstance(part, Mapping) and part.get("type") == "text"
+                    )
+        return ""
+
+
+@dataclass(slots=True)
+class Evidence:
+    """One piece of evidence behind a layer's verdict (e.g. one answer sentence)."""
+
+    text: str
+    """The answer span this is about."""
+    status: str
+    """Layer-specific label, e.g. ``supported`` / ``unsupported`` / ``contradicted``."""
+    source_id: str | None = None
+    source_span: str | None = None
+    """The context text that supports or contradicts it, when found."""
+    score: float | None = None
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "status": self.status,
+            "source_id": self.source_id,
+            "source_span": self.source_span,
+            "score": self.score,
+            "reason": self.reason,
+        }
+
+
+@dataclass(slots=True)
+class LayerResult:
+    """What a layer returns. The pipeline adds name, latency, timeout and error."""
+
+    score: float
+    """In [0, 1]; higher = more trustworthy."""
+    passed: bool
+    explanation: str = ""
+    label: str | None = None
+    """Short verdict label for the evaluation event (e.g. ``supported``)."""
+    evidence: list[Evidence] = field(default_factory=list)
+    failed_claims: list[str] = field(default_factory=list)
+    """Answer claims this layer found unsupported or contradicted; fed to regenerate."""
+    credit_score: int | None = None
+    """Seed 002 1–5 credit score, for layers that produce one."""
+    cost: float = 0.0
+    """Judge cost in USD, when a model was called."""
+    judge_calls: int = 0
+    cache_hit: bool = False
+    skipped: bool = False
+    """True when the layer had nothing to check (e.g. no context); score is neutral."""
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+class LayerUnavailable(Exception):
+    """The layer cannot run here (e.g. needs a judge and none is configured)."""
+
+
+@runtime_checkable
+class Judge(Protocol):
+    """A model a layer may call. Implemented in ``gateway.judge``."""
+
+    async def complete(
+        self, messages: Sequence[Mapping[str, Any]], *, temperature: float = 0.0,
+        max_tokens: int = 512, n: int = 1,
+    ) -> JudgeReply: ...
+
+
+@dataclass(slots=True)
+class JudgeReply:
+    texts: list[str]
+    cost: float = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class LayerResources:
+    """Shared, long-lived things a layer may use; created in the app lifespan."""
+
+    judge: Judge | None = None
+    corpus: Mapping[str, str] = field(default_factory=dict)
+    """Configured source corpus: source id -> text."""
+
+
+@runtime_checkable
+class Layer(Protocol):
+    name: ClassVar[str]
+    Config: ClassVar[type[LayerConfig]]
+
+    async def verify(self, inp: VerifyInput) -> LayerResult: ...
