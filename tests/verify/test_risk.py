@@ -1,0 +1,86 @@
+"""Seed 000 risk levels, profiles and the model-free assessor."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.verify.registry import known
+from gateway.verify.risk import (
+    MODEL_FREE_LAYERS,
+    RISK_LEVELS,
+    RISK_PROFILES,
+    assess_heuristic,
+    assess_risk,
+)
+
+SEED_LAYERS = {
+    "low": ["semantic-entropy"],
+    "medium": ["semantic-entropy", "fact-decomposition"],
+    "high": ["semantic-entropy", "fact-decomposition", "multi-source", "self-consistency"],
+    "critical": ["semantic-entropy", "fact-decomposition", "multi-source", "self-consistency",
+                 "nli"],
+}
+SEED_LIMITS = {"low": (0.7, 2000, 0.001), "medium": (0.8, 5000, 0.01),
+               "high": (0.9, 10000, 0.05), "critical": (0.95, 30000, 0.1)}
+
+
+def test_profiles_keep_seed_layers_and_limits_behind_model_free_layers() -> None:
+    assert tuple(RISK_PROFILES) == RISK_LEVELS
+    for level, profile in RISK_PROFILES.items():
+        assert profile.layers[:3] == MODEL_FREE_LAYERS
+        assert list(profile.layers[3:]) == SEED_LAYERS[level]
+        assert (profile.min_confidence, profile.max_latency_ms, profile.max_cost) \
+            == SEED_LIMITS[level]
+
+
+def test_model_free_layers_are_registered_and_runnable_filters() -> None:
+    assert set(MODEL_FREE_LAYERS) <= set(known())
+    assert RISK_PROFILES["critical"].runnable(known()) == MODEL_FREE_LAYERS
+    assert RISK_PROFILES["low"].runnable(["semantic-entropy"]) == ("semantic-entropy",)
+
+
+@pytest.mark.parametrize(("text", "level"), [
+    ("Hello, how are you?", "low"),
+    ("What dosage of aspirin should I take?", "critical"),          # seed test case
+    ("Take 500mg of ibuprofen every 2 hours for chest pain as a treatment.", "critical"),
+    ("The medication interacts with alcohol.", "critical"),         # stem the seed missed
+    ("Is this a diagnosis I should worry about?", "critical"),
+    ("Can I file a lawsuit against my landlord?", "critical"),
+    ("Should I invest in index funds?", "critical"),
+    ("Run sudo rm -rf / to clean up.", "high"),
+    ("Store the API key in an env var.", "high"),
+    ("Never log a password.", "high"),
+    ("The meeting is at 3.", None),                                  # digit -> undecided
+    ("x" * 120, None),                                               # long -> undecided
+])
+def test_heuristic(text: str, level: str | None) -> None:
+    assert assess_heuristic(text) == level
+
+
+def test_heuristic_does_not_fire_on_lookalikes() -> None:
+    assert assess_heuristic("We will investigate the outage and evaluate options.") == "low"
+
+
+def test_undecided_defaults_to_medium_without_llm() -> None:
+    assert assess_risk("The meeting is at 3.", detector=lambda _t: None) == "medium"
+    assert assess_risk("The meeting is at 3.", detector=lambda _t: []) == "medium"
+
+
+def test_claims_detector_raises_to_high() -> None:
+    text = "DFARS 252.204-7012 requires NIST SP 800-171 controls for contractors."
+    assert assess_risk(text, detector=lambda _t: ["regulatory"]) == "high"
+    many = lambda _t: ["quantitative"] * 3  # noqa: E731
+    assert assess_risk("Sales rose 12% to 4.1M units in 2023.", detector=many) == "high"
+    two = lambda _t: ["quantitative", "quantitative", "temporal"]  # noqa: E731
+    assert assess_risk("Sales rose 12% to 4.1M units in 2023.", detector=two) == "medium"
+
+
+def test_detector_not_called_when_heuristic_decides() -> None:
+    def boom(_t: str) -> list[str]:
+        raise AssertionError("detector should not run")
+    assert assess_risk("Hi there", detector=boom) == "low"
+
+
+def test_default_detector_degrades_gracefully() -> None:
+    # Whether or not gateway.layers.claims exists yet, this must not raise.
+    assert assess_risk("The meeting is at 3 pm in room 12, as agreed.") in ("medium", "high")
