@@ -1,16 +1,48 @@
-"""Command line: ``gateway serve | demo | policy check | eval | audit``."""
+"""Command line: ``gateway serve | demo | policy check | eval | audit``.
+
+Each sub-command lives in its own module and registers itself here through
+``add_parser``; this file only wires them together.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
+
+# sub-command -> module with `add_parser(subparsers)` that sets `func=...`
+COMMANDS: dict[str, str] = {
+    "serve": "gateway.commands.serve",
+    "demo": "gateway.commands.demo",
+    "policy": "gateway.commands.policy",
+    "eval": "gateway.commands.eval",
+    "audit": "gateway.commands.audit",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from gateway import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="gateway", description="Verity Gateway: an OpenAI-compatible verifying proxy.")
+    parser.add_argument("--version", action="version", version=f"verity-gateway {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, module in COMMANDS.items():
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+            continue  # not built yet
+        mod.add_parser(sub)
+    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="gateway")
-    parser.add_subparsers(dest="command", required=True)
-    parser.parse_args(argv)
-    return 0
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    result: int = args.func(args)
+    return result
 
 
 if __name__ == "__main__":

@@ -1,0 +1,125 @@
+"""The ASGI application: a small dispatcher over the proxy endpoints, and the
+lifespan that owns every long-lived resource (upstream clients, telemetry, the
+verification engine with its policy set and shadow workers).
+
+The dispatcher is plain ASGI rather than a framework router: the hot path is
+one dict lookup, and no middleware wraps ``send`` (see docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
+
+from gateway.asgi import send_error, send_json
+from gateway.auth import Authenticator
+from gateway.errors import InvalidRequest, NotFound
+from gateway.proxy import Engine, Proxy
+from gateway.settings import Settings
+from gateway.telemetry import Telemetry, create_telemetry
+from gateway.upstream.client import UpstreamClient
+
+__all__ = ["GatewayApp", "create_app"]
+
+log = logging.getLogger("gateway")
+
+EngineFactory = Callable[[Settings, Telemetry, Proxy], AbstractAsyncContextManager["Engine | None"]]
+
+
+class GatewayApp:
+    """ASGI app. Resources exist only between lifespan startup and shutdown."""
+
+    def __init__(self, settings: Settings, *, telemetry: Telemetry | None = None,
+                 engine_factory: EngineFactory | None = None) -> None:
+        self.settings = settings
+        self._telemetry = telemetry
+        self._engine_factory = engine_factory
+        self.proxy: Proxy | None = None
+        self.ready = False
+
+    @asynccontextmanager
+    async def lifespan(self) -> AsyncIterator[None]:
+        from gateway.verify.engine import open_engine
+
+        telemetry = self._telemetry or create_telemetry()
+        clients = [UpstreamClient.open(u) for u in self.settings.upstreams]
+        proxy = Proxy(self.settings, clients, Authenticator(self.settings.auth), telemetry)
+        factory = self._engine_factory or open_engine
+        try:
+            async with factory(self.settings, telemetry, proxy) as engine:
+                proxy.engine = engine
+                self.proxy = proxy
+                self.ready = True
+                log.info("gateway ready: %d upstream(s), verification %s",
+                         len(clients), "on" if engine is not None else "off (pass-through)")
+                try:
+                    yield
+                finally:
+                    self.ready = False
+        finally:
+            for client in clients:
+                await client.aclose()
+            telemetry.shutdown()
+            self.proxy = None
+
+    async def __call__(self, scope: Mapping[str, Any], receive: Any, send: Any) -> None:
+        kind = scope["type"]
+        if kind == "http":
+            proxy = self.proxy
+            path = scope["path"]
+            if proxy is not None:
+                if path == "/v1/chat/completions":
+                    return await proxy.chat_completions(scope, receive, send)
+                if path == "/v1/models" and scope["method"] == "GET":
+                    return await proxy.models(scope, receive, send)
+                if path.startswith("/v1/"):
+                    return await proxy.forward(scope, receive, send)
+            if path == "/healthz":
+                return await send_json(send, 200, {"status": "ok"})
+            if path == "/readyz":
+                return await self._readyz(send)
+            if proxy is None and path.startswith("/v1/"):
+                return await send_error(send, InvalidRequest("gateway is starting", status=503))
+            return await send_error(send, NotFound(f"Unknown path {path!r}."))
+        if kind == "lifespan":
+            return await self._lifespan(receive, send)
+
+    async def _readyz(self, send: Any) -> None:
+        detail: dict[str, Any] = {"status": "ready" if self.ready else "starting"}
+        ready = self.ready
+        engine = self.proxy.engine if self.proxy else None
+        if engine is not None:
+            engine_ready, engine_detail = engine.status()
+            ready = ready and engine_ready
+            detail.update(engine_detail)
+        else:
+            detail["policies"] = "none (pass-through)"
+        if not ready:
+            detail["status"] = "not ready"
+        await send_json(send, 200 if ready else 503, detail)
+
+    async def _lifespan(self, receive: Any, send: Any) -> None:
+        message = await receive()
+        assert message["type"] == "lifespan.startup"
+        cm = self.lifespan()
+        try:
+            await cm.__aenter__()
+        except Exception as exc:  # startup failure: report and let the server exit
+            log.exception("startup failed")
+            await send({"type": "lifespan.startup.failed", "message": str(exc)})
+            return
+        await send({"type": "lifespan.startup.complete"})
+        message = await receive()
+        try:
+            await cm.__aexit__(None, None, None)
+        except Exception as exc:
+            log.exception("shutdown failed")
+            await send({"type": "lifespan.shutdown.failed", "message": str(exc)})
+            return
+        await send({"type": "lifespan.shutdown.complete"})
+
+
+def create_app(settings: Settings, **kwargs: Any) -> GatewayApp:
+    return GatewayApp(settings, **kwargs)

@@ -1,0 +1,117 @@
+"""Plain-ASGI helpers for the hot path: read a bounded body, send responses and
+errors, and notice a client that went away.
+
+The proxy endpoints are raw ASGI callables (no ``Request``/``Response`` objects,
+no ``BaseHTTPMiddleware``, which would also break contextvar propagation).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import orjson
+
+from gateway.errors import GatewayError, PayloadTooLarge
+
+__all__ = ["ClientGone", "DisconnectWatcher", "header_map", "read_body", "send_bytes",
+           "send_error", "send_json"]
+
+Scope = Mapping[str, Any]
+Headers = list[tuple[bytes, bytes]]
+
+JSON_CT = (b"content-type", b"application/json")
+
+
+class ClientGone(Exception):
+    """The client disconnected before the request body was read."""
+
+
+def header_map(scope: Scope) -> dict[str, str]:
+    """Request headers as a lower-case ``str`` dict (last value wins)."""
+    return {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+
+
+async def read_body(receive: Any, limit: int, content_length: str | None) -> bytes:
+    """Read the whole request body, refusing more than ``limit`` bytes (413)."""
+    if content_length is not None:
+        try:
+            declared = int(content_length)
+        except ValueError:
+            declared = 0
+        if declared > limit:
+            raise PayloadTooLarge(
+                f"request body of {declared} bytes exceeds the limit of {limit} bytes")
+    first = await receive()
+    if first["type"] == "http.disconnect":
+        raise ClientGone
+    body: bytes = first.get("body", b"")
+    if not first.get("more_body"):
+        if len(body) > limit:
+            raise PayloadTooLarge(f"request body exceeds the limit of {limit} bytes")
+        return body
+    parts = [body]
+    size = len(body)
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientGone
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(f"request body exceeds the limit of {limit} bytes")
+        parts.append(chunk)
+        if not message.get("more_body"):
+            return b"".join(parts)
+
+
+async def send_bytes(send: Any, status: int, body: bytes, headers: Iterable[tuple[bytes, bytes]],
+                     content_type: tuple[bytes, bytes] | None = JSON_CT) -> None:
+    out = [h for h in headers if h[0] != b"content-length"]
+    if content_type is not None and not any(k == b"content-type" for k, _ in out):
+        out.append(content_type)
+    out.append((b"content-length", str(len(body)).encode()))
+    await send({"type": "http.response.start", "status": status, "headers": out})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+async def send_json(send: Any, status: int, obj: Any,
+                    headers: Iterable[tuple[bytes, bytes]] = ()) -> None:
+    await send_bytes(send, status, orjson.dumps(obj), headers)
+
+
+async def send_error(send: Any, err: GatewayError,
+                     headers: Iterable[tuple[bytes, bytes]] = ()) -> None:
+    extra = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in err.headers.items()]
+    await send_bytes(send, err.status, err.body_bytes(), [*headers, *extra])
+
+
+class DisconnectWatcher:
+    """Cancel the current task if the client disconnects before :meth:`disarm`.
+
+    Used while waiting on upstream, so a client that goes away cancels the
+    upstream request instead of leaving it running. ``disconnected`` tells the
+    cancelled code why it was cancelled.
+    """
+
+    __slots__ = ("_armed", "_task", "_watch", "disconnected")
+
+    def __init__(self, receive: Any) -> None:
+        self._task = asyncio.current_task()
+        self._armed = True
+        self.disconnected = False
+        self._watch = asyncio.ensure_future(self._run(receive))
+
+    async def _run(self, receive: Any) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                if self._armed and self._task is not None:
+                    self.disconnected = True
+                    self._task.cancel()
+                return
+
+    def disarm(self) -> None:
+        self._armed = False
+        self._watch.cancel()

@@ -1,0 +1,59 @@
+"""Client authentication.
+
+Two modes:
+
+- **gateway keys** (``auth.keys`` configured): clients send
+  ``Authorization: Bearer <gateway key>``; a missing or wrong key is a 401 that
+  never reaches upstream, and upstream calls carry the upstream's own key.
+- **forward** (no keys configured): the client's ``Authorization`` is sent
+  upstream as is.
+
+Keys are compared by SHA-256 digest, so the table holds no plaintext.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from gateway.errors import AuthenticationFailed
+from gateway.settings import AuthConfig
+
+__all__ = ["Authenticator", "Principal"]
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    key_name: str
+    tenant: str
+
+
+def _digest(secret: str) -> bytes:
+    return hashlib.sha256(secret.encode("utf-8")).digest()
+
+
+class Authenticator:
+    def __init__(self, config: AuthConfig) -> None:
+        self._table: dict[bytes, Principal] = {}
+        for key in config.keys:
+            secret = key.secret()
+            if not secret:
+                raise ValueError(f"gateway key {key.name!r}: environment variable "
+                                 f"{key.key_env!r} is not set or empty")
+            self._table[_digest(secret)] = Principal(key.name, key.tenant)
+        self.enabled = bool(self._table)
+
+    def authenticate(self, authorization: bytes | None) -> Principal | None:
+        """Return the caller, ``None`` in forward mode; raise 401 on a bad key."""
+        if not self.enabled:
+            return None
+        if not authorization:
+            raise AuthenticationFailed(
+                "Missing API key: send 'Authorization: Bearer <gateway key>'.")
+        scheme, _, token = authorization.decode("latin-1").partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise AuthenticationFailed("Malformed Authorization header: expected a Bearer key.")
+        principal = self._table.get(_digest(token.strip()))
+        if principal is None:
+            raise AuthenticationFailed("Incorrect API key provided.")
+        return principal

@@ -1,0 +1,389 @@
+"""Forwarding: chat completions, model listing and every other ``/v1/*`` call.
+
+With no policy matching a request, a chat completion is pure pass-through: the
+request body is sent upstream byte for byte and the response (JSON or SSE) is
+relayed as it arrives. When a policy matches, the request is handed to the
+verification engine (``gateway.verify.engine``) together with a
+:class:`ChatExchange`, which offers the upstream-call primitives below.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+import orjson
+
+from gateway.asgi import ClientGone, DisconnectWatcher, read_body, send_bytes, send_error
+from gateway.auth import Authenticator, Principal
+from gateway.errors import (
+    GatewayError, InvalidJSON, InvalidRequest, ModelNotFound, UpstreamError,
+)
+from gateway.sse import StreamAccumulator, encode_event
+from gateway.telemetry import RequestTrace, Telemetry, UpstreamTrace
+from gateway.types import RequestInfo
+from gateway.upstream.client import UpstreamClient, UpstreamResponse
+
+if TYPE_CHECKING:
+    from gateway.settings import Settings
+
+__all__ = ["ChatExchange", "Engine", "Proxy"]
+
+CHAT_PATH = "/v1/chat/completions"
+_SSE = b"text/event-stream"
+
+
+class Engine(Protocol):
+    """The verification engine as the proxy sees it."""
+
+    def select(self, info: RequestInfo) -> Any | None:
+        """Return a plan when a policy applies, else ``None`` (pure pass-through)."""
+
+    async def handle(self, proxy: Proxy, exchange: ChatExchange, plan: Any) -> None:
+        """Serve the request (call upstream, verify, act, respond)."""
+
+    def status(self) -> tuple[bool, dict[str, Any]]:
+        """(ready, detail) for ``/readyz``: policies loaded, broken files, queue state."""
+
+
+@dataclass(slots=True)
+class ChatExchange:
+    """One chat completion request on its way through the gateway."""
+
+    scope: Mapping[str, Any]
+    receive: Any
+    send: Any
+    body: bytes
+    payload: dict[str, Any]
+    info: RequestInfo
+    upstream: UpstreamClient
+    principal: Principal | None
+    trace: RequestTrace
+    watcher: DisconnectWatcher
+    status: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def stream(self) -> bool:
+        return self.info.stream
+
+
+class Proxy:
+    """The ASGI endpoints. One instance per app, holding the lifespan resources."""
+
+    def __init__(self, settings: Settings, upstreams: list[UpstreamClient],
+                 auth: Authenticator, telemetry: Telemetry,
+                 engine: Engine | None = None) -> None:
+        self.settings = settings
+        self.upstreams = upstreams
+        self.auth = auth
+        self.telemetry = telemetry
+        self.engine = engine
+        self._limit = settings.max_body_bytes
+
+    # ---- routing -------------------------------------------------------------------------
+
+    def route(self, model: str) -> UpstreamClient:
+        for client in self.upstreams:
+            if client.config.matches(model):
+                return client
+        raise ModelNotFound(f"The model '{model}' does not exist or no upstream serves it.",
+                            param="model")
+
+    def _default_upstream(self) -> UpstreamClient:
+        if not self.upstreams:
+            raise ModelNotFound("no upstream is configured")
+        return self.upstreams[0]
+
+    # ---- chat completions ------------------------------------------------------------------
+
+    async def chat_completions(self, scope: Mapping[str, Any], receive: Any, send: Any) -> None:
+        trace = self.telemetry.start_request(scope, CHAT_PATH)
+        status = 500
+        error_type: str | None = None
+        try:
+            status = await self._chat(scope, receive, send, trace)
+        except GatewayError as err:
+            status, error_type = err.status, type(err).__name__
+            await send_error(send, err)
+        except ClientGone:
+            status, error_type = 499, "ClientGone"
+        finally:
+            trace.end(status, error_type)
+
+    async def _chat(self, scope: Mapping[str, Any], receive: Any, send: Any,
+                    trace: RequestTrace) -> int:
+        if scope["method"] != "POST":
+            raise InvalidRequest("Use POST for /v1/chat/completions.")
+        headers = dict(scope["headers"])
+        principal = self.auth.authenticate(headers.get(b"authorization"))
+        raw_length = headers.get(b"content-length")
+        body = await read_body(receive, self._limit,
+                               raw_length.decode() if raw_length is not None else None)
+        payload = _parse_object(body)
+        model = payload.get("model")
+        if not isinstance(model, str) or not model:
+            raise InvalidRequest("You must provide a model parameter.", param="model")
+        if not isinstance(payload.get("messages"), list):
+            raise InvalidRequest("'messages' must be an array of message objects.",
+                                 param="messages")
+        upstream = self.route(model)
+        metadata = payload.get("metadata")
+        requested = headers.get(b"x-verity-policy")
+        info = RequestInfo(
+            model=model, route=CHAT_PATH,
+            headers={k.decode("latin-1"): v.decode("latin-1") for k, v in headers.items()
+                     if k not in (b"authorization", b"api-key", b"cookie")},
+            tenant=principal.tenant if principal else None,
+            key_name=principal.key_name if principal else None,
+            metadata=metadata if isinstance(metadata, dict) else {},
+            requested_policy=requested.decode("latin-1") if requested else None,
+            stream=payload.get("stream") is True,
+        )
+        plan = self.engine.select(info) if self.engine is not None else None
+        watcher = DisconnectWatcher(receive)
+        exchange = ChatExchange(scope, receive, send, body, payload, info, upstream,
+                                principal, trace, watcher)
+        try:
+            if plan is None:
+                await self.passthrough(exchange)
+            else:
+                await self.engine.handle(self, exchange, plan)  # type: ignore[union-attr]
+        except asyncio.CancelledError:
+            if not watcher.disconnected:
+                raise
+            return 499
+        finally:
+            watcher.disarm()
+        return exchange.status
+
+    def upstream_headers(self, x: ChatExchange, extra: list[tuple[bytes, bytes]]) -> dict[str, str]:
+        return x.upstream.build_headers(x.scope["headers"], use_own_key=self.auth.enabled,
+                                        extra=extra)
+
+    @asynccontextmanager
+    async def call_upstream(self, x: ChatExchange, body: bytes, *, stream: bool,
+                            path: str = "/chat/completions",
+                            model: str | None = None
+                            ) -> AsyncIterator[tuple[UpstreamResponse, UpstreamTrace]]:
+        """Open one upstream call inside its CLIENT span; the response is released after."""
+        with x.trace.upstream(model=model or x.info.model, provider=x.upstream.config.kind,
+                              server_address=x.upstream.server_address, stream=stream) as up:
+            try:
+                resp = await x.upstream.send("POST", path, self.upstream_headers(x, up.headers()),
+                                             body)
+            except UpstreamError as err:
+                up.error(type(err).__name__)
+                raise
+            try:
+                yield resp, up
+            except BaseException:
+                resp.close()
+                raise
+            finally:
+                resp.release()
+
+    async def complete(self, x: ChatExchange, payload: dict[str, Any]) -> tuple[int, Any, bytes]:
+        """Non-streaming call with ``payload``; return (status, parsed JSON or None, raw)."""
+        body = orjson.dumps(payload)
+        async with self.call_upstream(x, body, stream=False,
+                                      model=str(payload.get("model") or x.info.model)) as (resp, up):
+            raw = await resp.read()
+            parsed = _maybe_json(raw)
+            up.response(resp.status, parsed if isinstance(parsed, dict) else None)
+            return resp.status, parsed, raw
+
+    async def passthrough(self, x: ChatExchange) -> None:
+        async with self.call_upstream(x, x.body, stream=x.stream) as (resp, up):
+            x.status = resp.status
+            if x.stream and resp.status < 400 and resp.content_type.startswith("text/event-stream"):
+                await self.relay_stream(x, resp, up)
+                return
+            data = await resp.read()
+            if self.telemetry.enabled:
+                parsed = _maybe_json(data)
+                up.response(resp.status, parsed if isinstance(parsed, dict) else None)
+            x.watcher.disarm()
+            await send_bytes(x.send, resp.status, data, resp.headers, content_type=None)
+
+    async def relay_stream(self, x: ChatExchange, resp: UpstreamResponse, up: UpstreamTrace,
+                           extra_headers: list[tuple[bytes, bytes]] | None = None) -> None:
+        """Forward an SSE body chunk by chunk; a cut stream ends with an error event."""
+        send = x.send
+        acc = StreamAccumulator() if self.telemetry.enabled else None
+        await send({"type": "http.response.start", "status": resp.status,
+                    "headers": resp.headers + (extra_headers or [])})
+        first = True
+        try:
+            async for chunk in resp.iter_chunks():
+                if first:
+                    up.first_chunk()
+                    first = False
+                if acc is not None:
+                    acc.feed_bytes(chunk)
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        except UpstreamError as err:
+            up.error(type(err).__name__)
+            x.status = err.status
+            await send({"type": "http.response.body", "body": encode_event(err.body()),
+                        "more_body": True})
+        else:
+            if acc is not None:
+                up.response(resp.status, acc.completion())
+        x.watcher.disarm()
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    # ---- models ----------------------------------------------------------------------------
+
+    async def models(self, scope: Mapping[str, Any], receive: Any, send: Any) -> None:
+        try:
+            headers = dict(scope["headers"])
+            self.auth.authenticate(headers.get(b"authorization"))
+            await send_bytes(send, 200, orjson.dumps(await self._list_models(scope)), [])
+        except GatewayError as err:
+            await send_error(send, err)
+
+    async def _list_models(self, scope: Mapping[str, Any]) -> dict[str, Any]:
+        async def one(client: UpstreamClient) -> list[dict[str, Any]]:
+            h = client.build_headers(scope["headers"], use_own_key=self.auth.enabled)
+            resp = await client.send("GET", "/models", h)
+            try:
+                data = await resp.read()
+            finally:
+                resp.release()
+            parsed = _maybe_json(data)
+            if resp.status >= 400 or not isinstance(parsed, dict):
+                raise UpstreamError(f"upstream {client.config.name!r} answered {resp.status} "
+                                    "to GET /models", status=resp.status if resp.status >= 400
+                                    else 502)
+            return [m for m in parsed.get("data") or () if isinstance(m, dict)
+                    and isinstance(m.get("id"), str) and self._routes_to(m["id"], client)]
+
+        results = await asyncio.gather(*(one(c) for c in self.upstreams), return_exceptions=True)
+        seen: dict[str, dict[str, Any]] = {}
+        errors = [r for r in results if isinstance(r, BaseException)]
+        for r in results:
+            if not isinstance(r, BaseException):
+                for m in r:
+                    seen.setdefault(m["id"], m)
+        if errors and not seen:
+            err = errors[0]
+            raise err if isinstance(err, GatewayError) else UpstreamError(str(err))
+        return {"object": "list", "data": list(seen.values())}
+
+    def _routes_to(self, model: str, client: UpstreamClient) -> bool:
+        try:
+            return self.route(model) is client
+        except ModelNotFound:
+            return False
+
+    # ---- everything else under /v1 ---------------------------------------------------------
+
+    async def forward(self, scope: Mapping[str, Any], receive: Any, send: Any) -> None:
+        """Forward any other ``/v1/*`` request verbatim, streaming both ways."""
+        trace = self.telemetry.start_request(scope, scope["path"])
+        status, error_type = 500, None
+        try:
+            status = await self._forward(scope, receive, send, trace)
+        except GatewayError as err:
+            status, error_type = err.status, type(err).__name__
+            await send_error(send, err)
+        except ClientGone:
+            status, error_type = 499, "ClientGone"
+        finally:
+            trace.end(status, error_type)
+
+    async def _forward(self, scope: Mapping[str, Any], receive: Any, send: Any,
+                       trace: RequestTrace) -> int:
+        headers = dict(scope["headers"])
+        self.auth.authenticate(headers.get(b"authorization"))
+        path = scope["path"][len("/v1"):]
+        query = scope.get("query_string", b"").decode("latin-1")
+        ctype = headers.get(b"content-type", b"")
+        length = headers.get(b"content-length")
+        body: bytes | AsyncIterator[bytes] | None
+        client = self._default_upstream()
+        model = ""
+        if scope["method"] in ("GET", "HEAD", "DELETE", "OPTIONS") and length is None:
+            body = None
+        elif ctype.startswith(b"application/json") and length is not None \
+                and int(length or 0) <= self._limit:
+            body = await read_body(receive, self._limit, length.decode())
+            parsed = _maybe_json(body)
+            if isinstance(parsed, dict) and isinstance(parsed.get("model"), str):
+                model = parsed["model"]
+                client = self.route(model)
+        else:
+            body = _stream_request(receive)
+        watcher = DisconnectWatcher(receive) if not isinstance(body, AsyncIterator) else None
+        operation = path.strip("/").split("/")[0] or "request"
+        try:
+            with trace.upstream(model=model, provider=client.config.kind,
+                                server_address=client.server_address, stream=False,
+                                operation=operation) as up:
+                h = client.build_headers(scope["headers"], use_own_key=self.auth.enabled,
+                                         extra=up.headers())
+                resp = await client.send(scope["method"], path, h, body, query)
+                try:
+                    await send({"type": "http.response.start", "status": resp.status,
+                                "headers": resp.headers})
+                    first = True
+                    try:
+                        async for chunk in resp.iter_chunks():
+                            if first:
+                                up.first_chunk()
+                                first = False
+                            await send({"type": "http.response.body", "body": chunk,
+                                        "more_body": True})
+                    except UpstreamError as err:
+                        up.error(type(err).__name__)
+                    up.response(resp.status, None)
+                    if watcher:
+                        watcher.disarm()
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
+                except BaseException:
+                    resp.close()
+                    raise
+                finally:
+                    resp.release()
+                return resp.status
+        except asyncio.CancelledError:
+            if watcher is None or not watcher.disconnected:
+                raise
+            return 499
+        finally:
+            if watcher:
+                watcher.disarm()
+
+
+async def _stream_request(receive: Any) -> AsyncIterator[bytes]:
+    """The request body as it arrives (uploads are not size-limited here)."""
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientGone
+        chunk = message.get("body", b"")
+        if chunk:
+            yield chunk
+        if not message.get("more_body"):
+            return
+
+
+def _parse_object(body: bytes) -> dict[str, Any]:
+    try:
+        payload = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidJSON(f"We could not parse the JSON body of your request: {exc}") from None
+    if not isinstance(payload, dict):
+        raise InvalidRequest("The request body must be a JSON object.")
+    return payload
+
+
+def _maybe_json(data: bytes) -> Any:
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None

@@ -1,0 +1,241 @@
+"""A scripted OpenAI-compatible upstream: no key, no network, deterministic.
+
+Used by ``gateway demo``, ``gateway eval``, the tests and the benchmarks. It is a
+plain ASGI app serving:
+
+- ``POST /v1/chat/completions`` (JSON and SSE, ``stream_options.include_usage``,
+  tool calls), ``GET /v1/models``, ``POST /v1/embeddings``, ``POST /v1/completions``.
+
+What it answers, first match wins:
+
+1. ``x-scripted-reply-id: <id>`` header -> ``replies[id]``;
+2. a rule whose regex matches the last user message -> its reply;
+3. ``default_reply`` (by default an echo of the last user message).
+
+Behaviour can be steered per request with headers (tests use ``extra_headers``):
+``x-mock-status`` / ``x-mock-retry-after`` (error answer), ``x-mock-delay-ms``
+(before the headers), ``x-mock-chunk-delay-ms``, ``x-mock-cut-after`` (drop the
+connection after N stream chunks), ``x-mock-tool-call`` (answer with a tool
+call), ``x-mock-reply`` (literal reply text). Every request is recorded in
+``requests`` (method, path, headers, parsed JSON body).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+__all__ = ["ScriptedUpstream", "Rule"]
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    pattern: str
+    reply: str
+
+    def matches(self, text: str) -> bool:
+        return re.search(self.pattern, text, re.IGNORECASE | re.DOTALL) is not None
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"\S+\s*", text) or [text]
+
+
+@dataclass
+class ScriptedUpstream:
+    replies: dict[str, str] = field(default_factory=dict)
+    rules: list[Rule] = field(default_factory=list)
+    default_reply: str | None = None
+    models: tuple[str, ...] = ("scripted-small", "scripted-large")
+    latency_ms: float = 0.0
+    chunk_delay_ms: float = 0.0
+    record: bool = True
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    cancelled: int = 0
+    """How many requests the client abandoned while this upstream was still answering."""
+
+    # ---- ASGI ----------------------------------------------------------------------------
+
+    async def __call__(self, scope: Mapping[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                await send({"type": message["type"] + ".complete"})
+                if message["type"] == "lifespan.shutdown":
+                    return
+        if scope["type"] != "http":
+            return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        try:
+            payload = orjson.loads(body) if body else {}
+        except orjson.JSONDecodeError:
+            payload = None
+        if self.record:
+            self.requests.append({"method": scope["method"], "path": scope["path"],
+                                  "headers": headers, "json": payload})
+        try:
+            await self._dispatch(scope, headers, payload, send)
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+
+    async def _dispatch(self, scope: Mapping[str, Any], headers: dict[str, str],
+                        payload: Any, send: Any) -> None:
+        delay = float(headers.get("x-mock-delay-ms", self.latency_ms))
+        if delay:
+            try:
+                await asyncio.sleep(delay / 1000)
+            except asyncio.CancelledError:
+                raise
+        status = int(headers.get("x-mock-status", "200"))
+        if status >= 400:
+            extra = [(b"x-request-id", b"req_mock_error")]
+            if "x-mock-retry-after" in headers:
+                extra.append((b"retry-after", headers["x-mock-retry-after"].encode()))
+                extra.append((b"x-ratelimit-remaining-requests", b"0"))
+            return await _json(send, status, {"error": {
+                "message": f"scripted error {status}", "type": "scripted_error",
+                "param": None, "code": f"scripted_{status}"}}, extra)
+        path, method = scope["path"], scope["method"]
+        if path == "/v1/models" and method == "GET":
+            return await _json(send, 200, {"object": "list", "data": [
+                {"id": m, "object": "model", "created": 0, "owned_by": "scripted"}
+                for m in self.models]})
+        if payload is None:
+            return await _json(send, 400, {"error": {"message": "invalid JSON",
+                                                     "type": "invalid_request_error",
+                                                     "param": None, "code": None}})
+        if path == "/v1/chat/completions" and method == "POST":
+            return await self._chat(headers, payload, send)
+        if path == "/v1/embeddings" and method == "POST":
+            return await self._embeddings(payload, send)
+        if path == "/v1/completions" and method == "POST":
+            text = self.answer(headers, str(payload.get("prompt", "")))
+            return await _json(send, 200, {"id": "cmpl-scripted", "object": "text_completion",
+                                           "model": payload.get("model"), "choices": [
+                                               {"index": 0, "text": text, "finish_reason": "stop"}]})
+        return await _json(send, 404, {"error": {"message": f"no route {path}",
+                                                 "type": "invalid_request_error",
+                                                 "param": None, "code": "not_found"}})
+
+    # ---- answers -------------------------------------------------------------------------
+
+    def answer(self, headers: Mapping[str, str], user_text: str) -> str:
+        if "x-mock-reply" in headers:
+            return headers["x-mock-reply"]
+        rid = headers.get("x-scripted-reply-id")
+        if rid is not None and rid in self.replies:
+            return self.replies[rid]
+        for rule in self.rules:
+            if rule.matches(user_text):
+                return rule.reply
+        if self.default_reply is not None:
+            return self.default_reply
+        return f"You said: {user_text}"
+
+    async def _chat(self, headers: dict[str, str], payload: dict[str, Any], send: Any) -> None:
+        messages = payload.get("messages") or []
+        user = next((m.get("content") for m in reversed(messages)
+                     if isinstance(m, dict) and m.get("role") == "user"), "") or ""
+        user_text = user if isinstance(user, str) else str(user)
+        model = payload.get("model", "scripted")
+        text = self.answer(headers, user_text)
+        prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in messages
+                            if isinstance(m, dict))
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": len(text.split()),
+                 "total_tokens": prompt_tokens + len(text.split())}
+        cid = "chatcmpl-" + hashlib.sha1(f"{time.time_ns()}".encode()).hexdigest()[:16]
+        tool = "x-mock-tool-call" in headers and payload.get("tools")
+        if payload.get("stream") is True:
+            return await self._stream(headers, payload, send, cid, model, text, usage, bool(tool))
+        message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
+        finish = "stop"
+        if tool:
+            fn = payload["tools"][0]["function"]["name"]
+            message = {"role": "assistant", "content": None, "tool_calls": [{
+                "id": "call_scripted", "type": "function",
+                "function": {"name": fn, "arguments": '{"city": "Paris"}'}}]}
+            finish = "tool_calls"
+        await _json(send, 200, {
+            "id": cid, "object": "chat.completion", "created": int(time.time()), "model": model,
+            "choices": [{"index": 0, "message": message, "logprobs": None,
+                         "finish_reason": finish}],
+            "usage": usage, "system_fingerprint": "fp_scripted",
+            "x_scripted": {"note": "unknown fields survive the proxy"},
+        }, [(b"x-request-id", b"req_scripted")])
+
+    async def _stream(self, headers: dict[str, str], payload: dict[str, Any], send: Any,
+                      cid: str, model: str, text: str, usage: dict[str, int],
+                      tool: bool) -> None:
+        chunk_delay = float(headers.get("x-mock-chunk-delay-ms", self.chunk_delay_ms)) / 1000
+        cut_after = int(headers.get("x-mock-cut-after", "-1"))
+        created = int(time.time())
+        await send({"type": "http.response.start", "status": 200, "headers": [
+            (b"content-type", b"text/event-stream; charset=utf-8"),
+            (b"cache-control", b"no-cache"), (b"x-request-id", b"req_scripted")]})
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+            return b"data: " + orjson.dumps({
+                "id": cid, "object": "chat.completion.chunk", "created": created,
+                "model": model, "system_fingerprint": "fp_scripted",
+                "choices": [{"index": 0, "delta": delta, "logprobs": None,
+                             "finish_reason": finish}]}) + b"\n\n"
+
+        pieces = [chunk({"role": "assistant", "content": ""})]
+        if tool:
+            fn = payload["tools"][0]["function"]["name"]
+            pieces.append(chunk({"tool_calls": [{"index": 0, "id": "call_scripted",
+                                                 "type": "function", "function": {
+                                                     "name": fn, "arguments": ""}}]}))
+            pieces.append(chunk({"tool_calls": [{"index": 0, "function": {
+                "arguments": '{"city": "Paris"}'}}]}))
+            pieces.append(chunk({}, "tool_calls"))
+        else:
+            pieces += [chunk({"content": w}) for w in _words(text)]
+            pieces.append(chunk({}, "stop"))
+        options = payload.get("stream_options") or {}
+        if options.get("include_usage"):
+            pieces.append(b"data: " + orjson.dumps({
+                "id": cid, "object": "chat.completion.chunk", "created": created,
+                "model": model, "choices": [], "usage": usage}) + b"\n\n")
+        pieces.append(b"data: [DONE]\n\n")
+        for n, piece in enumerate(pieces):
+            if n == cut_after:
+                raise ConnectionAbortedError("scripted cut")  # uvicorn drops the connection
+            if chunk_delay and n:
+                await asyncio.sleep(chunk_delay)
+            await send({"type": "http.response.body", "body": piece, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _embeddings(self, payload: dict[str, Any], send: Any) -> None:
+        inputs = payload.get("input")
+        items = inputs if isinstance(inputs, list) else [inputs]
+        data = []
+        for i, item in enumerate(items):
+            digest = hashlib.sha256(str(item).encode()).digest()
+            data.append({"object": "embedding", "index": i,
+                         "embedding": [b / 255 for b in digest[:8]]})
+        await _json(send, 200, {"object": "list", "data": data, "model": payload.get("model"),
+                                "usage": {"prompt_tokens": len(items), "total_tokens": len(items)}})
+
+
+async def _json(send: Any, status: int, obj: Any,
+                extra: list[tuple[bytes, bytes]] | None = None) -> None:
+    body = orjson.dumps(obj)
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+        *(extra or [])]})
+    await send({"type": "http.response.body", "body": body, "more_body": False})

@@ -1,0 +1,171 @@
+"""Telemetry: the only module that imports OpenTelemetry.
+
+The rest of the gateway talks to a :class:`Telemetry` object made in the app
+lifespan, through the few methods below. With no OTLP endpoint configured the
+no-op implementation is used and costs next to nothing.
+
+Contract (what callers do):
+
+- ``trace = telemetry.start_request(scope, route)`` at the start of every
+  request; ``trace.end(status, error_type)`` when the response is finished.
+- ``with trace.upstream(model=…, provider=…, server_address=…, stream=…) as up:``
+  around the upstream call; inside it ``up.headers()`` gives the W3C
+  ``traceparent`` header pairs to send upstream, ``up.first_chunk()`` marks time
+  to first chunk, ``up.response(status, body)`` records the response (``body``
+  is the parsed completion, or the assembled stream summary with ``id``,
+  ``model``, ``choices[].finish_reason`` and ``usage``), ``up.error(type)``.
+- ``with trace.layer(name) as span:`` around one verification layer; then
+  ``span.result(outcome)`` with the pipeline's per-layer outcome mapping
+  (``name``, ``score``, ``passed``, ``latency_ms``, ``label``, ``explanation``,
+  ``cache_hit``, ``judge_calls``, ``cost``, ``error``).
+- ``with trace.attempt(n):`` around a regenerate attempt.
+- ``trace.decision(record)`` once, with the whole outcome record (policy, mode,
+  verdict, score, action, attempts).
+- ``telemetry.start_shadow(trace)`` returns a new trace for background work,
+  linked to (never parented by) the request's span.
+- ``telemetry.count(name, value, attributes)`` for gateway counters
+  (shadow queue drops, fail-open count, …); ``telemetry.gauge_shadow_depth(fn)``.
+- ``trace.content(messages, output)`` records message content, only when the
+  policy opts in; every string passes the redaction hook first.
+- ``telemetry.instrument_httpx(client)`` for httpx clients the gateway owns (judge
+  calls); ``telemetry.aiohttp_trace_configs()`` for the upstream aiohttp session.
+
+When telemetry is on, the OpenTelemetry implementation lives in
+``gateway._otel_impl`` (imported only by :func:`create_telemetry`, so a gateway
+without an endpoint never imports the SDK); every name it emits is in
+``gateway.semconv``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+__all__ = ["LayerSpan", "NoopTelemetry", "Redactor", "RequestTrace", "Telemetry",
+           "UpstreamTrace", "create_telemetry", "telemetry_enabled"]
+
+Headers = list[tuple[bytes, bytes]]
+Redactor = Callable[[str], str]
+"""Redaction hook: takes a content string, returns what may be recorded."""
+
+_log = logging.getLogger(__name__)
+
+
+class UpstreamTrace:
+    """The upstream call (CLIENT span). No-op base."""
+
+    def headers(self) -> Headers:
+        return []
+
+    def first_chunk(self) -> None:
+        pass
+
+    def response(self, status: int, body: Mapping[str, Any] | None) -> None:
+        pass
+
+    def error(self, error_type: str) -> None:
+        pass
+
+
+class LayerSpan:
+    """One verification layer (INTERNAL span). No-op base."""
+
+    def result(self, outcome: Mapping[str, Any]) -> None:
+        pass
+
+
+class RequestTrace:
+    """One incoming request (SERVER span). No-op base."""
+
+    @contextmanager
+    def upstream(self, *, model: str, provider: str, server_address: str,
+                 stream: bool, operation: str = "chat") -> Iterator[UpstreamTrace]:
+        yield _NOOP_UPSTREAM
+
+    @contextmanager
+    def layer(self, name: str) -> Iterator[LayerSpan]:
+        yield _NOOP_LAYER
+
+    @contextmanager
+    def attempt(self, number: int) -> Iterator[None]:
+        yield
+
+    def decision(self, record: Mapping[str, Any]) -> None:
+        pass
+
+    def content(self, messages: Sequence[Mapping[str, Any]], output: str | None,
+                redact: Redactor | None = None) -> None:
+        """Record input messages and output text. Call only when the policy opts in;
+        ``redact`` (else the telemetry's default hook) is applied to every string."""
+
+    def end(self, status: int, error_type: str | None = None) -> None:
+        pass
+
+
+_NOOP_UPSTREAM = UpstreamTrace()
+_NOOP_LAYER = LayerSpan()
+_NOOP_TRACE = RequestTrace()
+
+
+class Telemetry:
+    """Telemetry façade. This base is the no-op used when telemetry is off."""
+
+    enabled = False
+
+    def start_request(self, scope: Mapping[str, Any], route: str) -> RequestTrace:
+        return _NOOP_TRACE
+
+    def start_shadow(self, parent: RequestTrace, name: str = "shadow audit") -> RequestTrace:
+        return _NOOP_TRACE
+
+    def count(self, name: str, value: int = 1,
+              attributes: Mapping[str, Any] | None = None) -> None:
+        pass
+
+    def gauge_shadow_depth(self, depth: Callable[[], int]) -> None:
+        """Report the shadow queue depth by calling ``depth()`` at each metric export."""
+
+    def instrument_httpx(self, client: Any) -> None:
+        """Trace an ``httpx`` client the gateway owns (e.g. the judge client)."""
+
+    def aiohttp_trace_configs(self) -> list[Any]:
+        """``aiohttp.TraceConfig`` objects for the upstream session (HTTP CLIENT spans)."""
+        return []
+
+    def force_flush(self) -> None:
+        pass
+
+    def shutdown(self) -> None:
+        pass
+
+
+NoopTelemetry = Telemetry
+
+
+def telemetry_enabled(environ: Mapping[str, str]) -> bool:
+    """True when an OTLP endpoint is set and ``OTEL_SDK_DISABLED`` is not true."""
+    if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    return bool(environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
+                or environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip())
+
+
+def create_telemetry(environ: Mapping[str, str] | None = None, *,
+                     redact: Redactor | None = None) -> Telemetry:
+    """Real telemetry when an OTLP endpoint is configured, else the no-op.
+
+    Reads the standard ``OTEL_*`` variables from ``environ`` (default
+    ``os.environ``): service name and resource attributes, per-signal endpoints
+    and headers, sampler, ``OTEL_{TRACES,METRICS,LOGS}_EXPORTER=none``.
+    Providers belong to the returned object; no global provider is set.
+    ``redact`` is the default content redaction hook (see ``trace.content``).
+    """
+    if environ is None:
+        import os
+        environ = os.environ
+    if not telemetry_enabled(environ):
+        return Telemetry()
+    from gateway._otel_impl import OtelTelemetry
+    return OtelTelemetry.from_environ(environ, redact=redact)

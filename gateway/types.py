@@ -1,0 +1,26 @@
+"""Shared small types."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["RequestInfo"]
+
+
+@dataclass(frozen=True, slots=True)
+class RequestInfo:
+    """What policy selection may look at for one request."""
+
+    model: str
+    route: str
+    """The request path, e.g. ``/v1/chat/completions``."""
+    headers: Mapping[str, str]
+    """Lower-case header names; never includes credentials for matching purposes."""
+    tenant: str | None = None
+    key_name: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    requested_policy: str | None = None
+    """Value of the ``x-verity-policy`` request header, if any."""
+    stream: bool = False

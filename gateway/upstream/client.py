@@ -1,0 +1,173 @@
+"""The upstream HTTP client on the hot path.
+
+One pooled :class:`UpstreamClient` per configured upstream, created in the app
+lifespan and closed on shutdown. It is built on aiohttp: on this kind of machine
+httpx's connection pool collapses at concurrency 64 against a slow upstream
+(encode/httpx#3215), while aiohttp holds ~1,000 requests/s at ~1 ms CPU per
+request — see ``docs/benchmarks.md``. aiohttp exceptions are converted to the
+gateway's error tree here, at the boundary.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterable
+from typing import Any
+
+import aiohttp
+
+from gateway.errors import UpstreamConnectError, UpstreamStreamError, UpstreamTimeout
+from gateway.settings import UpstreamConfig
+
+__all__ = ["UpstreamClient", "UpstreamResponse"]
+
+RawHeaders = list[tuple[bytes, bytes]]
+
+# Request headers never forwarded upstream (hop-by-hop, or set by the client itself).
+_DROP_REQUEST = frozenset({
+    b"host", b"connection", b"keep-alive", b"proxy-authorization", b"proxy-connection",
+    b"te", b"trailer", b"transfer-encoding", b"upgrade", b"content-length",
+    b"accept-encoding", b"x-verity-policy", b"x-verity-detail",
+})
+# Response headers never relayed to the client (hop-by-hop / recomputed by uvicorn).
+_DROP_RESPONSE = frozenset({
+    "connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding",
+    "server", "date", "proxy-authenticate", "trailer", "upgrade",
+})
+
+
+class UpstreamResponse:
+    """A response whose body has not been read yet. Always ``release()`` it."""
+
+    __slots__ = ("_resp", "status", "headers")
+
+    def __init__(self, resp: aiohttp.ClientResponse) -> None:
+        self._resp = resp
+        self.status = resp.status
+        self.headers: RawHeaders = [
+            (k.lower(), v) for k, v in resp.raw_headers if k.decode("latin-1").lower()
+            not in _DROP_RESPONSE
+        ]
+
+    @property
+    def content_type(self) -> str:
+        return self._resp.headers.get("content-type", "")
+
+    def header(self, name: str) -> str | None:
+        return self._resp.headers.get(name)
+
+    async def read(self) -> bytes:
+        try:
+            return await self._resp.read()
+        except asyncio.TimeoutError as exc:
+            raise UpstreamTimeout("upstream timed out while sending the response") from exc
+        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
+            raise UpstreamStreamError(f"upstream response was cut: {type(exc).__name__}") from exc
+
+    async def iter_chunks(self) -> AsyncIterator[bytes]:
+        """Yield body bytes as they arrive (no re-chunking, no buffering)."""
+        content = self._resp.content
+        try:
+            while True:
+                chunk, _ = await content.readchunk()
+                if not chunk:
+                    return
+                yield chunk
+        except asyncio.TimeoutError as exc:
+            raise UpstreamTimeout("upstream stream stalled past the read timeout") from exc
+        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
+            raise UpstreamStreamError(f"upstream stream was cut: {type(exc).__name__}") from exc
+
+    def release(self) -> None:
+        self._resp.release()
+
+    def close(self) -> None:
+        """Drop the connection (used when the client went away mid-body)."""
+        self._resp.close()
+
+
+class UpstreamClient:
+    """A pooled client for one upstream. Create with :meth:`open`, close with :meth:`aclose`."""
+
+    def __init__(self, config: UpstreamConfig, session: aiohttp.ClientSession) -> None:
+        self.config = config
+        self.base_url = config.base_url
+        self.server_address = aiohttp.client.URL(config.base_url).host or ""
+        self._session = session
+        key = config.api_key()
+        self._auth: bytes | None = f"Bearer {key}".encode("latin-1") if key else None
+
+    @classmethod
+    def open(cls, config: UpstreamConfig) -> UpstreamClient:
+        t = config.timeouts
+        connector = aiohttp.TCPConnector(
+            limit=config.max_connections, limit_per_host=config.max_connections,
+            ttl_dns_cache=300, keepalive_timeout=60, enable_cleanup_closed=False,
+        )
+        session = aiohttp.ClientSession(
+            connector=connector,
+            timeout=aiohttp.ClientTimeout(total=t.total, sock_connect=t.connect,
+                                          sock_read=t.read),
+            auto_decompress=False, skip_auto_headers=("User-Agent", "Accept-Encoding"),
+            trust_env=False,
+        )
+        return cls(config, session)
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        return self._session
+
+    @property
+    def has_own_key(self) -> bool:
+        return self._auth is not None
+
+    def build_headers(self, client_headers: Iterable[tuple[bytes, bytes]],
+                      use_own_key: bool, extra: RawHeaders | None = None) -> dict[str, str]:
+        """Forwardable request headers; ``Authorization`` per the auth mode."""
+        out: dict[str, str] = {}
+        for k, v in client_headers:
+            if k in _DROP_REQUEST or (use_own_key and k == b"authorization"):
+                continue
+            out[k.decode("latin-1")] = v.decode("latin-1")
+        if use_own_key:
+            out.pop("authorization", None)
+            if self._auth is not None:
+                out["authorization"] = self._auth.decode("latin-1")
+        if extra:
+            for k, v in extra:
+                out[k.decode("latin-1")] = v.decode("latin-1")
+        return out
+
+    async def send(self, method: str, path: str, headers: dict[str, str],
+                   body: bytes | AsyncIterator[bytes] | None = None,
+                   query: str = "") -> UpstreamResponse:
+        """Send one request; return as soon as the status line and headers arrive."""
+        url = self.base_url + path + (f"?{query}" if query else "")
+        try:
+            resp = await self._session.request(method, url, data=body, headers=headers,
+                                               allow_redirects=False)
+        except asyncio.TimeoutError as exc:
+            raise UpstreamTimeout(f"upstream {self.config.name!r} timed out") from exc
+        except aiohttp.ClientConnectorError as exc:
+            raise UpstreamConnectError(
+                f"cannot connect to upstream {self.config.name!r}") from exc
+        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
+            raise UpstreamConnectError(
+                f"upstream {self.config.name!r} closed the connection") from exc
+        except aiohttp.ClientError as exc:
+            raise UpstreamConnectError(
+                f"upstream {self.config.name!r} request failed: {type(exc).__name__}") from exc
+        return UpstreamResponse(resp)
+
+    async def aclose(self) -> None:
+        await self._session.close()
+
+
+def parse_json_object(data: bytes) -> dict[str, Any] | None:
+    import orjson
+
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
