@@ -1,0 +1,221 @@
+"""The policy file schema (strict: unknown keys are errors).
+
+One policy per YAML file in the policies directory. Parsing is two steps, as
+in tensorzero: the raw file is validated into :class:`PolicySpec` (this
+module); the loader then *resolves* it — layer names against the registry,
+each layer's ``config`` against that layer's own typed config — into a
+ready-to-run policy. Every error carries the file, the dotted key and the line.
+
+See ``docs/policies.md`` for the reference with examples.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from gateway.context import ContextSpec
+
+__all__ = [
+    "Action", "ActionSet", "BlockAction", "Budget", "Calibration", "DecisionSpec",
+    "DisclaimerAction", "FlagAction", "LayerSpec", "MatchSpec", "PassAction", "PolicySpec",
+    "RegenerateAction", "RiskLevel", "RiskProfileSpec", "RiskSpec", "TelemetrySpec",
+]
+
+RiskLevel = Literal["low", "medium", "high", "critical"]
+Band = Literal["pass", "marginal", "fail"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class MatchSpec(_Strict):
+    """Which requests a policy applies to. Every given criterion must match (AND);
+    within a list any entry may match (OR). Empty = matches everything."""
+
+    models: tuple[str, ...] = ()
+    """Model name globs (``gpt-4o*``)."""
+    routes: tuple[str, ...] = ()
+    """Request path globs (``/v1/chat/completions``)."""
+    headers: dict[str, str] = Field(default_factory=dict)
+    """Header name (case-insensitive) -> value glob."""
+    tenants: tuple[str, ...] = ()
+    keys: tuple[str, ...] = ()
+    """Gateway key names."""
+    metadata: dict[str, str] = Field(default_factory=dict)
+    """Request ``metadata`` key -> value glob."""
+
+
+class Calibration(_Strict):
+    """Platt scaling: ``p = 1 / (1 + exp(a * score + b))`` (seed 000)."""
+
+    a: float
+    b: float
+
+
+class LayerSpec(_Strict):
+    name: str
+    """Registry name, e.g. ``grounding``."""
+    id: str | None = None
+    """Distinct id when the same layer runs twice with different configs."""
+    config: dict[str, Any] = Field(default_factory=dict)
+    """Validated by the layer's own typed config at load time."""
+    weight: float = Field(1.0, ge=0)
+    timeout_ms: int = Field(2000, gt=0)
+    calibration: Calibration | None = None
+
+    @property
+    def key(self) -> str:
+        return self.id or self.name
+
+
+class RiskProfileSpec(_Strict):
+    layers: tuple[str, ...]
+    """Layer ids (``LayerSpec.key``) to run at this risk level."""
+    min_confidence: float = Field(ge=0, le=1)
+    max_latency_ms: int | None = Field(None, gt=0)
+    max_cost: float | None = Field(None, ge=0)
+
+
+class RiskSpec(_Strict):
+    """``level: assess`` runs the seed 000 heuristic risk assessor on the answer;
+    a fixed level skips it. ``profiles`` maps each level to the layers it runs;
+    levels left out use every layer in ``layers``."""
+
+    level: RiskLevel | Literal["assess"] = "medium"
+    profiles: dict[RiskLevel, RiskProfileSpec] = Field(default_factory=dict)
+
+
+class DecisionSpec(_Strict):
+    """How layer results become a verdict band (seed 000 by default).
+
+    ``all_passed``: pass when every layer passed *and* the weighted mean of the
+    calibrated scores is at least ``min_confidence`` (the risk profile's value
+    when the policy gives none). Otherwise ``marginal`` when the mean is at least
+    ``marginal_at``, else ``fail``. ``mean``: bands from the mean alone
+    (``>= min_confidence`` pass). When a layer yields a seed 002 credit score
+    (1–5), its zone maps to a band through ``zones`` and the worse band wins.
+    """
+
+    combine: Literal["all_passed", "mean"] = "all_passed"
+    min_confidence: float | None = Field(None, ge=0, le=1)
+    marginal_at: float = Field(0.5, ge=0, le=1)
+    zones: dict[Literal["GOOD", "MID", "BAD"], Band] = Field(
+        default_factory=lambda: {"GOOD": "pass", "MID": "marginal", "BAD": "fail"})
+
+
+class PassAction(_Strict):
+    type: Literal["pass"] = "pass"
+
+
+class FlagAction(_Strict):
+    """Deliver the answer unchanged; the verdict travels only in headers."""
+
+    type: Literal["flag"] = "flag"
+
+
+class DisclaimerAction(_Strict):
+    type: Literal["disclaimer"] = "disclaimer"
+    template: str = ("\n\n---\n*Verity: parts of this answer could not be verified against "
+                     "the provided sources ({reasons}).*")
+    """Appended to the end of the answer; ``{reasons}``, ``{score}``, ``{verdict}``,
+    ``{policy}`` and ``{failed_claims}`` are filled in."""
+
+
+class BlockAction(_Strict):
+    type: Literal["block"] = "block"
+    style: Literal["completion", "error"] = "completion"
+    """``completion``: an OpenAI-shaped completion carrying ``message`` with
+    ``finish_reason: content_filter``. ``error``: an HTTP error with ``status``."""
+    message: str = "I can't provide that answer: it failed verification ({reasons})."
+    status: int = Field(422, ge=400, le=599)
+
+
+class RegenerateAction(_Strict):
+    """Re-ask upstream with feedback naming the failed claims (seed 001's repair
+    prompt), re-verify each attempt; after ``max_attempts`` apply ``fallback``
+    (optionally first trying ``fallback_model``)."""
+
+    type: Literal["regenerate"] = "regenerate"
+    max_attempts: int = Field(1, ge=1, le=5)
+    feedback_template: str | None = None
+    """Overrides the built-in repair prompt; ``{failed_claims}`` and ``{reasons}``."""
+    fallback_model: str | None = None
+    fallback: Annotated[PassAction | FlagAction | DisclaimerAction | BlockAction,
+                        Field(discriminator="type")] = BlockAction()
+
+
+Action = Annotated[
+    PassAction | FlagAction | DisclaimerAction | BlockAction | RegenerateAction,
+    Field(discriminator="type"),
+]
+
+
+class ActionSet(_Strict):
+    """The action per verdict band."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    pass_: Action = Field(default_factory=PassAction, alias="pass")
+    marginal: Action = Field(default_factory=DisclaimerAction)
+    fail: Action = Field(default_factory=BlockAction)
+
+
+class Budget(_Strict):
+    total_ms: int = Field(5000, gt=0)
+    """Whole verification time per request (all layers, all attempts)."""
+    max_cost: float | None = Field(None, ge=0)
+    """USD of judge calls per request; layers not yet started are skipped past it."""
+
+
+class TelemetrySpec(_Strict):
+    record_content: bool = False
+    """Record prompt/answer text on spans (through the redaction hook)."""
+    redact: tuple[str, ...] = ()
+    """Regexes whose matches are replaced by ``[REDACTED]`` in recorded content."""
+
+
+class PolicySpec(_Strict):
+    name: str | None = None
+    """Defaults to the file name without extension."""
+    description: str = ""
+    default: bool = False
+    """The policy used when no other matches (at most one)."""
+    priority: int = 0
+    """Higher wins among matching policies; ties break by name."""
+    match: MatchSpec = MatchSpec()
+    allow_header_selection: bool = False
+    """Clients may pick this policy with ``x-verity-policy: <name>``."""
+    mode: Literal["inline", "shadow"] = "shadow"
+    sample_rate: float = Field(1.0, ge=0, le=1)
+    """Share of matching requests verified (shadow and inline alike)."""
+    candidates: tuple[str, ...] = ()
+    """Other policies evaluated in shadow on the same response, for comparison."""
+    context: ContextSpec = ContextSpec()
+    risk: RiskSpec = RiskSpec()
+    layers: tuple[LayerSpec, ...] = Field(min_length=1)
+    decision: DecisionSpec = DecisionSpec()
+    actions: ActionSet = ActionSet()
+    on_error: Literal["fail_open", "fail_closed"] = "fail_open"
+    budget: Budget = Budget()
+    streaming: Literal["buffer", "passthrough"] = "buffer"
+    expose_detail: bool = False
+    """Add the per-layer detail body field ``verity`` when the client sends
+    ``x-verity-detail: true`` (never otherwise: it is not in OpenAI's schema)."""
+    telemetry: TelemetrySpec = TelemetrySpec()
+
+    @model_validator(mode="after")
+    def _unique_layer_keys(self) -> PolicySpec:
+        keys = [layer.key for layer in self.layers]
+        dupes = sorted({k for k in keys if keys.count(k) > 1})
+        if dupes:
+            raise ValueError(f"layer ids must be unique (give `id:`): {', '.join(dupes)}")
+        known = set(keys)
+        for level, profile in self.risk.profiles.items():
+            missing = [k for k in profile.layers if k not in known]
+            if missing:
+                raise ValueError(f"risk.profiles.{level}.layers names layers not in `layers`: "
+                                 f"{', '.join(missing)}")
+        return self
