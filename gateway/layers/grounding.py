@@ -1,0 +1,247 @@
+"""``grounding`` layer: is each answer sentence backed by the request's own context?
+
+Model-free. For every answer sentence it checks, against the grounding context
+(and the user question, whose words the assistant may legitimately repeat):
+
+- **numbers** (units, percentages, currency, spelled-out, rounding-aware) and
+  **dates** (normalized; ``"1981"`` is backed by ``"July 11, 1981"``),
+- **named entities** (capitalized spans) — every content word of the entity must
+  occur in the context or question,
+- **content words** — the share that occurs neither in the question nor in the
+  ``local_window`` context sentences that best match this sentence (a long article
+  contains most words somewhere; a fabricated detail rarely sits next to the
+  sentence it embellishes),
+- **negation flips** — the best-matching context sentence (found through the
+  context index's inverted index) covers most of the sentence but one side is
+  negated and the other is not.
+
+Each sentence gets a *risk* in [0, 1]::
+
+    risk = min(1, word_weight * unsupported_share
+                  + entity_weight * unsupported_entity_share
+                  + number_weight * [a number or date is unsupported]
+                  + contradiction_weight * [contradicted])
+
+and a status: ``contradicted`` (negation flip, or a number/date that differs from
+the one in the best-matching context sentence), ``unsupported`` (risk >=
+``sentence_threshold``) or ``supported``. The answer's score is
+``1 - (max_weight * max_risk + (1 - max_weight) * mean_risk)`` where the mean is
+weighted by each sentence's content-word count.
+
+``passed`` means *no evidence of error* at ``threshold``; it never means
+"verified" — this layer only sees surface overlap (see ``docs/layers.md`` for what
+it is blind to). With no context the layer is skipped (neutral score, passed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from pydantic import Field
+
+from gateway.quantities import date_matches, extract_dates, extract_numbers, number_matches
+from gateway.textindex import TextIndex, build_index, context_index
+from gateway.textutil import content_words, entity_candidates, has_negation, split_sentences
+from gateway.textutil import tokenize, variants
+from gateway.verify.base import Evidence, LayerConfig, LayerResources, LayerResult, VerifyInput
+
+__all__ = ["GroundingConfig", "GroundingLayer", "SentenceCheck", "check_answer"]
+
+NEUTRAL_SCORE = 0.5
+
+
+class GroundingConfig(LayerConfig):
+    """Typed config of the ``grounding`` layer (unknown keys are errors)."""
+
+    threshold: float = Field(0.5, ge=0.0, le=1.0)
+    """``passed`` iff score >= threshold."""
+    sentence_threshold: float = Field(0.5, ge=0.0, le=1.0)
+    """A sentence whose risk reaches this is reported ``unsupported``."""
+    word_weight: float = Field(0.6, ge=0.0)
+    entity_weight: float = Field(0.6, ge=0.0)
+    number_weight: float = Field(0.6, ge=0.0)
+    contradiction_weight: float = Field(1.0, ge=0.0)
+    max_weight: float = Field(0.5, ge=0.0, le=1.0)
+    """Blend between the worst sentence (1.0) and the weighted mean sentence (0.0)."""
+    negation_min_coverage: float = Field(0.6, ge=0.0, le=1.0)
+    """Coverage of the best context sentence needed before a negation flip counts."""
+    local_window: int = Field(3, ge=0)
+    """Words must occur in one of this many best-matching context sentences (0: anywhere)."""
+    use_question: bool = True
+    """Treat words, numbers and dates of the user question as supported."""
+    max_evidence: int = Field(20, ge=0)
+    """At most this many sentences are returned as evidence (worst first)."""
+
+
+@dataclass(slots=True)
+class SentenceCheck:
+    """The verdict on one answer sentence."""
+
+    text: str
+    status: str
+    risk: float
+    weight: int
+    unsupported_words: list[str]
+    distant_words: list[str]
+    """In the context, but not in the sentences that best match this one."""
+    unsupported_entities: list[str]
+    unsupported_values: list[str]
+    negation_flip: bool
+    source_id: str | None
+    source_span: str | None
+
+
+def _supported(word: str, ctx: TextIndex, question: TextIndex | None) -> bool:
+    if ctx.resolve(word) is not None:
+        return True
+    return question is not None and question.resolve(word) is not None
+
+
+def check_sentence(
+    text: str, ctx: TextIndex, question: TextIndex | None, cfg: GroundingConfig
+) -> SentenceCheck:
+    """Check one answer sentence against the context index (and question index)."""
+    words = content_words(tokenize(text))
+    missing = sorted(w for w in words if not _supported(w, ctx, question))
+    missing_set = set(missing)
+
+    bad_entities: list[str] = []
+    entities = entity_candidates(text)
+    for ent in entities:
+        if content_words(tokenize(ent.text)) & missing_set:
+            bad_entities.append(ent.text)
+
+    matches = ctx.best_matches(words, max(1, cfg.local_window)) if words else []
+    match = matches[0] if matches else None
+    best = ctx.sentences[match.sentence] if match is not None else None
+    far: list[str] = []
+    if cfg.local_window and matches:
+        near = frozenset().union(*(ctx.sentences[m.sentence].tokens for m in matches))
+        far = sorted(
+            w for w in words
+            if w not in missing_set and not any(f in near for f in variants(w))
+            and not (question is not None and question.resolve(w) is not None)
+        )
+
+    bad_values: list[str] = []
+    contradicted_value = False
+    q_numbers = question.numbers if question is not None else []
+    q_dates = question.dates if question is not None else []
+    dates = extract_dates(text)
+    for d in dates:
+        if not (date_matches(d, ctx.dates) or date_matches(d, q_dates)):
+            bad_values.append(d.text)
+            if best is not None and best.dates:
+                contradicted_value = True
+    for q in extract_numbers(text, dates):
+        if not (number_matches(q, ctx.numbers) or number_matches(q, q_numbers)):
+            bad_values.append(q.text)
+            if best is not None and any(
+                n.kind == q.kind and (not q.unit or n.unit == q.unit) for n in best.numbers
+            ):
+                contradicted_value = True
+
+    flip = (
+        best is not None and match is not None and len(words) >= 3
+        and match.coverage >= cfg.negation_min_coverage
+        and has_negation(text) != best.negated
+    )
+    contradicted = flip or contradicted_value
+    risk = (
+        cfg.word_weight * ((len(missing) + len(far)) / len(words) if words else 0.0)
+        + cfg.entity_weight * (len(bad_entities) / len(entities) if entities else 0.0)
+        + cfg.number_weight * (1.0 if bad_values else 0.0)
+        + cfg.contradiction_weight * (1.0 if contradicted else 0.0)
+    )
+    risk = min(1.0, risk)
+    status = (
+        "contradicted" if contradicted
+        else "unsupported" if risk >= cfg.sentence_threshold
+        else "supported"
+    )
+    return SentenceCheck(
+        text=text, status=status, risk=risk, weight=max(1, len(words)),
+        unsupported_words=missing, distant_words=far, unsupported_entities=bad_entities,
+        unsupported_values=bad_values, negation_flip=flip,
+        source_id=best.doc_id if best is not None else None,
+        source_span=best.text if best is not None else None,
+    )
+
+
+def check_answer(
+    answer: str, ctx: TextIndex, question: TextIndex | None, cfg: GroundingConfig
+) -> tuple[float, list[SentenceCheck]]:
+    """Score an answer: ``(score in [0, 1], per-sentence checks)``; higher = better grounded."""
+    checks = [check_sentence(s.text, ctx, question, cfg) for s in split_sentences(answer)]
+    if not checks:
+        return 1.0, []
+    worst = max(c.risk for c in checks)
+    total = sum(c.weight for c in checks)
+    mean = sum(c.risk * c.weight for c in checks) / total
+    risk = cfg.max_weight * worst + (1.0 - cfg.max_weight) * mean
+    return max(0.0, min(1.0, 1.0 - risk)), checks
+
+
+def _reason(c: SentenceCheck) -> str:
+    parts = []
+    if c.negation_flip:
+        parts.append("negation differs from the best-matching context sentence")
+    if c.unsupported_values:
+        parts.append("values not in context: " + ", ".join(c.unsupported_values))
+    if c.unsupported_entities:
+        parts.append("entities not in context: " + ", ".join(c.unsupported_entities))
+    if c.unsupported_words:
+        parts.append("words not in context: " + ", ".join(c.unsupported_words[:12]))
+    if c.distant_words:
+        parts.append("words not near the matching context: " + ", ".join(c.distant_words[:12]))
+    return "; ".join(parts)
+
+
+class GroundingLayer:
+    """Checks an answer against the request's grounding context (see module doc)."""
+
+    name: ClassVar[str] = "grounding"
+    Config: ClassVar[type[LayerConfig]] = GroundingConfig
+
+    def __init__(self, config: GroundingConfig, resources: LayerResources) -> None:
+        self.config = config
+        self.resources = resources
+
+    async def verify(self, inp: VerifyInput) -> LayerResult:
+        cfg = self.config
+        if not inp.context or not inp.context.text.strip():
+            return LayerResult(
+                score=NEUTRAL_SCORE, passed=True, skipped=True, label="skipped",
+                explanation="no grounding context: nothing to check against",
+            )
+        ctx = context_index(inp.context)
+        question_text = inp.question if cfg.use_question else ""
+        question = build_index([("question", question_text)]) if question_text else None
+        score, checks = check_answer(inp.response_text, ctx, question, cfg)
+        counts = {s: sum(1 for c in checks if c.status == s)
+                  for s in ("supported", "unsupported", "contradicted")}
+        failed = [c for c in checks if c.status != "supported"]
+        ranked = sorted(checks, key=lambda c: -c.risk)[: cfg.max_evidence]
+        evidence = [
+            Evidence(text=c.text, status=c.status, source_id=c.source_id,
+                     source_span=c.source_span, score=round(1.0 - c.risk, 4), reason=_reason(c))
+            for c in ranked
+        ]
+        passed = score >= cfg.threshold
+        label = ("contradicted" if counts["contradicted"]
+                 else "unsupported" if counts["unsupported"] else "supported")
+        return LayerResult(
+            score=score,
+            passed=passed,
+            label=label,
+            explanation=(
+                f"{len(checks)} sentence(s): {counts['supported']} supported, "
+                f"{counts['unsupported']} unsupported, {counts['contradicted']} contradicted "
+                f"by the context; score {score:.2f} "
+                f"{'>=' if passed else '<'} threshold {cfg.threshold:.2f}"
+            ),
+            evidence=evidence,
+            failed_claims=[c.text for c in failed],
+            details={"sentences": len(checks), **counts},
+        )

@@ -1,0 +1,237 @@
+"""Numbers and dates found in text, normalized so they can be compared.
+
+Pure functions; patterns compiled once at import.
+
+- :func:`extract_dates` finds ``"July 11, 1981"``, ``"11 July 1981"``,
+  ``"1981-07-11"``, ``"July 1981"``, ``"July 11"``, bare years (``"in 1981"``) and
+  decades (``"the 1990s"``, ``"'90s"``) and returns :class:`DateRef` values with the
+  parts that were stated (``None`` for the rest).
+- :func:`extract_numbers` finds quantities that are *not* part of a date: digits
+  with separators and decimals (``"1,200.5"``), scale words (``"1.2 million"``,
+  ``"$3bn"``), percentages (``"12%"``, ``"12 percent"``), currency (``"£300"``) and
+  spelled-out numbers (``"three"``, ``"twenty-five"``, ``"two and a half"``,
+  ``"a dozen"``). The bare word ``"one"`` is not a number (it is usually a pronoun).
+- :func:`number_matches` / :func:`date_matches` decide whether a stated value is
+  backed by another one, allowing rounding (``"1.2 million"`` is backed by
+  ``1,234,567``) and partial dates (``"1981"`` is backed by ``"July 11, 1981"``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from math import floor, log10
+
+__all__ = [
+    "DateRef",
+    "Quantity",
+    "date_matches",
+    "extract_dates",
+    "extract_numbers",
+    "number_matches",
+]
+
+_MONTHS: dict[str, int] = {
+    "january": 1, "february": 2, "march": 3, "april": 4, "may": 5, "june": 6, "july": 7,
+    "august": 8, "september": 9, "october": 10, "november": 11, "december": 12,
+    "jan": 1, "feb": 2, "mar": 3, "apr": 4, "jun": 6, "jul": 7, "aug": 8, "sep": 9,
+    "sept": 9, "oct": 10, "nov": 11, "dec": 12,
+}
+_MONTH = (
+    r"(?:January|February|March|April|May|June|July|August|September|October|November|"
+    r"December|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept|Sep|Oct|Nov|Dec)\.?"
+)
+_ORD = r"(?:st|nd|rd|th)?"
+_YEAR = r"(?:1[0-9]{3}|20[0-9]{2})"
+_DATE = re.compile(
+    rf"\b(?P<iy>{_YEAR})-(?P<im>[01]?\d)-(?P<id>[0-3]?\d)\b"
+    rf"|\b(?P<am>{_MONTH})\s+(?P<ad>[0-3]?\d)(?!\d){_ORD}(?:,?\s+(?P<ay>{_YEAR})\b)?"
+    rf"|\b(?P<bd>[0-3]?\d)(?!\d){_ORD}\s+(?:of\s+)?(?P<bm>{_MONTH})(?:,?\s+(?P<by>{_YEAR})\b)?"
+    rf"|\b(?P<cm>{_MONTH}),?\s+(?P<cy>{_YEAR})\b"
+    rf"|(?:\b(?P<dc>[12][0-9]{{2}}0)|['’](?P<ds>[0-9]0))s\b"
+    rf"|\b(?P<y>{_YEAR})\b(?!\s*(?:%|percent|per cent|million|billion|thousand)|[.,]\d)"
+)
+
+_SMALL: dict[str, float] = {
+    "zero": 0, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+    "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13,
+    "fourteen": 14, "fifteen": 15, "sixteen": 16, "seventeen": 17, "eighteen": 18,
+    "nineteen": 19, "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60,
+    "seventy": 70, "eighty": 80, "ninety": 90, "dozen": 12, "one": 1, "a": 1,
+}
+_SCALES: dict[str, float] = {
+    "hundred": 1e2, "thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12,
+    "k": 1e3, "m": 1e6, "mn": 1e6, "bn": 1e9, "tn": 1e12,
+}
+_UNITWORD = (
+    r"zero|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|"
+    r"fifteen|sixteen|seventeen|eighteen|nineteen"
+)
+_TENS = r"twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety"
+_NUMBER = re.compile(
+    r"(?P<cur>[$£€¥])?\s?"
+    r"(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)"
+    r"(?:\s?(?P<scale>hundred|thousand|million|billion|trillion|bn|mn|tn|m|k)\b)?"
+    r"(?P<pct>\s?%|\s?percent\b|\s?per cent\b)?"
+    rf"|\b(?P<w>(?:{_TENS})(?:[-\s](?:one|{_UNITWORD}))?|{_UNITWORD}|a dozen|dozen|one|a)"
+    r"(?P<half>\s+and\s+a\s+half)?"
+    r"(?:\s+(?P<wscale>hundred|thousand|million|billion|trillion)\b)?"
+    r"(?P<wpct>\s+percent\b|\s+per cent\b)?\b",
+    re.IGNORECASE,
+)
+_UNIT_AFTER = re.compile(r"\s*([A-Za-z]+)")
+
+
+@dataclass(frozen=True, slots=True)
+class DateRef:
+    """A date with only the stated parts set. ``decade`` marks ``"the 1990s"``."""
+
+    year: int | None
+    month: int | None = None
+    day: int | None = None
+    decade: bool = False
+    text: str = ""
+    start: int = 0
+    end: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Quantity:
+    """A number with its kind: ``percent``, ``currency`` or ``plain``; ``unit`` is the next word."""
+
+    value: float
+    kind: str
+    unit: str
+    text: str
+    start: int
+    end: int
+    sig_digits: int
+    """How precisely it was stated (``"1.2 million"`` -> 2), for rounding-aware matching."""
+
+
+def extract_dates(text: str) -> list[DateRef]:
+    """All dates in ``text``, in order (see the module docstring for the forms)."""
+    out: list[DateRef] = []
+    for m in _DATE.finditer(text):
+        g = m.groupdict()
+        if g["iy"]:
+            ref = DateRef(int(g["iy"]), int(g["im"]), int(g["id"]))
+        elif g["am"]:
+            ref = DateRef(_year(g["ay"]), _month(g["am"]), int(g["ad"]))
+        elif g["bm"]:
+            ref = DateRef(_year(g["by"]), _month(g["bm"]), int(g["bd"]))
+        elif g["cm"]:
+            ref = DateRef(int(g["cy"]), _month(g["cm"]))
+        elif g["dc"] or g["ds"]:
+            year = int(g["dc"]) if g["dc"] else 1900 + int(g["ds"])
+            ref = DateRef(year, decade=True)
+        else:
+            ref = DateRef(int(g["y"]))
+        if ref.day is not None and not 1 <= ref.day <= 31:
+            continue
+        out.append(DateRef(ref.year, ref.month, ref.day, ref.decade, m.group(0), m.start(), m.end()))
+    return out
+
+
+def _year(s: str | None) -> int | None:
+    return int(s) if s else None
+
+
+def _month(s: str) -> int:
+    return _MONTHS[s.rstrip(".").lower()]
+
+
+def extract_numbers(text: str, dates: Iterable[DateRef] | None = None) -> list[Quantity]:
+    """Quantities in ``text`` outside any date span (pass ``dates`` if already found)."""
+    taken = [(d.start, d.end) for d in (extract_dates(text) if dates is None else dates)]
+    out: list[Quantity] = []
+    for m in _NUMBER.finditer(text):
+        if any(s < m.end() and m.start() < e for s, e in taken):
+            continue
+        q = _quantity(m, text)
+        if q is not None:
+            out.append(q)
+    return out
+
+
+def _quantity(m: re.Match[str], text: str) -> Quantity | None:
+    g = m.groupdict()
+    if g["num"] is not None:
+        digits = g["num"].replace(",", "")
+        value = float(digits)
+        sig = len(digits.replace(".", "").lstrip("0").rstrip("0")) or 1
+        if "." in digits:
+            sig = len(digits.replace(".", "").lstrip("0")) or 1
+        scale = g["scale"]
+        if scale:
+            low = scale.lower()
+            if low in ("m", "k") and scale != low and not g["cur"]:
+                scale = None  # "5M" without currency is ambiguous; keep the number only
+            elif low == "m" and not g["cur"]:
+                scale = None  # "5 m" is metres, not millions
+        if scale:
+            value *= _SCALES[scale.lower()]
+        kind = "percent" if g["pct"] else "currency" if g["cur"] else "plain"
+    else:
+        words = g["w"].lower().replace("-", " ").split()
+        if words in (["one"], ["a"]) and not g["wscale"]:
+            return None  # "one of them", "a house": not quantities
+        if words == ["a", "dozen"]:
+            words = ["dozen"]
+        value = sum(_SMALL[w] for w in words)
+        if g["half"]:
+            value += 0.5
+        if g["wscale"]:
+            value *= _SCALES[g["wscale"].lower()]
+        sig = 2
+        kind = "percent" if g["wpct"] else "plain"
+    u = _UNIT_AFTER.match(text, m.end())
+    unit = u.group(1).lower() if u and kind == "plain" else ""
+    return Quantity(value, kind, unit, m.group(0).strip(), m.start(), m.end(), sig)
+
+
+def number_matches(q: Quantity, values: Iterable[float]) -> bool:
+    """Whether ``q`` equals one of ``values`` up to the precision ``q`` was stated with.
+
+    ``"1.2 million"`` (2 significant digits) matches 1,234,567; ``"12"`` matches only
+    12 (integers below 1,000 are compared exactly).
+    """
+    for v in values:
+        if v == q.value:
+            return True
+        if q.value >= 1000 and v > 0 and _round_sig(v, q.sig_digits) == q.value:
+            return True
+        if abs(v - q.value) <= 1e-9 * max(1.0, abs(v)):
+            return True
+    return False
+
+
+def _round_sig(x: float, sig: int) -> float:
+    if x == 0:
+        return 0.0
+    digits = sig - 1 - floor(log10(abs(x)))
+    return round(x, digits)
+
+
+def date_matches(d: DateRef, others: Iterable[DateRef]) -> bool:
+    """Whether some date in ``others`` is compatible with ``d``.
+
+    Parts stated on both sides must agree; a part stated on one side only is not a
+    conflict (``"1981"`` ~ ``"July 11, 1981"``). A decade matches any year in it.
+    """
+    for o in others:
+        if d.decade or o.decade:
+            if d.year is not None and o.year is not None and d.year // 10 == o.year // 10:
+                return True
+            continue
+        if d.year is not None and o.year is not None and d.year != o.year:
+            continue
+        if d.month is not None and o.month is not None and d.month != o.month:
+            continue
+        if d.day is not None and o.day is not None and d.day != o.day:
+            continue
+        if d.year is None and o.year is None and d.month is None:
+            continue
+        return True
+    return False

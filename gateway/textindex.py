@@ -1,0 +1,164 @@
+"""A per-request index of grounding text, shared by the model-free layers.
+
+:func:`context_index` builds a :class:`TextIndex` over a request's
+:class:`~gateway.context.GroundingContext` once and stores it in the context's
+per-request memo under :data:`INDEX_KEY`, so ``grounding``, ``claims`` and
+``citations`` all reuse one build. :func:`build_index` indexes any texts (the
+grounding layer also indexes the user question with it).
+
+What is indexed, per sentence of every document:
+
+- its raw lower-cased tokens (for "does this word occur anywhere"),
+- an inverted index *content word -> sentence ids* (for "which context sentence
+  best matches this answer sentence" without comparing every pair),
+- whether it contains a negation cue,
+- the numbers and dates it states (normalized, see :mod:`gateway.quantities`).
+
+Cost is linear in the context length; the build is pure Python over a few C-level
+string operations per sentence, so a 10,000-word context indexes in a few
+milliseconds once, and look-ups afterwards are dictionary hits.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from heapq import nlargest
+from math import log
+
+from gateway.context import GroundingContext
+from gateway.quantities import DateRef, Quantity, extract_dates, extract_numbers
+from gateway.textutil import STOPWORDS, has_negation, split_sentences, tokenize, variants
+
+__all__ = ["INDEX_KEY", "IndexedSentence", "Match", "TextIndex", "build_index", "context_index"]
+
+INDEX_KEY = "gateway.textindex"
+"""Memo key of the context index in ``GroundingContext.memo``."""
+
+
+@dataclass(slots=True)
+class IndexedSentence:
+    text: str
+    doc_id: str
+    negated: bool
+    numbers: list[Quantity] = field(default_factory=list)
+    dates: list[DateRef] = field(default_factory=list)
+    tokens: frozenset[str] = frozenset()
+    """Its lower-cased tokens."""
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    """The context sentence that best covers a set of answer words."""
+
+    sentence: int
+    """Index into :attr:`TextIndex.sentences`."""
+    coverage: float
+    """IDF-weighted share of the answer words found in that sentence, in [0, 1]."""
+
+
+@dataclass(slots=True)
+class TextIndex:
+    sentences: list[IndexedSentence]
+    vocab: frozenset[str]
+    postings: dict[str, list[int]]
+    numbers: list[float]
+    dates: list[DateRef]
+
+    def __bool__(self) -> bool:
+        return bool(self.sentences)
+
+    def resolve(self, word: str) -> str | None:
+        """The form under which ``word`` occurs in the indexed text, or ``None``."""
+        if word in self.vocab:
+            return word
+        for form in variants(word)[1:]:
+            if form in self.vocab:
+                return form
+        return None
+
+    def best_match(self, words: Iterable[str]) -> Match | None:
+        """The sentence sharing the most IDF weight with ``words`` (content words)."""
+        top = self.best_matches(words, 1)
+        return top[0] if top else None
+
+    def best_matches(self, words: Iterable[str], k: int) -> list[Match]:
+        """The ``k`` sentences sharing the most IDF weight with ``words``, best first.
+
+        Uses the inverted index, so the cost is proportional to the postings of the
+        given words, never to the number of sentences. Ties go to the earlier sentence.
+        """
+        n = len(self.sentences)
+        if not n:
+            return []
+        max_idf = log(n + 1) + 1.0
+        total = 0.0
+        gained: dict[int, float] = {}
+        for word in words:
+            form = self.resolve(word)
+            posting = self.postings.get(form) if form is not None else None
+            if not posting:
+                total += max_idf
+                continue
+            idf = log((n + 1) / len(posting)) + 1.0
+            total += idf
+            for sid in posting:
+                gained[sid] = gained.get(sid, 0.0) + idf
+        if not gained or total <= 0:
+            return []
+        if k == 1:
+            best = max(gained, key=lambda sid: (gained[sid], -sid))
+            return [Match(best, gained[best] / total)]
+        top = nlargest(k, gained, key=lambda sid: (gained[sid], -sid))
+        return [Match(sid, gained[sid] / total) for sid in top]
+
+
+def build_index(docs: Iterable[tuple[str, str]]) -> TextIndex:
+    """Index ``(doc_id, text)`` pairs (see the module docstring)."""
+    sentences: list[IndexedSentence] = []
+    vocab: set[str] = set()
+    postings: dict[str, list[int]] = {}
+    numbers: list[float] = []
+    dates: list[DateRef] = []
+    for doc_id, text in docs:
+        spans = split_sentences(text)
+        if not spans:
+            continue
+        base = len(sentences)
+        for span in spans:
+            sid = len(sentences)
+            toks = frozenset(tokenize(span.text))
+            sentences.append(IndexedSentence(span.text, doc_id, has_negation(span.text),
+                                             tokens=toks))
+            vocab |= toks
+            for tok in toks - STOPWORDS:
+                posting = postings.get(tok)
+                if posting is None:
+                    postings[tok] = [sid]
+                else:
+                    posting.append(sid)
+        if any(ch.isdigit() for ch in text) or _maybe_spelled(text):
+            starts = [s.start for s in spans]
+            doc_dates = extract_dates(text)
+            for d in doc_dates:
+                sentences[base + bisect_right(starts, d.start) - 1].dates.append(d)
+            dates += doc_dates
+            for q in extract_numbers(text, doc_dates):
+                sentences[base + bisect_right(starts, q.start) - 1].numbers.append(q)
+                numbers.append(q.value)
+    return TextIndex(sentences, frozenset(vocab), postings, numbers, dates)
+
+
+def _maybe_spelled(text: str) -> bool:
+    low = text.lower()
+    return any(w in low for w in ("two", "three", "four", "five", "six", "seven", "eight",
+                                   "nine", "ten", "twelve", "twenty", "dozen", "hundred",
+                                   "thousand", "million", "billion"))
+
+
+def context_index(context: GroundingContext) -> TextIndex:
+    """The request's context index, built on first use and memoized per request."""
+    return context.memo(  # type: ignore[no-any-return]
+        INDEX_KEY, lambda: build_index((d.id, d.text) for d in context.documents)
+    )
