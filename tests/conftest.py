@@ -1,0 +1,238 @@
+"""Shared fixtures: real servers on loopback ports, and SDK clients in front of them.
+
+- ``upstream`` — the scripted OpenAI-compatible upstream (``gateway.scripted``) under
+  uvicorn, shared per test module and reset before every test (recorded requests,
+  ``cancelled`` counter, replies/rules/latencies back to defaults).
+- ``make_gateway(**overrides)`` — start a gateway (uvicorn) with
+  ``load_settings(environ={}, overrides=...)``. By default it has one upstream
+  (``scripted``, every model) pointing at ``upstream``, an empty policies
+  directory (pure pass-through) and an audit file in a temp dir. Servers live for
+  the module; a test may stop one itself.
+- ``gateway`` — the default pass-through gateway of the module.
+- ``client`` / ``async_client`` — ``openai`` clients on ``gateway`` with
+  ``max_retries=0``; ``make_client(gw, **kw)`` / ``make_async_client`` for others.
+- ``wait_until(predicate, timeout=5.0)`` — bounded polling for an *event*
+  (never a timing assertion).
+
+Async tests use the anyio plugin: ``@pytest.mark.anyio``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+
+from gateway.app import GatewayApp, create_app
+from gateway.scripted import ScriptedUpstream
+from gateway.servers import ServerThread
+from gateway.settings import Settings, load_settings
+
+CLIENT_KEY = "sk-client-test-key-0001"
+
+
+@pytest.fixture(scope="session")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+# ---- the scripted upstream ---------------------------------------------------------------
+
+
+@dataclass
+class ServedUpstream:
+    """A :class:`ScriptedUpstream` running under uvicorn."""
+
+    app: ScriptedUpstream
+    server: ServerThread
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI-style base URL (``…/v1``) to configure as an upstream."""
+        return self.server.url + "/v1"
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        return self.app.requests
+
+    @property
+    def cancelled(self) -> int:
+        return self.app.cancelled
+
+    def last(self, path: str | None = None) -> dict[str, Any]:
+        """The last recorded request (optionally: the last one on ``path``)."""
+        for req in reversed(self.app.requests):
+            if path is None or req["path"] == path:
+                return req
+        raise AssertionError(f"upstream received no request{f' on {path}' if path else ''}")
+
+    def reset(self) -> None:
+        fresh = ScriptedUpstream()
+        app = self.app
+        app.replies, app.rules, app.default_reply = {}, [], None
+        app.models, app.latency_ms, app.chunk_delay_ms = fresh.models, 0.0, 0.0
+        app.record = True
+        app.requests.clear()
+        app.cancelled = 0
+
+
+@pytest.fixture(scope="module")
+def upstream_server() -> Iterator[ServedUpstream]:
+    app = ScriptedUpstream()
+    with ServerThread(app) as server:
+        yield ServedUpstream(app, server)
+
+
+@pytest.fixture
+def upstream(upstream_server: ServedUpstream) -> ServedUpstream:
+    """The module's scripted upstream, reset for this test."""
+    upstream_server.reset()
+    return upstream_server
+
+
+# ---- gateways ----------------------------------------------------------------------------
+
+
+@dataclass
+class ServedGateway:
+    server: ServerThread
+    settings: Settings
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    @property
+    def base_url(self) -> str:
+        return self.server.url + "/v1"
+
+    @property
+    def app(self) -> GatewayApp:
+        app: GatewayApp = self.server.config.app
+        return app
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
+GatewayFactory = Callable[..., ServedGateway]
+
+
+@pytest.fixture(scope="module")
+def make_gateway(upstream_server: ServedUpstream,
+                 tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayFactory]:
+    """``make_gateway(**settings_overrides)`` -> a running :class:`ServedGateway`.
+
+    ``app_kwargs`` (a dict) is passed to ``create_app`` (e.g. ``engine_factory``).
+    """
+    started: list[ServerThread] = []
+    base = tmp_path_factory.mktemp("gateway")
+    policies = base / "policies"
+    policies.mkdir()
+
+    def factory(*, app_kwargs: dict[str, Any] | None = None,
+                **overrides: Any) -> ServedGateway:
+        defaults: dict[str, Any] = {
+            "upstreams": [{"name": "scripted", "base_url": upstream_server.base_url}],
+            "policies_dir": str(policies),
+            "audit": {"path": str(base / f"audit-{len(started)}.jsonl")},
+        }
+        settings = load_settings(environ={}, overrides={**defaults, **overrides})
+        server = ServerThread(create_app(settings, **(app_kwargs or {})))
+        server.start()
+        started.append(server)
+        return ServedGateway(server, settings)
+
+    yield factory
+    for server in reversed(started):
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def gateway(make_gateway: GatewayFactory) -> ServedGateway:
+    """The module's default gateway: pure pass-through to ``upstream``."""
+    return make_gateway()
+
+
+@pytest.fixture(scope="module")
+def empty_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("empty")
+
+
+# ---- SDK clients -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def make_client() -> Iterator[Callable[..., openai.OpenAI]]:
+    clients: list[openai.OpenAI] = []
+
+    def factory(gw: ServedGateway | str, **kwargs: Any) -> openai.OpenAI:
+        base = gw if isinstance(gw, str) else gw.base_url
+        kwargs.setdefault("api_key", CLIENT_KEY)
+        kwargs.setdefault("max_retries", 0)
+        c = openai.OpenAI(base_url=base, **kwargs)
+        clients.append(c)
+        return c
+
+    yield factory
+    for c in clients:
+        c.close()
+
+
+@pytest.fixture
+def client(make_client: Callable[..., openai.OpenAI], gateway: ServedGateway) -> openai.OpenAI:
+    return make_client(gateway)
+
+
+@pytest.fixture
+async def make_async_client(anyio_backend: str) -> AsyncIterator[Callable[..., openai.AsyncOpenAI]]:
+    clients: list[openai.AsyncOpenAI] = []
+
+    def factory(gw: ServedGateway | str, **kwargs: Any) -> openai.AsyncOpenAI:
+        base = gw if isinstance(gw, str) else gw.base_url
+        kwargs.setdefault("api_key", CLIENT_KEY)
+        kwargs.setdefault("max_retries", 0)
+        c = openai.AsyncOpenAI(base_url=base, **kwargs)
+        clients.append(c)
+        return c
+
+    yield factory
+    for c in clients:
+        await c.close()
+
+
+@pytest.fixture
+async def async_client(make_async_client: Callable[..., openai.AsyncOpenAI],
+                       gateway: ServedGateway) -> openai.AsyncOpenAI:
+    return make_async_client(gateway)
+
+
+# ---- helpers -----------------------------------------------------------------------------
+
+
+def _wait_until(predicate: Callable[[], Any], timeout: float = 5.0,
+                message: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{message} did not happen within {timeout}s")
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def wait_until() -> Callable[..., Any]:
+    """Poll ``predicate`` until truthy (bounded); fail with ``message`` otherwise."""
+    return _wait_until

@@ -1,0 +1,88 @@
+"""Non-streaming chat completions through the gateway, driven by the openai SDK."""
+
+from __future__ import annotations
+
+import openai
+import pytest
+
+from conftest import CLIENT_KEY, ServedUpstream
+
+MESSAGES = [{"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "hello there"}]
+WEATHER_TOOL = {"type": "function", "function": {
+    "name": "get_weather", "description": "Weather for a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                   "required": ["city"]}}}
+
+
+def test_content_usage_and_unknown_fields_intact(client: openai.OpenAI,
+                                                 upstream: ServedUpstream) -> None:
+    r = client.chat.completions.create(model="scripted-small", messages=MESSAGES)
+    assert r.choices[0].message.content == "You said: hello there"
+    assert r.choices[0].finish_reason == "stop"
+    assert r.model == "scripted-small"
+    assert r.system_fingerprint == "fp_scripted"
+    assert r.usage is not None
+    assert (r.usage.prompt_tokens, r.usage.completion_tokens, r.usage.total_tokens) == (4, 4, 8)
+    assert r.model_extra == {"x_scripted": {"note": "unknown fields survive the proxy"}}
+
+
+def test_request_body_reaches_upstream_untouched(client: openai.OpenAI,
+                                                 upstream: ServedUpstream) -> None:
+    client.chat.completions.create(
+        model="scripted-large", messages=MESSAGES, temperature=0.25, seed=7,
+        extra_body={"vendor_knob": {"nested": [1, 2]}, "top_k": 3},
+        extra_headers={"x-custom-header": "kept"})
+    sent = upstream.last("/v1/chat/completions")
+    assert sent["json"] == {"model": "scripted-large", "messages": MESSAGES,
+                            "temperature": 0.25, "seed": 7,
+                            "vendor_knob": {"nested": [1, 2]}, "top_k": 3}
+    assert sent["headers"]["x-custom-header"] == "kept"
+    assert sent["headers"]["authorization"] == f"Bearer {CLIENT_KEY}"
+
+
+def test_raw_response_exposes_upstream_headers(client: openai.OpenAI,
+                                               upstream: ServedUpstream) -> None:
+    raw = client.chat.completions.with_raw_response.create(model="scripted-small",
+                                                           messages=MESSAGES)
+    assert raw.headers["x-request-id"] == "req_scripted"
+    assert raw.headers["content-type"].startswith("application/json")
+    assert raw.parse().choices[0].message.content == "You said: hello there"
+
+
+def test_tool_call_comes_back(client: openai.OpenAI, upstream: ServedUpstream) -> None:
+    r = client.chat.completions.create(
+        model="scripted-small", messages=[{"role": "user", "content": "weather in Paris?"}],
+        tools=[WEATHER_TOOL], extra_headers={"x-mock-tool-call": "1"})
+    choice = r.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    assert choice.message.content is None
+    (call,) = choice.message.tool_calls or []
+    assert call.id == "call_scripted"
+    assert call.function.name == "get_weather"
+    assert call.function.arguments == '{"city": "Paris"}'
+    assert upstream.last()["json"]["tools"] == [WEATHER_TOOL]
+
+
+def test_scripted_reply_header(client: openai.OpenAI, upstream: ServedUpstream) -> None:
+    r = client.chat.completions.create(model="scripted-small", messages=MESSAGES,
+                                       extra_headers={"x-mock-reply": "Paris is in France."})
+    assert r.choices[0].message.content == "Paris is in France."
+
+
+@pytest.mark.anyio
+async def test_async_client(async_client: openai.AsyncOpenAI, upstream: ServedUpstream) -> None:
+    r = await async_client.chat.completions.create(model="scripted-small", messages=MESSAGES)
+    assert r.choices[0].message.content == "You said: hello there"
+    assert r.usage is not None and r.usage.total_tokens == 8
+    assert r.model_extra == {"x_scripted": {"note": "unknown fields survive the proxy"}}
+
+
+@pytest.mark.anyio
+async def test_async_tool_call(async_client: openai.AsyncOpenAI,
+                               upstream: ServedUpstream) -> None:
+    r = await async_client.chat.completions.create(
+        model="scripted-small", messages=[{"role": "user", "content": "weather?"}],
+        tools=[WEATHER_TOOL], extra_headers={"x-mock-tool-call": "1"})
+    (call,) = r.choices[0].message.tool_calls or []
+    assert call.function.name == "get_weather"
