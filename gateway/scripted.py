@@ -86,11 +86,42 @@ class ScriptedUpstream:
         if self.record:
             self.requests.append({"method": scope["method"], "path": scope["path"],
                                   "headers": headers, "json": payload})
+        await self._answer(scope, headers, payload, receive, send)
+
+    async def _answer(self, scope: Mapping[str, Any], headers: dict[str, str], payload: Any,
+                      receive: Any, send: Any) -> None:
+        """Dispatch, cancelled (and counted) if the client disconnects first.
+
+        uvicorn never cancels an app whose client went away, and its ``send``
+        silently drops messages after a disconnect, so watch ``receive``.
+        """
+        finished = gone = False
+
+        async def tracked_send(message: Any) -> None:
+            nonlocal finished
+            if message["type"] == "http.response.body" and not message.get("more_body"):
+                finished = True
+            await send(message)
+
+        task = asyncio.ensure_future(self._dispatch(scope, headers, payload, tracked_send))
+
+        async def watch() -> None:
+            nonlocal gone
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            if not finished and not task.done():
+                gone = True
+                task.cancel()
+
+        watcher = asyncio.ensure_future(watch())
         try:
-            await self._dispatch(scope, headers, payload, send)
+            await task
         except asyncio.CancelledError:
+            if not gone:
+                raise  # the server cancelled us: not a client disconnect
             self.cancelled += 1
-            raise
+        finally:
+            watcher.cancel()
 
     async def _dispatch(self, scope: Mapping[str, Any], headers: dict[str, str],
                         payload: Any, send: Any) -> None:
