@@ -12,8 +12,9 @@ Conventions
 - Glued words such as ``"RomanceStep"`` (a lower-case letter directly followed by
   an upper-case one, common in scraped text) are split into two tokens, on both
   sides of any comparison, so matching stays symmetric.
-- A *content word* is a token of two or more characters that is not a stopword
-  and not purely numeric (numbers are compared by :mod:`gateway.quantities`).
+- A *content word* is a token of two or more characters that is not a stopword,
+  not a number word and has no digit (numbers are compared by
+  :mod:`gateway.quantities`).
 - :func:`variants` gives the few surface forms under which a content word may
   appear elsewhere (plural, -ed, -ing); it replaces stemming on the hot path,
   so a long context is never stemmed word by word.
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "NEGATIONS",
+    "NUMBER_WORDS",
     "STOPWORDS",
     "Span",
     "content_words",
@@ -58,6 +60,13 @@ here there now today yesterday tomorrow also too very much more most less least
 good great nice cool awesome fun interesting favorite favourite
 """.split())
 # fmt: on
+
+NUMBER_WORDS: frozenset[str] = frozenset(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+    "fifteen sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty seventy "
+    "eighty ninety hundred thousand million billion trillion dozen half percent".split()
+)
+"""Spelled-out number words: compared as numbers (:mod:`gateway.quantities`), not as words."""
 
 NEGATIONS: frozenset[str] = frozenset(
     "not no never none nobody nothing neither nor cannot without n't isn wasn aren weren "
@@ -195,7 +204,10 @@ def tokenize(text: str) -> list[str]:
 
 def content_words(tokens: list[str] | set[str] | frozenset[str]) -> set[str]:
     """The distinct content words among ``tokens`` (no stopwords, no numbers, len >= 2)."""
-    return {t for t in set(tokens) - STOPWORDS if len(t) > 1 and not t.isdigit()}
+    return {
+        t for t in set(tokens) - STOPWORDS - NUMBER_WORDS
+        if len(t) > 1 and not any(c.isdigit() for c in t)
+    }
 
 
 def variants(word: str) -> tuple[str, ...]:

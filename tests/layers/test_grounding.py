@@ -1,0 +1,143 @@
+"""The grounding layer: wrong numbers, dates, entities and negation flips are caught;
+faithful paraphrases pass; an empty context is skipped."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from pydantic import ValidationError
+
+from gateway.context import Document, GroundingContext
+from gateway.layers.grounding import GroundingConfig, GroundingLayer
+from gateway.textindex import INDEX_KEY, TextIndex
+from gateway.verify.base import LayerResources, LayerResult, VerifyInput
+from gateway.verify.registry import resolve
+
+CONTEXT = (
+    "Andre Lamont Johnson (born July 11, 1981) is a former American football wide receiver "
+    "who played the majority of his career with the Houston Texans of the National Football "
+    "League (NFL). The stadium holds 72,000 spectators and cost $352 million to build. "
+    "Attendance rose by 12% in 2004. The team did not reach the playoffs until 2011."
+)
+
+
+def run(answer: str, context: str = CONTEXT, question: str = "Tell me about Andre Johnson.",
+        **config: object) -> LayerResult:
+    layer = GroundingLayer(GroundingConfig.model_validate(config), LayerResources())
+    docs = [Document(id="ctx", text=context, kind="system")] if context else []
+    inp = VerifyInput(
+        messages=[{"role": "system", "content": context}, {"role": "user", "content": question}],
+        response_text=answer, context=GroundingContext(documents=docs),
+    )
+    return asyncio.run(layer.verify(inp))
+
+
+def test_registry_resolves_grounding() -> None:
+    assert resolve("grounding") is GroundingLayer
+
+
+def test_faithful_paraphrase_passes() -> None:
+    r = run("Andre Johnson, born in 1981, played most of his career for the Houston Texans.")
+    assert r.passed and not r.skipped
+    assert r.failed_claims == []
+    assert r.label == "supported"
+    assert r.evidence[0].status == "supported"
+    assert r.evidence[0].source_id == "ctx"
+    assert "Houston Texans" in (r.evidence[0].source_span or "")
+
+
+def test_number_forms_are_normalized() -> None:
+    r = run("The stadium cost about $352m and holds seventy-two thousand spectators.")
+    assert r.passed, r.evidence[0].reason
+    r = run("The stadium cost 352 million dollars; attendance rose 12 percent in 2004.")
+    assert r.passed, r.evidence[0].reason
+
+
+def test_wrong_number_is_contradicted() -> None:
+    good = run("The stadium holds 72,000 spectators.")
+    bad = run("The stadium holds 85,000 spectators.")
+    assert good.passed
+    assert bad.evidence[0].status == "contradicted"
+    assert "85,000" in bad.evidence[0].reason
+    assert bad.score < good.score
+    assert bad.failed_claims == ["The stadium holds 85,000 spectators."]
+
+
+def test_wrong_percentage_is_caught() -> None:
+    assert run("Attendance rose by 12% in 2004.").passed
+    bad = run("Attendance rose by 40% in 2004.")
+    assert not bad.passed and bad.evidence[0].status == "contradicted"
+
+
+def test_wrong_date_is_caught_and_partial_date_is_fine() -> None:
+    assert run("Andre Johnson was born in July 1981.").passed
+    assert run("Andre Johnson was born on 11 July 1981.").passed
+    bad = run("Andre Johnson was born on July 12, 1981.")
+    assert not bad.passed
+    assert bad.evidence[0].status == "contradicted"
+    assert "July 12, 1981" in bad.evidence[0].reason
+
+
+def test_wrong_entity_is_caught() -> None:
+    good = run("Andre Johnson played for the Houston Texans.")
+    bad = run("Andre Johnson played for the Dallas Cowboys.")
+    assert good.passed
+    assert not bad.passed
+    assert bad.evidence[0].status == "unsupported"
+    assert "Dallas Cowboys" in bad.evidence[0].reason
+
+
+def test_negation_flip_is_contradicted() -> None:
+    bad = run("The team reached the playoffs until 2011.")
+    assert bad.evidence[0].status == "contradicted"
+    assert "negation" in bad.evidence[0].reason
+    assert not bad.passed
+    assert run("The team did not reach the playoffs until 2011.").passed
+
+
+def test_question_words_count_as_supported() -> None:
+    ctx = "Dicksonia is a genus of tree ferns. Hardenbergia is a genus of vines from Australia."
+    q = "Which genus, Dicksonia or Hardenbergia, was named after Countess Franziska von Hardenberg?"
+    assert run("Hardenbergia was named after Countess Franziska von Hardenberg.",
+               context=ctx, question=q).passed
+    assert not run("Hardenbergia was named after Countess Franziska von Hardenberg.",
+                   context=ctx, question=q, use_question=False).passed
+
+
+def test_only_the_bad_sentence_fails() -> None:
+    r = run("Andre Johnson played for the Houston Texans. He later coached the Chicago Bears.")
+    assert r.failed_claims == ["He later coached the Chicago Bears."]
+    statuses = {e.text: e.status for e in r.evidence}
+    assert statuses["Andre Johnson played for the Houston Texans."] == "supported"
+
+
+def test_empty_context_is_skipped_neutral_and_passed() -> None:
+    r = run("Anything at all, 42 times.", context="")
+    assert r.skipped and r.passed and r.score == 0.5
+    assert r.evidence == [] and r.failed_claims == []
+
+
+def test_index_is_built_once_per_request_and_shared() -> None:
+    ctx = GroundingContext(documents=[Document(id="d", text=CONTEXT, kind="system")])
+    layer = GroundingLayer(GroundingConfig(), LayerResources())
+    inp = VerifyInput(messages=[], response_text="The NFL.", context=ctx)
+    asyncio.run(layer.verify(inp))
+    first = ctx._cache[INDEX_KEY]
+    assert isinstance(first, TextIndex)
+    asyncio.run(layer.verify(inp))
+    assert ctx._cache[INDEX_KEY] is first
+
+
+def test_scores_are_in_unit_interval_and_threshold_decides() -> None:
+    r = run("Zorblax Quintavious founded Mars Colony 9 in 3012 with 400 trillion robots.")
+    assert 0.0 <= r.score < 0.5 and not r.passed
+    strict = run("Andre Johnson played for the Houston Texans.", threshold=1.0)
+    assert strict.score == 1.0 and strict.passed
+
+
+def test_config_rejects_unknown_keys_and_bad_ranges() -> None:
+    with pytest.raises(ValidationError):
+        GroundingConfig.model_validate({"treshold": 0.5})
+    with pytest.raises(ValidationError):
+        GroundingConfig.model_validate({"threshold": 1.5})
