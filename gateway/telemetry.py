@@ -38,19 +38,30 @@ without an endpoint never imports the SDK); every name it emits is in
 
 from __future__ import annotations
 
-import logging
+import os
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 __all__ = ["LayerSpan", "NoopTelemetry", "Redactor", "RequestTrace", "Telemetry",
-           "UpstreamTrace", "create_telemetry", "telemetry_enabled"]
+           "UpstreamTrace", "create_telemetry", "redact_secrets", "telemetry_enabled"]
 
 Headers = list[tuple[bytes, bytes]]
 Redactor = Callable[[str], str]
 """Redaction hook: takes a content string, returns what may be recorded."""
 
-_log = logging.getLogger(__name__)
+_SECRET = re.compile(
+    r"(?i)(?:\b(?:sk|pk|rk)-[A-Za-z0-9_\-]{8,}"            # OpenAI-style keys
+    r"|\bsk-ant-[A-Za-z0-9_\-]{8,}"                       # Anthropic keys
+    r"|\bbearer\s+[A-Za-z0-9._~+/=\-]{8,}"                # Authorization values
+    r"|\b(?:api[-_]?key|authorization|x-api-key)[\"']?\s*[:=]\s*[\"']?[^\s\"',;]{4,})")
+_EMAIL = re.compile(r"\b[A-Za-z0-9._%+\-]+@[A-Za-z0-9.\-]+\.[A-Za-z]{2,}\b")
+
+
+def redact_secrets(text: str) -> str:
+    """Default redaction hook: masks API keys, bearer tokens and e-mail addresses."""
+    return _EMAIL.sub("[EMAIL]", _SECRET.sub("[REDACTED]", text))
 
 
 class UpstreamTrace:
@@ -163,7 +174,6 @@ def create_telemetry(environ: Mapping[str, str] | None = None, *,
     ``redact`` is the default content redaction hook (see ``trace.content``).
     """
     if environ is None:
-        import os
         environ = os.environ
     if not telemetry_enabled(environ):
         return Telemetry()

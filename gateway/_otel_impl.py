@@ -1,0 +1,477 @@
+"""The OpenTelemetry implementation of the telemetry façade (private).
+
+Imported only by :func:`gateway.telemetry.create_telemetry` when an OTLP
+endpoint is configured. Spans are parented explicitly (each trace object holds
+its span's context), so nothing depends on contextvars surviving starlette's
+task hops; the context is attached only around a verification layer and a
+regenerate attempt, so that instrumented httpx judge calls made inside them
+nest under the right span.
+
+Secrets: no request or response header is ever recorded; free text we record
+(layer explanations and errors) passes the redaction hook; message content is
+recorded only through :meth:`RequestTrace.content`, which the policy engine
+calls when a policy opts in.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import orjson
+from opentelemetry import context as otel_context
+from opentelemetry._logs import SeverityNumber
+from opentelemetry.context import Context
+from opentelemetry.metrics import CallbackOptions, NoOpMeter, Observation
+from opentelemetry.trace import (
+    Link,
+    Span,
+    SpanKind,
+    Status,
+    StatusCode,
+    format_trace_id,
+    set_span_in_context,
+)
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from gateway import semconv as sc
+from gateway._otel_setup import Providers, build_providers
+from gateway.telemetry import (
+    Headers,
+    LayerSpan,
+    Redactor,
+    RequestTrace,
+    Telemetry,
+    UpstreamTrace,
+    redact_secrets,
+)
+
+__all__ = ["OtelTelemetry"]
+
+_TRACE_HEADERS = (b"traceparent", b"tracestate")
+_EXPLANATION_LIMIT = 1024
+
+
+def _attrs(pairs: Iterable[tuple[str, Any]]) -> dict[str, Any]:
+    """Keep only values OTLP can carry; drop None."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if value is None:
+            continue
+        if isinstance(value, (bool, int, float, str)):
+            out[key] = value
+        elif isinstance(value, (list, tuple)):
+            out[key] = [str(v) for v in value]
+        else:
+            out[key] = str(value)
+    return out
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def _error_kind(error: Any) -> str:
+    """A low-cardinality ``error.type`` from a layer's error value."""
+    text = str(error)
+    if text and len(text) <= 64 and text.replace("_", "").replace(".", "").isalnum():
+        return text
+    return sc.ERROR_TYPE_OTHER
+
+
+class _Upstream(UpstreamTrace):
+    __slots__ = ("_trace", "_span", "_start", "_metric_attrs", "_headers", "_ttfc", "error_type")
+
+    def __init__(self, trace: _Trace, span: Span, metric_attrs: dict[str, Any]) -> None:
+        self._trace = trace
+        self._span = span
+        self._start = time.perf_counter()
+        self._metric_attrs = metric_attrs
+        self._headers: Headers | None = None
+        self._ttfc: float | None = None
+        self.error_type: str | None = None
+
+    def headers(self) -> Headers:
+        if self._headers is None:
+            carrier: dict[str, str] = {}
+            self._trace.tel.propagator.inject(carrier, context=set_span_in_context(self._span))
+            self._headers = [(k.encode("latin-1"), v.encode("latin-1"))
+                             for k, v in carrier.items()]
+        return self._headers
+
+    def first_chunk(self) -> None:
+        if self._ttfc is not None:
+            return
+        self._ttfc = time.perf_counter() - self._start
+        self._span.set_attribute(sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, self._ttfc)
+        self._trace.tel.ttfc.record(self._ttfc, self._metric_attrs)
+
+    def response(self, status: int, body: Mapping[str, Any] | None) -> None:
+        span = self._span
+        span.set_attribute(sc.HTTP_RESPONSE_STATUS_CODE, status)
+        if status >= 400:
+            self.error(str(status))
+        if not body:
+            return
+        choices = body.get("choices")
+        reasons = [str(c.get("finish_reason")) for c in choices
+                   if isinstance(c, Mapping) and c.get("finish_reason")] \
+            if isinstance(choices, list) else []
+        usage = body.get("usage") if isinstance(body.get("usage"), Mapping) else {}
+        assert isinstance(usage, Mapping)
+        tokens_in = usage.get("prompt_tokens", usage.get("input_tokens"))
+        tokens_out = usage.get("completion_tokens", usage.get("output_tokens"))
+        response_model = body.get("model")
+        response_id = body.get("id")
+        span.set_attributes(_attrs([
+            (sc.GEN_AI_RESPONSE_ID, response_id),
+            (sc.GEN_AI_RESPONSE_MODEL, response_model),
+            (sc.GEN_AI_RESPONSE_FINISH_REASONS, reasons or None),
+            (sc.GEN_AI_USAGE_INPUT_TOKENS, tokens_in if isinstance(tokens_in, int) else None),
+            (sc.GEN_AI_USAGE_OUTPUT_TOKENS, tokens_out if isinstance(tokens_out, int) else None),
+        ]))
+        if isinstance(response_id, str):
+            self._trace.response_id = response_id
+        if isinstance(response_model, str):
+            self._metric_attrs[sc.GEN_AI_RESPONSE_MODEL] = response_model
+        usage_hist = self._trace.tel.token_usage
+        for kind, count in (("input", tokens_in), ("output", tokens_out)):
+            if isinstance(count, int) and not isinstance(count, bool):
+                usage_hist.record(count, {**self._metric_attrs, sc.GEN_AI_TOKEN_TYPE: kind})
+
+    def error(self, error_type: str) -> None:
+        self.error_type = error_type
+        self._span.set_attribute(sc.ERROR_TYPE, error_type)
+        self._span.set_status(Status(StatusCode.ERROR, error_type))
+
+    def finish(self) -> None:
+        if self.error_type is not None:
+            self._metric_attrs[sc.ERROR_TYPE] = self.error_type
+        self._trace.tel.operation_duration.record(time.perf_counter() - self._start,
+                                                  self._metric_attrs)
+        self._span.end()
+
+
+class _Layer(LayerSpan):
+    __slots__ = ("_trace", "_name", "_span", "done")
+
+    def __init__(self, trace: _Trace, name: str, span: Span) -> None:
+        self._trace = trace
+        self._name = name
+        self._span = span
+        self.done = False
+
+    def result(self, outcome: Mapping[str, Any]) -> None:
+        self.done = True
+        tel, span, name = self._trace.tel, self._span, self._name
+        passed = outcome.get("passed")
+        error = outcome.get("error")
+        score = _number(outcome.get("score"))
+        latency_ms = _number(outcome.get("latency_ms"))
+        cost = _number(outcome.get("cost"))
+        label = outcome.get("label") or ("pass" if passed is True
+                                         else "fail" if passed is False else None)
+        explanation = outcome.get("explanation")
+        if explanation is not None:
+            explanation = tel.redact(str(explanation))[:_EXPLANATION_LIMIT]
+        error_type = _error_kind(outcome.get("error_type") or error) if error else None
+        span.set_attributes(_attrs([
+            (sc.VERITY_LAYER_SCORE, score),
+            (sc.VERITY_LAYER_PASSED, passed if isinstance(passed, bool) else None),
+            (sc.VERITY_LAYER_LATENCY_MS, latency_ms),
+            (sc.VERITY_LAYER_CACHE_HIT, outcome.get("cache_hit")),
+            (sc.VERITY_LAYER_JUDGE_CALLS, outcome.get("judge_calls")),
+            (sc.VERITY_LAYER_COST, cost),
+            (sc.VERITY_LAYER_ERROR, tel.redact(str(error))[:256] if error else None),
+        ]))
+        event = _attrs([
+            (sc.GEN_AI_EVALUATION_NAME, outcome.get("name") or name),
+            (sc.GEN_AI_EVALUATION_SCORE_VALUE, score),
+            (sc.GEN_AI_EVALUATION_SCORE_LABEL, label),
+            (sc.GEN_AI_EVALUATION_EXPLANATION, explanation),
+            (sc.GEN_AI_RESPONSE_ID, self._trace.response_id),
+            (sc.ERROR_TYPE, error_type),
+        ])
+        span.add_event(sc.EVENT_GEN_AI_EVALUATION_RESULT, event)
+        if tel.logger is not None:
+            tel.logger.emit(event_name=sc.EVENT_GEN_AI_EVALUATION_RESULT, attributes=event,
+                            context=set_span_in_context(span),
+                            severity_number=SeverityNumber.INFO)
+        if error_type is not None:
+            span.set_attribute(sc.ERROR_TYPE, error_type)
+            span.set_status(Status(StatusCode.ERROR, error_type))
+        verdict = "error" if error else "pass" if passed else "fail"
+        self._trace.layer_verdicts.append((name, verdict))
+        if latency_ms is not None:
+            tel.layer_duration.record(latency_ms / 1000.0,
+                                      {sc.VERITY_LAYER_NAME: name, sc.VERITY_VERDICT: verdict})
+        if cost:
+            tel.judge_cost.add(cost, {sc.VERITY_LAYER_NAME: name})
+
+
+class _Trace(RequestTrace):
+    """A request (SERVER span) or a shadow audit (INTERNAL root span)."""
+
+    def __init__(self, tel: OtelTelemetry, span: Span, *, server: bool) -> None:
+        self.tel = tel
+        self.span = span
+        self.server = server
+        self.context = set_span_in_context(span, Context())
+        self._parent = self.context
+        self.response_id: str | None = None
+        self.upstream_context: Context | None = None
+        self.layer_verdicts: list[tuple[str, str]] = []
+        self._ended = False
+
+    @contextmanager
+    def upstream(self, *, model: str, provider: str, server_address: str,
+                 stream: bool, operation: str = "chat") -> Iterator[UpstreamTrace]:
+        common = {sc.GEN_AI_OPERATION_NAME: operation, sc.GEN_AI_PROVIDER_NAME: provider,
+                  sc.GEN_AI_REQUEST_MODEL: model, sc.SERVER_ADDRESS: server_address}
+        span = self.tel.tracer.start_span(
+            f"{operation} {model}", context=self._parent, kind=SpanKind.CLIENT,
+            attributes={**common, sc.GEN_AI_REQUEST_STREAM: stream})
+        self.upstream_context = set_span_in_context(span, Context())
+        up = _Upstream(self, span, common)
+        try:
+            yield up
+        except BaseException as exc:
+            if up.error_type is None:
+                up.error(type(exc).__qualname__)
+            raise
+        finally:
+            up.finish()
+
+    @contextmanager
+    def layer(self, name: str) -> Iterator[LayerSpan]:
+        span = self.tel.tracer.start_span(f"verify {name}", context=self._parent,
+                                          kind=SpanKind.INTERNAL,
+                                          attributes={sc.VERITY_LAYER_NAME: name})
+        layer = _Layer(self, name, span)
+        token = otel_context.attach(set_span_in_context(span, self._parent))
+        try:
+            yield layer
+        except BaseException as exc:
+            if not layer.done:
+                span.set_attribute(sc.ERROR_TYPE, type(exc).__qualname__)
+                span.set_status(Status(StatusCode.ERROR, type(exc).__qualname__))
+            raise
+        finally:
+            otel_context.detach(token)
+            span.end()
+
+    @contextmanager
+    def attempt(self, number: int) -> Iterator[None]:
+        span = self.tel.tracer.start_span(f"regenerate attempt {number}", context=self.context,
+                                          kind=SpanKind.INTERNAL,
+                                          attributes={sc.VERITY_ATTEMPT_NUMBER: number})
+        outer, self._parent = self._parent, set_span_in_context(span, Context())
+        token = otel_context.attach(self._parent)
+        try:
+            yield
+        except BaseException as exc:
+            span.set_attribute(sc.ERROR_TYPE, type(exc).__qualname__)
+            span.set_status(Status(StatusCode.ERROR, type(exc).__qualname__))
+            raise
+        finally:
+            otel_context.detach(token)
+            self._parent = outer
+            span.end()
+
+    def decision(self, record: Mapping[str, Any]) -> None:
+        attrs = _attrs([
+            (sc.VERITY_POLICY, record.get("policy")),
+            (sc.VERITY_MODE, record.get("mode")),
+            (sc.VERITY_VERDICT, record.get("verdict")),
+            (sc.VERITY_SCORE, _number(record.get("score"))),
+            (sc.VERITY_ACTION, record.get("action")),
+            (sc.VERITY_ATTEMPTS, record.get("attempts")),
+        ])
+        self.span.add_event(sc.EVENT_VERITY_DECISION, attrs)
+        self.span.set_attributes(attrs)
+        dims = {k: attrs[k] for k in (sc.VERITY_POLICY, sc.VERITY_MODE) if k in attrs}
+        self.tel.decisions.add(1, {**dims, **{k: attrs[k] for k in (sc.VERITY_VERDICT,
+                                                                     sc.VERITY_ACTION)
+                                              if k in attrs}})
+        for layer, verdict in self.layer_verdicts:
+            self.tel.layer_verdicts.add(1, {**dims, sc.VERITY_LAYER_NAME: layer,
+                                            sc.VERITY_VERDICT: verdict})
+        self.layer_verdicts.clear()
+
+    def content(self, messages: Sequence[Mapping[str, Any]], output: str | None,
+                redact: Redactor | None = None) -> None:
+        hook = redact or self.tel.redact
+        attrs: dict[str, Any] = {sc.GEN_AI_INPUT_MESSAGES: orjson.dumps(
+            [_message(m, hook) for m in messages if isinstance(m, Mapping)]).decode()}
+        if output is not None:
+            attrs[sc.GEN_AI_OUTPUT_MESSAGES] = orjson.dumps(
+                [{"role": "assistant", "parts": [{"type": "text", "content": hook(output)}]}]
+            ).decode()
+        self.span.set_attributes(attrs)
+        if self.tel.logger is not None:
+            self.tel.logger.emit(
+                event_name=sc.EVENT_GEN_AI_INFERENCE_DETAILS,
+                attributes={**attrs, **_attrs([(sc.GEN_AI_RESPONSE_ID, self.response_id)])},
+                context=self.upstream_context or self.context,
+                severity_number=SeverityNumber.DEBUG)
+
+    def end(self, status: int, error_type: str | None = None) -> None:
+        if self._ended:
+            return
+        self._ended = True
+        span = self.span
+        if self.server:
+            span.set_attribute(sc.HTTP_RESPONSE_STATUS_CODE, status)
+            error_type = error_type or (str(status) if status >= 500 else None)
+        if error_type:
+            span.set_attribute(sc.ERROR_TYPE, error_type)
+            if status >= 500 or not self.server:
+                span.set_status(Status(StatusCode.ERROR, error_type))
+        span.end()
+
+
+def _message(message: Mapping[str, Any], redact: Redactor) -> dict[str, Any]:
+    content = message.get("content")
+    parts: list[dict[str, Any]] = []
+    if isinstance(content, str):
+        parts.append({"type": "text", "content": redact(content)})
+    elif isinstance(content, list):
+        for part in content:
+            if isinstance(part, Mapping) and isinstance(part.get("text"), str):
+                parts.append({"type": "text", "content": redact(part["text"])})
+            elif isinstance(part, Mapping):
+                parts.append({"type": str(part.get("type", "unknown"))})
+    return {"role": str(message.get("role", "user")), "parts": parts}
+
+
+class OtelTelemetry(Telemetry):
+    """Traces, metrics and logs exported over OTLP/HTTP; providers owned here."""
+
+    enabled = True
+
+    def __init__(self, providers: Providers, *, redact: Redactor | None = None) -> None:
+        self.providers = providers
+        self.redact: Redactor = redact or redact_secrets
+        self.propagator = TraceContextTextMapPropagator()
+        self.tracer = providers.tracer.get_tracer(sc.INSTRUMENTATION_SCOPE)
+        self.logger = (providers.logger.get_logger(sc.INSTRUMENTATION_SCOPE)
+                       if providers.logger is not None else None)
+        meter = (providers.meter.get_meter(sc.INSTRUMENTATION_SCOPE)
+                 if providers.meter is not None else NoOpMeter(sc.INSTRUMENTATION_SCOPE))
+        self.meter = meter
+        self.token_usage = meter.create_histogram(
+            sc.METRIC_GEN_AI_TOKEN_USAGE, unit="{token}",
+            description="Number of input and output tokens used.")
+        self.operation_duration = meter.create_histogram(
+            sc.METRIC_GEN_AI_OPERATION_DURATION, unit="s", description="GenAI operation duration.")
+        self.ttfc = meter.create_histogram(
+            sc.METRIC_GEN_AI_TIME_TO_FIRST_CHUNK, unit="s",
+            description="Time to receive the first chunk of a streaming response.")
+        self.layer_duration = meter.create_histogram(
+            sc.METRIC_LAYER_DURATION, unit="s", description="Verification layer duration.")
+        self.layer_verdicts = meter.create_counter(
+            sc.METRIC_LAYER_VERDICTS, unit="{verdict}",
+            description="Verification layer verdicts by policy, mode, layer and verdict.")
+        self.decisions = meter.create_counter(
+            sc.METRIC_DECISIONS, unit="{decision}",
+            description="Policy decisions by policy, mode, verdict and action.")
+        self.judge_cost = meter.create_counter(
+            sc.METRIC_JUDGE_COST, unit="{USD}", description="Judge cost reported by layers.")
+        self._counters: dict[str, Any] = {}
+        self._shut = False
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str], *,
+                     redact: Redactor | None = None) -> OtelTelemetry:
+        return cls(build_providers(environ), redact=redact)
+
+    def start_request(self, scope: Mapping[str, Any], route: str) -> RequestTrace:
+        carrier: dict[str, str] = {}
+        user_agent = None
+        for name, value in scope.get("headers", ()):
+            if name in _TRACE_HEADERS:
+                carrier[name.decode("latin-1")] = value.decode("latin-1")
+            elif name == b"user-agent":
+                user_agent = value.decode("latin-1")
+        parent = self.propagator.extract(carrier, context=Context()) if carrier else Context()
+        method = scope.get("method", "GET")
+        server = scope.get("server") or (None, None)
+        client = scope.get("client") or (None,)
+        span = self.tracer.start_span(f"{method} {route}", context=parent, kind=SpanKind.SERVER,
+                                      attributes=_attrs([
+                                          (sc.HTTP_REQUEST_METHOD, method),
+                                          (sc.HTTP_ROUTE, route),
+                                          (sc.URL_PATH, scope.get("path")),
+                                          (sc.URL_SCHEME, scope.get("scheme")),
+                                          (sc.NETWORK_PROTOCOL_VERSION, scope.get("http_version")),
+                                          (sc.SERVER_ADDRESS, server[0]),
+                                          (sc.SERVER_PORT, server[1]),
+                                          (sc.CLIENT_ADDRESS, client[0]),
+                                          (sc.USER_AGENT_ORIGINAL, user_agent),
+                                      ]))
+        return _Trace(self, span, server=True)
+
+    def start_shadow(self, parent: RequestTrace, name: str = "shadow audit") -> RequestTrace:
+        links = []
+        if isinstance(parent, _Trace) and parent.span.get_span_context().is_valid:
+            links.append(Link(parent.span.get_span_context()))
+        span = self.tracer.start_span(name, context=Context(), kind=SpanKind.INTERNAL,
+                                      links=links)
+        shadow = _Trace(self, span, server=False)
+        if isinstance(parent, _Trace):
+            shadow.response_id = parent.response_id
+            if parent.span.is_recording():
+                # Findable from the request too: a back link and the shadow trace id.
+                parent.span.add_link(span.get_span_context())
+                parent.span.set_attribute(sc.VERITY_SHADOW_TRACE_ID,
+                                          format_trace_id(span.get_span_context().trace_id))
+        return shadow
+
+    def count(self, name: str, value: int = 1,
+              attributes: Mapping[str, Any] | None = None) -> None:
+        counter = self._counters.get(name)
+        if counter is None:
+            metric, unit, description = sc.COUNTERS.get(name, (f"verity.{name}", "1", ""))
+            counter = self._counters[name] = self.meter.create_counter(
+                metric, unit=unit, description=description)
+        counter.add(value, _attrs(attributes.items()) if attributes else None)
+
+    def gauge_shadow_depth(self, depth: Callable[[], int]) -> None:
+        def observe(_options: CallbackOptions) -> Iterable[Observation]:
+            return [Observation(depth())]
+        self.meter.create_observable_gauge(sc.METRIC_SHADOW_QUEUE_DEPTH, callbacks=[observe],
+                                           unit="{request}",
+                                           description="Shadow audits waiting in the queue.")
+
+    def instrument_httpx(self, client: Any) -> None:
+        from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
+        HTTPXClientInstrumentor.instrument_client(
+            client, tracer_provider=self.providers.tracer, meter_provider=self.providers.meter)
+
+    def aiohttp_trace_configs(self) -> list[Any]:
+        from gateway._otel_aiohttp import trace_config
+        return [trace_config(self.tracer, self.propagator)]
+
+    def force_flush(self) -> None:
+        p = self.providers
+        p.tracer.force_flush()
+        if p.logger is not None:
+            p.logger.force_flush()
+        if p.meter is not None:
+            p.meter.force_flush()
+
+    def shutdown(self) -> None:
+        """Flush and stop every exporter; safe to call twice."""
+        if self._shut:
+            return
+        self._shut = True
+        p = self.providers
+        p.tracer.shutdown()
+        if p.logger is not None:
+            p.logger.shutdown()
+        if p.meter is not None:
+            p.meter.shutdown()

@@ -1,0 +1,171 @@
+"""Build OpenTelemetry providers from ``OTEL_*`` variables (private to telemetry).
+
+The SDK's exporters read ``os.environ`` themselves; here the mapping handed to
+``create_telemetry`` is resolved explicitly (endpoints, headers, timeouts,
+sampler, resource) so a test or an embedding app can pass its own mapping, and
+so endpoint fallback is decided in one place: a signal whose endpoint cannot be
+derived (only ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` set, say) is turned off
+rather than sent to a default ``localhost:4318`` nobody asked for.
+
+Only OTLP over HTTP/protobuf is shipped. Nothing here touches global state.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+from urllib.parse import unquote
+
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.sampling import (
+    ALWAYS_OFF,
+    ALWAYS_ON,
+    ParentBased,
+    Sampler,
+    TraceIdRatioBased,
+)
+from opentelemetry.util.re import parse_env_headers
+
+from gateway import semconv as sc
+
+__all__ = ["Providers", "build_providers"]
+
+_log = logging.getLogger("gateway.telemetry")
+
+Signal = Literal["traces", "metrics", "logs"]
+
+
+@dataclass(frozen=True)
+class Providers:
+    tracer: TracerProvider
+    meter: MeterProvider | None
+    logger: LoggerProvider | None
+
+
+def _get(environ: Mapping[str, str], key: str) -> str:
+    return environ.get(key, "").strip()
+
+
+def signal_endpoint(environ: Mapping[str, str], signal: Signal) -> str | None:
+    """The OTLP/HTTP URL for one signal, or None when it is not configured."""
+    if _get(environ, f"OTEL_{signal.upper()}_EXPORTER").lower() == "none":
+        return None
+    specific = _get(environ, f"OTEL_EXPORTER_OTLP_{signal.upper()}_ENDPOINT")
+    if specific:
+        return specific
+    base = _get(environ, "OTEL_EXPORTER_OTLP_ENDPOINT")
+    return f"{base.rstrip('/')}/v1/{signal}" if base else None
+
+
+def _headers(environ: Mapping[str, str], signal: Signal) -> dict[str, str]:
+    raw = (_get(environ, f"OTEL_EXPORTER_OTLP_{signal.upper()}_HEADERS")
+           or _get(environ, "OTEL_EXPORTER_OTLP_HEADERS"))
+    return parse_env_headers(raw, liberal=True) if raw else {}
+
+
+def _timeout(environ: Mapping[str, str], signal: Signal) -> float | None:
+    raw = (_get(environ, f"OTEL_EXPORTER_OTLP_{signal.upper()}_TIMEOUT")
+           or _get(environ, "OTEL_EXPORTER_OTLP_TIMEOUT"))
+    try:
+        # The spec gives this variable in milliseconds.
+        return float(raw) / 1000.0 if raw else None
+    except ValueError:
+        _log.warning("ignoring OTEL_EXPORTER_OTLP_TIMEOUT=%r: not a number", raw)
+        return None
+
+
+def _resource(environ: Mapping[str, str]) -> Resource:
+    attrs: dict[str, str] = {}
+    for item in _get(environ, "OTEL_RESOURCE_ATTRIBUTES").split(","):
+        key, sep, value = item.partition("=")
+        if sep and key.strip():
+            attrs[key.strip()] = unquote(value.strip())
+    attrs[SERVICE_NAME] = (_get(environ, "OTEL_SERVICE_NAME") or attrs.get(SERVICE_NAME)
+                           or sc.DEFAULT_SERVICE_NAME)
+    # Resource.get_empty() + merge keeps SDK attributes without the env detectors,
+    # which would read os.environ behind the caller's back.
+    return Resource({"telemetry.sdk.language": "python", "telemetry.sdk.name": "opentelemetry"}
+                    ).merge(Resource(attrs))
+
+
+def _sampler(environ: Mapping[str, str]) -> Sampler:
+    name = _get(environ, "OTEL_TRACES_SAMPLER").lower() or "parentbased_always_on"
+    arg = _get(environ, "OTEL_TRACES_SAMPLER_ARG")
+    try:
+        ratio = min(max(float(arg), 0.0), 1.0) if arg else 1.0
+    except ValueError:
+        _log.warning("ignoring OTEL_TRACES_SAMPLER_ARG=%r: not a number", arg)
+        ratio = 1.0
+    samplers: dict[str, Sampler] = {
+        "always_on": ALWAYS_ON,
+        "always_off": ALWAYS_OFF,
+        "traceidratio": TraceIdRatioBased(ratio),
+        "parentbased_always_on": ParentBased(ALWAYS_ON),
+        "parentbased_always_off": ParentBased(ALWAYS_OFF),
+        "parentbased_traceidratio": ParentBased(TraceIdRatioBased(ratio)),
+    }
+    if name not in samplers:
+        _log.warning("unsupported OTEL_TRACES_SAMPLER=%r; using parentbased_always_on", name)
+        return samplers["parentbased_always_on"]
+    return samplers[name]
+
+
+def _views() -> list[View]:
+    def buckets(name: str, bounds: tuple[float, ...]) -> View:
+        return View(instrument_name=name,
+                    aggregation=ExplicitBucketHistogramAggregation(boundaries=bounds))
+    return [
+        buckets(sc.METRIC_GEN_AI_TOKEN_USAGE, tuple(float(b) for b in sc.TOKEN_BUCKETS)),
+        buckets(sc.METRIC_GEN_AI_OPERATION_DURATION, sc.DURATION_BUCKETS),
+        buckets(sc.METRIC_GEN_AI_TIME_TO_FIRST_CHUNK, sc.DURATION_BUCKETS),
+        buckets(sc.METRIC_LAYER_DURATION, sc.LAYER_DURATION_BUCKETS),
+    ]
+
+
+def build_providers(environ: Mapping[str, str]) -> Providers:
+    """Tracer, meter and logger providers exporting OTLP/HTTP, per ``environ``."""
+    # Imported here: each exporter module pulls in requests/protobuf machinery.
+    from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    protocol = _get(environ, "OTEL_EXPORTER_OTLP_PROTOCOL")
+    if protocol and protocol != "http/protobuf":
+        _log.warning("OTEL_EXPORTER_OTLP_PROTOCOL=%s is not supported; using http/protobuf "
+                     "(point the endpoint at the collector's HTTP port, 4318)", protocol)
+    resource = _resource(environ)
+
+    tracer = TracerProvider(resource=resource, sampler=_sampler(environ))
+    traces_url = signal_endpoint(environ, "traces")
+    if traces_url:
+        tracer.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(
+            endpoint=traces_url, headers=_headers(environ, "traces"),
+            timeout=_timeout(environ, "traces"))))
+
+    meter = None
+    metrics_url = signal_endpoint(environ, "metrics")
+    if metrics_url:
+        interval = _get(environ, "OTEL_METRIC_EXPORT_INTERVAL")
+        reader = PeriodicExportingMetricReader(
+            OTLPMetricExporter(endpoint=metrics_url, headers=_headers(environ, "metrics"),
+                               timeout=_timeout(environ, "metrics")),
+            export_interval_millis=float(interval) if interval.isdigit() else 60_000.0)
+        meter = MeterProvider(resource=resource, metric_readers=[reader], views=_views())
+
+    logger = None
+    logs_url = signal_endpoint(environ, "logs")
+    if logs_url:
+        logger = LoggerProvider(resource=resource)
+        logger.add_log_record_processor(BatchLogRecordProcessor(OTLPLogExporter(
+            endpoint=logs_url, headers=_headers(environ, "logs"),
+            timeout=_timeout(environ, "logs"))))
+    return Providers(tracer, meter, logger)

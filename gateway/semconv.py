@@ -1,0 +1,114 @@
+"""Every telemetry name the gateway emits, in one place.
+
+GenAI names follow the OpenTelemetry GenAI semantic conventions, latest
+experimental ("development") version, which now live in the
+``open-telemetry/semantic-conventions-genai`` repository (the constants in
+``opentelemetry-semantic-conventions`` 0.66 are marked deprecated for that move,
+so they are spelled out here rather than imported). A conventions change is an
+edit to this file only.
+
+Names under ``verity.*`` are the gateway's own (policy, verdict, action, layer
+details): no convention covers them.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# --- GenAI attributes -------------------------------------------------------
+GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
+GEN_AI_PROVIDER_NAME: Final = "gen_ai.provider.name"
+GEN_AI_REQUEST_MODEL: Final = "gen_ai.request.model"
+GEN_AI_REQUEST_STREAM: Final = "gen_ai.request.stream"
+GEN_AI_RESPONSE_MODEL: Final = "gen_ai.response.model"
+GEN_AI_RESPONSE_ID: Final = "gen_ai.response.id"
+GEN_AI_RESPONSE_FINISH_REASONS: Final = "gen_ai.response.finish_reasons"
+GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: Final = "gen_ai.response.time_to_first_chunk"
+GEN_AI_USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
+GEN_AI_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
+GEN_AI_TOKEN_TYPE: Final = "gen_ai.token.type"
+GEN_AI_INPUT_MESSAGES: Final = "gen_ai.input.messages"
+GEN_AI_OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
+GEN_AI_EVALUATION_NAME: Final = "gen_ai.evaluation.name"
+GEN_AI_EVALUATION_SCORE_VALUE: Final = "gen_ai.evaluation.score.value"
+GEN_AI_EVALUATION_SCORE_LABEL: Final = "gen_ai.evaluation.score.label"
+GEN_AI_EVALUATION_EXPLANATION: Final = "gen_ai.evaluation.explanation"
+
+# --- GenAI events (log records with an event name; also span events) -------
+EVENT_GEN_AI_EVALUATION_RESULT: Final = "gen_ai.evaluation.result"
+EVENT_GEN_AI_INFERENCE_DETAILS: Final = "gen_ai.client.inference.operation.details"
+
+# --- GenAI metrics ----------------------------------------------------------
+METRIC_GEN_AI_TOKEN_USAGE: Final = "gen_ai.client.token.usage"
+METRIC_GEN_AI_OPERATION_DURATION: Final = "gen_ai.client.operation.duration"
+METRIC_GEN_AI_TIME_TO_FIRST_CHUNK: Final = "gen_ai.client.operation.time_to_first_chunk"
+
+# Bucket boundaries the GenAI conventions recommend.
+TOKEN_BUCKETS: Final = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576,
+                        4194304, 16777216, 67108864)
+DURATION_BUCKETS: Final = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12,
+                           10.24, 20.48, 40.96, 81.92)
+# Verification layers run from ~1 ms (in-process) to seconds (judge calls).
+LAYER_DURATION_BUCKETS: Final = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+# --- General (stable) attributes --------------------------------------------
+ERROR_TYPE: Final = "error.type"
+ERROR_TYPE_OTHER: Final = "_OTHER"
+SERVER_ADDRESS: Final = "server.address"
+SERVER_PORT: Final = "server.port"
+CLIENT_ADDRESS: Final = "client.address"
+HTTP_REQUEST_METHOD: Final = "http.request.method"
+HTTP_RESPONSE_STATUS_CODE: Final = "http.response.status_code"
+HTTP_ROUTE: Final = "http.route"
+URL_PATH: Final = "url.path"
+URL_SCHEME: Final = "url.scheme"
+URL_FULL: Final = "url.full"
+NETWORK_PROTOCOL_VERSION: Final = "network.protocol.version"
+USER_AGENT_ORIGINAL: Final = "user_agent.original"
+
+# --- Gateway attributes -----------------------------------------------------
+VERITY_LAYER_NAME: Final = "verity.layer.name"
+VERITY_LAYER_SCORE: Final = "verity.layer.score"
+VERITY_LAYER_PASSED: Final = "verity.layer.passed"
+VERITY_LAYER_LATENCY_MS: Final = "verity.layer.latency_ms"
+VERITY_LAYER_CACHE_HIT: Final = "verity.layer.cache_hit"
+VERITY_LAYER_JUDGE_CALLS: Final = "verity.layer.judge_calls"
+VERITY_LAYER_COST: Final = "verity.layer.cost"
+VERITY_LAYER_ERROR: Final = "verity.layer.error"
+VERITY_POLICY: Final = "verity.policy.name"
+VERITY_MODE: Final = "verity.mode"
+VERITY_VERDICT: Final = "verity.verdict"
+VERITY_SCORE: Final = "verity.score"
+VERITY_ACTION: Final = "verity.action"
+VERITY_ATTEMPTS: Final = "verity.attempts"
+VERITY_ATTEMPT_NUMBER: Final = "verity.attempt.number"
+VERITY_SHADOW_TRACE_ID: Final = "verity.shadow.trace_id"
+
+# --- Gateway events ---------------------------------------------------------
+EVENT_VERITY_DECISION: Final = "verity.decision"
+
+# --- Gateway metrics --------------------------------------------------------
+METRIC_LAYER_DURATION: Final = "verity.layer.duration"
+METRIC_LAYER_VERDICTS: Final = "verity.layer.verdicts"
+METRIC_DECISIONS: Final = "verity.decisions"
+METRIC_JUDGE_COST: Final = "verity.judge.cost"
+METRIC_SHADOW_QUEUE_DEPTH: Final = "verity.shadow.queue.depth"
+
+# Counters callers bump through ``Telemetry.count(short_name, …)``:
+# short name -> (metric name, unit, description). Unknown short names become
+# ``verity.<short_name>`` counters with unit ``1``.
+COUNTERS: Final[dict[str, tuple[str, str, str]]] = {
+    "shadow.dropped": ("verity.shadow.dropped", "{request}",
+                       "Shadow audits dropped because the queue was full."),
+    "shadow.enqueued": ("verity.shadow.enqueued", "{request}",
+                        "Shadow audits accepted into the queue."),
+    "fail_open": ("verity.fail_open", "{request}",
+                  "Requests passed because verification failed and the policy fails open."),
+    "fail_closed": ("verity.fail_closed", "{request}",
+                    "Requests blocked because verification failed and the policy fails closed."),
+}
+
+# Resource defaults.
+DEFAULT_SERVICE_NAME: Final = "verity-gateway"
+INSTRUMENTATION_SCOPE: Final = "verity_gateway"
