@@ -43,9 +43,10 @@ class GatewayApp:
     async def lifespan(self) -> AsyncIterator[None]:
         from gateway.verify.engine import open_engine
 
+        auth = Authenticator(self.settings.auth)  # fails on a missing key env: before opening
         telemetry = self._telemetry or create_telemetry()
         clients = [UpstreamClient.open(u) for u in self.settings.upstreams]
-        proxy = Proxy(self.settings, clients, Authenticator(self.settings.auth), telemetry)
+        proxy = Proxy(self.settings, clients, auth, telemetry)
         factory = self._engine_factory or open_engine
         try:
             async with factory(self.settings, telemetry, proxy) as engine:
