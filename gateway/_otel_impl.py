@@ -348,6 +348,24 @@ def _message(message: Mapping[str, Any], redact: Redactor) -> dict[str, Any]:
     return {"role": str(message.get("role", "user")), "parts": parts}
 
 
+def _strip_query(span: Span, request: Any) -> None:
+    url = str(request.url)
+    if "?" in url or "@" in url:
+        from urllib.parse import urlsplit, urlunsplit
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        netloc = f"{host}:{parts.port}" if parts.port else host
+        clean = urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+        recorded = getattr(span, "attributes", None) or {}
+        for key in (sc.URL_FULL, "http.url"):  # new / old HTTP semconv, whichever is on
+            if key in recorded:
+                span.set_attribute(key, clean)
+
+
+async def _strip_query_async(span: Span, request: Any) -> None:
+    _strip_query(span, request)
+
+
 class OtelTelemetry(Telemetry):
     """Traces, metrics and logs exported over OTLP/HTTP; providers owned here."""
 
@@ -448,9 +466,15 @@ class OtelTelemetry(Telemetry):
                                            description="Shadow audits waiting in the queue.")
 
     def instrument_httpx(self, client: Any) -> None:
-        from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
-        HTTPXClientInstrumentor.instrument_client(
-            client, tracer_provider=self.providers.tracer, meter_provider=self.providers.meter)
+        """httpx or httpx2 (the openai/anthropic SDKs' fork) client; ``url.full`` is
+        recorded without its query string, where some judges carry their key."""
+        from opentelemetry.instrumentation import httpx as otel_httpx
+        instrumentor: Any = (otel_httpx.HTTPX2ClientInstrumentor
+                             if type(client).__module__.startswith("httpx2")
+                             else otel_httpx.HTTPXClientInstrumentor)
+        instrumentor.instrument_client(
+            client, tracer_provider=self.providers.tracer, meter_provider=self.providers.meter,
+            request_hook=_strip_query_async if hasattr(client, "aclose") else _strip_query)
 
     def aiohttp_trace_configs(self) -> list[Any]:
         from gateway._otel_aiohttp import trace_config
