@@ -15,18 +15,21 @@ Model-free. For every answer sentence it checks, against the grounding context
   context index's inverted index) covers most of the sentence but one side is
   negated and the other is not.
 
-Each sentence gets a *risk* in [0, 1]::
+Each sentence gets a status: ``contradicted`` (negation flip, or a number/date
+that differs from one of the same kind in the best-matching context sentence),
+``unsupported`` (an entity, number or date not found, or at least
+``sentence_threshold`` of its content words unsupported) or ``supported``; those
+not supported are the ``failed_claims``. The answer's risk pools the sentences::
 
-    risk = min(1, word_weight * unsupported_share
-                  + entity_weight * unsupported_entity_share
-                  + number_weight * [a number or date is unsupported]
-                  + contradiction_weight * [contradicted])
+    pooled = word_weight   * unsupported content words / content words
+           + entity_weight * unsupported entities / entities
+           + number_weight * unsupported numbers and dates / numbers and dates
+           + contradiction_weight * [any sentence contradicted]
+    risk   = max_weight * worst_sentence_risk + (1 - max_weight) * min(1, pooled)
+    score  = 1 - risk
 
-and a status: ``contradicted`` (negation flip, or a number/date that differs from
-the one in the best-matching context sentence), ``unsupported`` (risk >=
-``sentence_threshold``) or ``supported``. The answer's score is
-``1 - (max_weight * max_risk + (1 - max_weight) * mean_risk)`` where the mean is
-weighted by each sentence's content-word count.
+(a sentence's own risk is the same formula over that sentence alone). Shares,
+not counts, so a longer answer is not more suspicious for being longer.
 
 ``passed`` means *no evidence of error* at ``threshold``; it never means
 "verified" — this layer only sees surface overlap (see ``docs/layers.md`` for what
@@ -54,15 +57,17 @@ NEUTRAL_SCORE = 0.5
 class GroundingConfig(LayerConfig):
     """Typed config of the ``grounding`` layer (unknown keys are errors)."""
 
-    threshold: float = Field(0.5, ge=0.0, le=1.0)
-    """``passed`` iff score >= threshold."""
+    threshold: float = Field(0.2, ge=0.0, le=1.0)
+    """``passed`` iff score >= threshold. The default flags <= 5% of faithful HaluEval
+    dev answers (see docs/layers.md); raise it to catch more at more false alarms."""
     sentence_threshold: float = Field(0.5, ge=0.0, le=1.0)
-    """A sentence whose risk reaches this is reported ``unsupported``."""
+    """A sentence is ``unsupported`` when this share of its content words is unsupported
+    (or when any of its entities, numbers or dates is)."""
     word_weight: float = Field(0.6, ge=0.0)
-    entity_weight: float = Field(0.6, ge=0.0)
+    entity_weight: float = Field(0.2, ge=0.0)
     number_weight: float = Field(0.6, ge=0.0)
     contradiction_weight: float = Field(1.0, ge=0.0)
-    max_weight: float = Field(0.5, ge=0.0, le=1.0)
+    max_weight: float = Field(0.0, ge=0.0, le=1.0)
     """Blend between the worst sentence (1.0) and the weighted mean sentence (0.0)."""
     negation_min_coverage: float = Field(0.6, ge=0.0, le=1.0)
     """Coverage of the best context sentence needed before a negation flip counts."""
@@ -87,6 +92,8 @@ class SentenceCheck:
     """In the context, but not in the sentences that best match this one."""
     unsupported_entities: list[str]
     unsupported_values: list[str]
+    n_entities: int
+    n_values: int
     negation_flip: bool
     source_id: str | None
     source_span: str | None
@@ -125,16 +132,19 @@ def check_sentence(
         )
 
     bad_values: list[str] = []
+    n_values = 0
     contradicted_value = False
     q_numbers = question.numbers if question is not None else []
     q_dates = question.dates if question is not None else []
     dates = extract_dates(text)
+    numbers = extract_numbers(text, dates)
+    n_values = len(dates) + len(numbers)
     for d in dates:
         if not (date_matches(d, ctx.dates) or date_matches(d, q_dates)):
             bad_values.append(d.text)
             if best is not None and best.dates:
                 contradicted_value = True
-    for q in extract_numbers(text, dates):
+    for q in numbers:
         if not (number_matches(q, ctx.numbers) or number_matches(q, q_numbers)):
             bad_values.append(q.text)
             if best is not None and any(
@@ -142,11 +152,8 @@ def check_sentence(
             ):
                 contradicted_value = True
 
-    flip = (
-        best is not None and match is not None and len(words) >= 3
-        and match.coverage >= cfg.negation_min_coverage
-        and has_negation(text) != best.negated
-    )
+    flip = best is not None and match is not None and _negation_flip(
+        text, words, best.text, best.negated, match.coverage, cfg.negation_min_coverage)
     contradicted = flip or contradicted_value
     risk = (
         cfg.word_weight * ((len(missing) + len(far)) / len(words) if words else 0.0)
@@ -155,18 +162,38 @@ def check_sentence(
         + cfg.contradiction_weight * (1.0 if contradicted else 0.0)
     )
     risk = min(1.0, risk)
+    share = (len(missing) + len(far)) / len(words) if words else 0.0
     status = (
         "contradicted" if contradicted
-        else "unsupported" if risk >= cfg.sentence_threshold
+        else "unsupported" if bad_entities or bad_values or share >= cfg.sentence_threshold
         else "supported"
     )
     return SentenceCheck(
         text=text, status=status, risk=risk, weight=max(1, len(words)),
         unsupported_words=missing, distant_words=far, unsupported_entities=bad_entities,
-        unsupported_values=bad_values, negation_flip=flip,
+        unsupported_values=bad_values, n_entities=len(entities), n_values=n_values,
+        negation_flip=flip,
         source_id=best.doc_id if best is not None else None,
         source_span=best.text if best is not None else None,
     )
+
+
+def _negation_flip(text: str, words: set[str], ctx_text: str, ctx_negated: bool,
+                   coverage: float, min_coverage: float) -> bool:
+    """One side negated, the other not, on the same proposition.
+
+    The answer adding a negation to a well-covered context sentence counts. The
+    context's negation counts only when its sentence is not much longer than the
+    answer's (a long context sentence usually negates some clause the answer left out).
+    """
+    if len(words) < 3 or coverage < min_coverage:
+        return False
+    negated = has_negation(text)
+    if negated == ctx_negated:
+        return False
+    if negated:
+        return True
+    return len(content_words(tokenize(ctx_text))) <= 1.5 * len(words)
 
 
 def check_answer(
@@ -176,10 +203,21 @@ def check_answer(
     checks = [check_sentence(s.text, ctx, question, cfg) for s in split_sentences(answer)]
     if not checks:
         return 1.0, []
+    words = sum(c.weight for c in checks)
+    entities = sum(c.n_entities for c in checks)
+    values = sum(c.n_values for c in checks)
+    pooled = (
+        cfg.word_weight * sum(len(c.unsupported_words) + len(c.distant_words) for c in checks)
+        / words
+        + cfg.entity_weight * (sum(len(c.unsupported_entities) for c in checks) / entities
+                               if entities else 0.0)
+        + cfg.number_weight * (sum(len(c.unsupported_values) for c in checks) / values
+                               if values else 0.0)
+        + cfg.contradiction_weight * (1.0 if any(c.status == "contradicted" for c in checks)
+                                      else 0.0)
+    )
     worst = max(c.risk for c in checks)
-    total = sum(c.weight for c in checks)
-    mean = sum(c.risk * c.weight for c in checks) / total
-    risk = cfg.max_weight * worst + (1.0 - cfg.max_weight) * mean
+    risk = cfg.max_weight * worst + (1.0 - cfg.max_weight) * min(1.0, pooled)
     return max(0.0, min(1.0, 1.0 - risk)), checks
 
 

@@ -82,8 +82,10 @@ def test_wrong_date_is_caught_and_partial_date_is_fine() -> None:
 def test_wrong_entity_is_caught() -> None:
     good = run("Andre Johnson played for the Houston Texans.")
     bad = run("Andre Johnson played for the Dallas Cowboys.")
-    assert good.passed
-    assert not bad.passed
+    assert good.passed and good.score == 1.0
+    assert bad.score < good.score
+    assert not run("Andre Johnson played for the Dallas Cowboys.", threshold=0.8).passed
+    assert bad.failed_claims == ["Andre Johnson played for the Dallas Cowboys."]
     assert bad.evidence[0].status == "unsupported"
     assert "Dallas Cowboys" in bad.evidence[0].reason
 
@@ -99,10 +101,11 @@ def test_negation_flip_is_contradicted() -> None:
 def test_question_words_count_as_supported() -> None:
     ctx = "Dicksonia is a genus of tree ferns. Hardenbergia is a genus of vines from Australia."
     q = "Which genus, Dicksonia or Hardenbergia, was named after Countess Franziska von Hardenberg?"
-    assert run("Hardenbergia was named after Countess Franziska von Hardenberg.",
-               context=ctx, question=q).passed
-    assert not run("Hardenbergia was named after Countess Franziska von Hardenberg.",
-                   context=ctx, question=q, use_question=False).passed
+    answer = "Hardenbergia was named after Countess Franziska von Hardenberg."
+    with_q = run(answer, context=ctx, question=q)
+    without_q = run(answer, context=ctx, question=q, use_question=False)
+    assert with_q.score == 1.0 and with_q.failed_claims == []
+    assert without_q.score < 0.5 and without_q.failed_claims == [answer]
 
 
 def test_only_the_bad_sentence_fails() -> None:
