@@ -2,7 +2,8 @@
 
 - ``upstream`` — the scripted OpenAI-compatible upstream (``gateway.scripted``) under
   uvicorn, shared per test module and reset before every test (recorded requests,
-  ``cancelled`` counter, replies/rules/latencies back to defaults).
+  ``cancelled`` counter, replies/rules/latencies back to how it started).
+  ``ServedUpstream(app, server)`` wraps any other scripted upstream a module starts.
 - ``make_gateway(**overrides)`` — start a gateway (uvicorn) with
   ``load_settings(environ={}, overrides=...)``. By default it has one upstream
   (``scripted``, every model) pointing at ``upstream``, an empty policies
@@ -19,6 +20,7 @@ Async tests use the anyio plugin: ``@pytest.mark.anyio``.
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
@@ -44,12 +46,20 @@ def anyio_backend() -> str:
 # ---- the scripted upstream ---------------------------------------------------------------
 
 
+_SETTABLE = ("replies", "rules", "default_reply", "models", "latency_ms", "chunk_delay_ms",
+             "record")
+
+
 @dataclass
 class ServedUpstream:
-    """A :class:`ScriptedUpstream` running under uvicorn."""
+    """A :class:`ScriptedUpstream` running under uvicorn; :meth:`reset` restores its start."""
 
     app: ScriptedUpstream
     server: ServerThread
+    initial: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.initial = {name: copy.deepcopy(getattr(self.app, name)) for name in _SETTABLE}
 
     @property
     def url(self) -> str:
@@ -76,13 +86,11 @@ class ServedUpstream:
         raise AssertionError(f"upstream received no request{f' on {path}' if path else ''}")
 
     def reset(self) -> None:
-        fresh = ScriptedUpstream()
-        app = self.app
-        app.replies, app.rules, app.default_reply = {}, [], None
-        app.models, app.latency_ms, app.chunk_delay_ms = fresh.models, 0.0, 0.0
-        app.record = True
-        app.requests.clear()
-        app.cancelled = 0
+        """Back to the configuration it started with; forget requests and cancellations."""
+        for name, value in self.initial.items():
+            setattr(self.app, name, copy.deepcopy(value))
+        self.app.requests.clear()
+        self.app.cancelled = 0
 
 
 @pytest.fixture(scope="module")
