@@ -45,7 +45,8 @@ class GatewayApp:
 
         auth = Authenticator(self.settings.auth)  # fails on a missing key env: before opening
         telemetry = self._telemetry or create_telemetry()
-        clients = [UpstreamClient.open(u) for u in self.settings.upstreams]
+        trace_configs = telemetry.aiohttp_trace_configs()  # [] when telemetry is off
+        clients = [UpstreamClient.open(u, trace_configs) for u in self.settings.upstreams]
         proxy = Proxy(self.settings, clients, auth, telemetry)
         factory = self._engine_factory or open_engine
         try:

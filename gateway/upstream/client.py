@@ -98,7 +98,9 @@ class UpstreamClient:
         self._auth: bytes | None = f"Bearer {key}".encode("latin-1") if key else None
 
     @classmethod
-    def open(cls, config: UpstreamConfig) -> UpstreamClient:
+    def open(cls, config: UpstreamConfig,
+             trace_configs: list[aiohttp.TraceConfig] | None = None) -> UpstreamClient:
+        """``trace_configs``: from ``Telemetry.aiohttp_trace_configs()`` (HTTP spans)."""
         t = config.timeouts
         connector = aiohttp.TCPConnector(
             limit=config.max_connections, limit_per_host=config.max_connections,
@@ -109,7 +111,7 @@ class UpstreamClient:
             timeout=aiohttp.ClientTimeout(total=t.total, sock_connect=t.connect,
                                           sock_read=t.read),
             auto_decompress=False, skip_auto_headers=("User-Agent", "Accept-Encoding"),
-            trust_env=False,
+            trust_env=False, trace_configs=trace_configs or None,
         )
         return cls(config, session)
 

@@ -1,0 +1,93 @@
+"""End to end: the official openai SDK → a real gateway (uvicorn) → the scripted
+upstream, with telemetry exporting to the in-process OTLP receiver."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import openai
+import pytest
+from otlp_receiver import OTLPReceiver
+
+from gateway import semconv as sc
+from gateway.telemetry import Telemetry, create_telemetry
+
+API_KEY = "sk-caller-DO-NOT-LEAK-5e6f7a8b"
+CALLER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+CALLER_SPAN = "00f067aa0ba902b7"
+
+
+@pytest.fixture
+def traced(make_gateway: Callable[..., Any],
+           otlp_receiver: OTLPReceiver) -> Iterator[tuple[Any, Telemetry]]:
+    """A gateway with real telemetry; the test stops it (lifespan shutdown flushes)."""
+    telemetry = create_telemetry(otlp_receiver.environ())
+    gw = make_gateway(app_kwargs={"telemetry": telemetry})
+    yield gw, telemetry
+    gw.stop()
+
+
+def secrets_sent(upstream: Any) -> list[bytes]:
+    """Every credential the upstream was handed (the client's key, forwarded)."""
+    out = []
+    for req in upstream.requests:
+        for name, value in req["headers"].items():
+            if name.lower() in ("authorization", "api-key", "x-api-key"):
+                out.append(value.encode())
+                out.append(value.split()[-1].encode())
+    return out
+
+
+def test_request_trace_through_the_sdk(traced: tuple[Any, Telemetry], upstream: Any,
+                                       otlp_receiver: OTLPReceiver,
+                                       make_client: Callable[..., openai.OpenAI]) -> None:
+    gw, _ = traced
+    client = make_client(gw, api_key=API_KEY)
+    reply = client.chat.completions.create(
+        model="gpt-test", messages=[{"role": "user", "content": "hi"}],
+        extra_headers={"traceparent": f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"})
+    gw.stop()  # lifespan shutdown flushes every exporter
+
+    server = otlp_receiver.span("POST /v1/chat/completions")
+    chat = otlp_receiver.span("chat gpt-test")
+    http = otlp_receiver.span("POST")
+    assert (server.kind, chat.kind, http.kind) == ("SERVER", "CLIENT", "CLIENT")
+    assert server.trace_id == chat.trace_id == http.trace_id == CALLER_TRACE
+    assert server.parent_span_id == CALLER_SPAN
+    assert chat.parent_span_id == server.span_id and http.parent_span_id == chat.span_id
+    assert chat.attributes[sc.GEN_AI_RESPONSE_ID] == reply.id
+    assert chat.attributes[sc.GEN_AI_REQUEST_STREAM] is False
+    assert server.attributes[sc.HTTP_RESPONSE_STATUS_CODE] == 200
+
+    sent = {k.lower(): v for k, v in upstream.last("/v1/chat/completions")["headers"].items()}
+    assert sent["traceparent"] == f"00-{CALLER_TRACE}-{http.span_id}-01"
+    keys = secrets_sent(upstream)
+    assert API_KEY.encode() in keys  # the key really travelled through the gateway …
+    exported = list(otlp_receiver.raw_bytes())
+    assert {signal for signal, _ in otlp_receiver.raw} >= {"traces", "metrics"}
+    assert not [b for b in exported for key in keys if key in b]  # … and was never recorded
+
+
+def test_streaming_records_time_to_first_chunk(traced: tuple[Any, Telemetry], upstream: Any,
+                                               otlp_receiver: OTLPReceiver,
+                                               make_client: Callable[..., openai.OpenAI]) -> None:
+    gw, _ = traced
+    client = make_client(gw, api_key=API_KEY)
+    stream = client.chat.completions.create(
+        model="gpt-test", messages=[{"role": "user", "content": "hi"}], stream=True,
+        stream_options={"include_usage": True})
+    chunks = list(stream)
+    gw.stop()
+
+    assert chunks
+    chat = otlp_receiver.span("chat gpt-test")
+    server = otlp_receiver.span("POST /v1/chat/completions")
+    assert chat.parent_span_id == server.span_id and server.parent_span_id == ""
+    assert chat.attributes[sc.GEN_AI_REQUEST_STREAM] is True
+    assert chat.attributes[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] >= 0
+    assert chat.attributes[sc.GEN_AI_RESPONSE_ID] == chunks[0].id
+    ttfc = otlp_receiver.last_metric(sc.METRIC_GEN_AI_TIME_TO_FIRST_CHUNK)
+    assert sum(p.count or 0 for p in ttfc.points) == 1
+    sent = {k.lower(): v for k, v in upstream.last("/v1/chat/completions")["headers"].items()}
+    assert sent["traceparent"].split("-")[1] == server.trace_id
