@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -150,14 +150,34 @@ def _deep_merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any
     return out
 
 
-def _env_layer(environ: Mapping[str, str]) -> dict[str, Any]:
+def _secret_refs(node: Any) -> set[str]:
+    """Environment names the config points at for secrets (``key_env``, ``api_key_env``)."""
+    if isinstance(node, Mapping):
+        refs = {v for k, v in node.items()
+                if k in ("key_env", "api_key_env") and isinstance(v, str)}
+        for value in node.values():
+            refs |= _secret_refs(value)
+        return refs
+    if isinstance(node, (list, tuple)):
+        return set().union(*(_secret_refs(v) for v in node)) if node else set()
+    return set()
+
+
+def _env_layer(environ: Mapping[str, str], skip: Collection[str] = (),
+               origins: dict[tuple[str, ...], str] | None = None) -> dict[str, Any]:
+    """``GATEWAY_*`` variables as a nested mapping; ``skip`` names hold secrets, not config.
+
+    ``origins`` (if given) receives the key path each variable set.
+    """
     layer: dict[str, Any] = {}
     for name, raw in environ.items():
-        if not name.startswith(ENV_PREFIX) or name in ("GATEWAY_CONFIG",):
+        if not name.startswith(ENV_PREFIX) or name in ("GATEWAY_CONFIG",) or name in skip:
             continue
         path = name[len(ENV_PREFIX):].lower().split("__")
         if path == ["upstream"]:
             layer["upstreams"] = [{"name": "default", "base_url": raw}]
+            if origins is not None:
+                origins[("upstreams",)] = name
             continue
         try:
             value = yaml.safe_load(raw) if raw.strip() else None
@@ -167,15 +187,48 @@ def _env_layer(environ: Mapping[str, str]) -> dict[str, Any]:
         for part in path[:-1]:
             node = node.setdefault(part, {})
         node[path[-1]] = value
+        if origins is not None:
+            origins[tuple(path)] = name
     return layer
 
 
-def _format_errors(exc: ValidationError, source: str) -> str:
+def _has_path(data: Any, path: tuple[str, ...]) -> bool:
+    for part in path:
+        if isinstance(data, Mapping) and part in data:
+            data = data[part]
+        elif isinstance(data, (list, tuple)) and part.isdigit() and int(part) < len(data):
+            data = data[int(part)]
+        else:
+            return False
+    return True
+
+
+def _origin(loc: tuple[str, ...], overrides: Mapping[str, Any] | None,
+            env_origins: dict[tuple[str, ...], str], file: str | None,
+            file_data: Mapping[str, Any]) -> str:
+    """Where the value at ``loc`` came from (later sources win), for error messages."""
+    if overrides and loc and overrides.get(loc[0]) is not None and (
+            not isinstance(overrides[loc[0]], Mapping) or _has_path(overrides, loc)):
+        return "from the command line"
+    for n in range(len(loc), 0, -1):
+        if loc[:n] in env_origins:
+            return f"from {env_origins[loc[:n]]}"
+    for path, name in env_origins.items():
+        if path[:len(loc)] == loc:
+            return f"from {name}"
+    if file and _has_path(file_data, loc[:1]):
+        return f"in {file}"
+    return ""
+
+
+def _format_errors(exc: ValidationError, source: str,
+                   where: Callable[[tuple[str, ...]], str] = lambda loc: "") -> str:
     lines = [f"invalid configuration ({source}):"]
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"]) or "<root>"
         msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
-        lines.append(f"  {loc}: {msg}")
+        origin = where(tuple(str(p) for p in err["loc"]))
+        lines.append(f"  {loc}: {msg}" + (f" ({origin})" if origin else ""))
     return "\n".join(lines)
 
 
@@ -202,7 +255,17 @@ def load_settings(
             raise ConfigError(f"config file {path}: top level must be a mapping")
         data = loaded
         sources.append(str(path))
-    env = _env_layer(environ)
+    # Variables named by key_env / api_key_env hold secrets, not config (GATEWAY_KEY_TEAM_A).
+    refs = _secret_refs(data) | _secret_refs(overrides or {})
+    for name, raw in environ.items():
+        if name.startswith(ENV_PREFIX) and name not in refs:
+            try:
+                refs |= _secret_refs(yaml.safe_load(raw))
+            except yaml.YAMLError:
+                pass  # reported below, unless it is itself a secret
+    env_origins: dict[tuple[str, ...], str] = {}
+    env = _env_layer(environ, refs, env_origins)
+    file_data = data
     if env:
         data = _deep_merge(data, env)
         sources.append("GATEWAY_* environment")
@@ -212,7 +275,11 @@ def load_settings(
     try:
         settings = Settings.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_format_errors(exc, " < ".join(sources))) from None
+        def where(loc: tuple[str, ...]) -> str:
+            return _origin(loc, overrides, env_origins, str(config_file) if config_file else None,
+                           file_data)
+
+        raise ConfigError(_format_errors(exc, " < ".join(sources), where)) from None
     names = [u.name for u in settings.upstreams]
     if len(set(names)) != len(names):
         raise ConfigError("invalid configuration: upstreams: names must be unique")
