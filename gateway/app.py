@@ -15,7 +15,7 @@ from typing import Any
 
 from gateway.asgi import send_error, send_json
 from gateway.auth import Authenticator
-from gateway.errors import InvalidRequest, NotFound
+from gateway.errors import NotFound, NotReady
 from gateway.proxy import Engine, Proxy
 from gateway.settings import Settings
 from gateway.telemetry import Telemetry, create_telemetry
@@ -83,7 +83,7 @@ class GatewayApp:
             if path == "/readyz":
                 return await self._readyz(send)
             if proxy is None and path.startswith("/v1/"):
-                return await send_error(send, InvalidRequest("gateway is starting", status=503))
+                return await send_error(send, NotReady("The gateway is not ready yet."))
             return await send_error(send, NotFound(f"Unknown path {path!r}."))
         if kind == "lifespan":
             return await self._lifespan(receive, send)
