@@ -81,6 +81,7 @@ _NUMBER = re.compile(
     re.IGNORECASE,
 )
 _UNIT_AFTER = re.compile(r"\s*([A-Za-z]+)")
+_PART_OF_NAME = re.compile(r"[A-Za-z]-\s?\d|[A-Za-z]\d")
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +150,8 @@ def extract_numbers(text: str, dates: Iterable[DateRef] | None = None) -> list[Q
     for m in _NUMBER.finditer(text):
         if any(s < m.end() and m.start() < e for s, e in taken):
             continue
+        if _PART_OF_NAME.search(text, max(0, m.start() - 2), m.start() + 1):
+            continue  # "F-35", "X-Men 2" keeps its number inside the name
         q = _quantity(m, text)
         if q is not None:
             out.append(q)
@@ -188,7 +191,10 @@ def _quantity(m: re.Match[str], text: str) -> Quantity | None:
         kind = "percent" if g["wpct"] else "plain"
     u = _UNIT_AFTER.match(text, m.end())
     unit = u.group(1).lower() if u and kind == "plain" else ""
-    return Quantity(value, kind, unit, m.group(0).strip(), m.start(), m.end(), sig)
+    raw = m.group(0)
+    start = m.start() + len(raw) - len(raw.lstrip())
+    end = m.end() - (len(raw) - len(raw.rstrip()))
+    return Quantity(value, kind, unit, raw.strip(), start, end, sig)
 
 
 def number_matches(q: Quantity, values: Iterable[float]) -> bool:

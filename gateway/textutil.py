@@ -96,7 +96,7 @@ _SENT_END = re.compile(
 )
 _WORD_BEFORE = re.compile(r"([\w.]+)[.!?][\"')\]’”]*$")
 
-_CAP_WORD = r"(?:[A-Z][\w’'&.-]*\w\.?|[A-Z]\.?|[0-9]+[A-Za-z][\w-]*)"
+_CAP_WORD = r"(?:[A-Z][\w’'&.-]*\w\.?|[A-Z]\.?)"
 _CONNECT = r"(?:of|of the|de|da|del|der|van|von|la|le|du|bin|al)"
 _ENTITY = re.compile(
     rf"\b{_CAP_WORD}(?:[ \t]+(?:{_CONNECT}[ \t]+)*{_CAP_WORD})*"
@@ -277,8 +277,8 @@ def entity_candidates(sentence: str) -> list[Span]:
                 continue  # "Despite ...", "Zebeto, who ...": capitalized only as an opener
         while words and _CONNECT_RE.fullmatch(sentence[words[-1][0]:words[-1][1]]):
             words.pop()
-        if not words:
-            continue
+        if not words or not sentence[words[0][0]].isupper():
+            continue  # nothing left, or only the trailing number ("About 300")
         start, end = words[0][0], words[-1][1]
         while end > start and sentence[end - 1] in ".,":
             end -= 1
