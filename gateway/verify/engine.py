@@ -1,24 +1,333 @@
-"""The verification engine (policy selection, pipeline, actions, shadow).
+"""The verification engine: policy selection, inline and shadow handling, audit.
 
-Placeholder until the policy engine lands: no policies, pure pass-through.
+:func:`open_engine` (called by the app lifespan) loads the policies directory into
+a :class:`~gateway.policy.loader.PolicyStore`, starts its reload watcher, the
+shadow queue and the audit sink, and yields a :class:`VerityEngine`. A policies
+directory that does not exist yields ``None`` (pure pass-through; ``/readyz`` is
+ready); an empty one yields an engine that selects nothing until a file appears.
+
+Per request (:meth:`VerityEngine.handle`), by the selected policy's ``mode``:
+
+- **shadow** — the client gets exactly the upstream bytes (same status and
+  headers, plus ``x-verity-policy``, ``x-verity-mode``, ``x-verity-audit-id``);
+  streams are relayed chunk by chunk as they arrive. Verification is then
+  queued on the shadow queue; its outcome (with the action that *would* have been
+  taken) goes to the audit sink and a shadow trace linked to the request.
+- **inline** — verify, apply the band's action (``gateway.verify.actions``) and
+  answer with ``x-verity-*`` headers; streams per ``streaming`` (see
+  ``gateway.verify.inline`` and ``gateway.verify.streaming``).
+
+Upstream errors (status ≥ 400, non-completion bodies) pass through unverified.
+A policy's ``candidates`` are evaluated on the same answer in the shadow queue;
+their outcomes are added to the live outcome's audit record (written once they
+finish), never affecting the response.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import asyncio
+import logging
+import re
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager, suppress
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from gateway.asgi import send_bytes
+from gateway.audit import AuditSink, open_audit_sink
+from gateway.context import extract_context
+from gateway.corpus import CorpusError, load_corpus
+from gateway.policy.loader import Policy, PolicyStore, ResolvedLayer
+from gateway.policy.select import Selection, select_policy
+from gateway.proxy import ChatExchange, _maybe_json
+from gateway.shadow import ShadowJob, ShadowQueue
+from gateway.telemetry import RequestTrace, Telemetry, redact_secrets
+from gateway.types import RequestInfo
+from gateway.verify.actions import answer_text, band_action
+from gateway.verify.base import Layer, LayerResources, VerifyInput
+from gateway.verify.outcome import CandidateOutcome, Outcome, Verification
+from gateway.verify.pipeline import Budget, run_pipeline
+from gateway.verify.streaming import is_sse, relay_accumulating
 
 if TYPE_CHECKING:
     from gateway.proxy import Engine, Proxy
     from gateway.settings import Settings
-    from gateway.telemetry import Telemetry
+
+__all__ = ["VerityEngine", "open_engine", "verity_headers"]
+
+log = logging.getLogger("gateway.engine")
+
+Headers = list[tuple[bytes, bytes]]
+
+
+def _h(name: str, value: str) -> tuple[bytes, bytes]:
+    return name.encode("latin-1"), value.encode("latin-1", "replace")
+
+
+def verity_headers(policy: Policy, mode: str, audit_id: str | None = None) -> Headers:
+    out = [_h("x-verity-policy", policy.name), _h("x-verity-mode", mode)]
+    if audit_id is not None:
+        out.append(_h("x-verity-audit-id", audit_id))
+    return out
+
+
+def is_completion(parsed: Any) -> bool:
+    return (isinstance(parsed, dict) and isinstance(parsed.get("choices"), list)
+            and bool(parsed["choices"]))
+
+
+class VerityEngine:
+    """The :class:`~gateway.proxy.Engine` the proxy hands matching requests to."""
+
+    def __init__(self, settings: Settings, telemetry: Telemetry, store: PolicyStore,
+                 shadow: ShadowQueue, audit: AuditSink) -> None:
+        self.settings = settings
+        self.telemetry = telemetry
+        self.store = store
+        self.shadow = shadow
+        self.audit = audit
+        self._layers: dict[tuple[str, str, str], Layer] = {}
+        self._corpora: dict[tuple[str, str], Mapping[str, str]] = {}
+        self._seen_set: object = None
+
+    # ---- Engine protocol -----------------------------------------------------------------
+
+    def select(self, info: RequestInfo) -> Selection | None:
+        policies = self.store.policies
+        if policies is not self._seen_set:
+            self._prune(policies)
+        return select_policy(policies, info)
+
+    async def handle(self, proxy: Proxy, exchange: ChatExchange, plan: Selection) -> None:
+        from gateway.verify import inline
+
+        if plan.policy.spec.mode == "shadow":
+            await self._handle_shadow(proxy, exchange, plan)
+        else:
+            await inline.handle(self, proxy, exchange, plan)
+
+    def status(self) -> tuple[bool, dict[str, Any]]:
+        ready, detail = self.store.status()
+        shadow = self.shadow.status()
+        return ready and shadow["accepting"], {**detail, "shadow": shadow}
+
+    # ---- layers and verification ---------------------------------------------------------
+
+    def _prune(self, policies: Mapping[str, Policy]) -> None:
+        live = {(p.name, p.version) for p in policies.values()}
+        for key in [k for k in self._layers if k[:2] not in live]:
+            del self._layers[key]
+        for ckey in [k for k in self._corpora if k not in live]:
+            del self._corpora[ckey]
+        self._seen_set = policies
+
+    def corpus(self, policy: Policy) -> Mapping[str, str]:
+        key = (policy.name, policy.version)
+        corpus = self._corpora.get(key)
+        if corpus is None:
+            corpus = {}
+            directory = policy.spec.context.corpus_dir
+            if directory:
+                path = Path(directory)
+                if not path.is_absolute() and policy.source is not None:
+                    path = policy.source.parent / path
+                try:
+                    corpus = load_corpus(path)
+                except (CorpusError, OSError) as exc:
+                    log.error("policy %r: corpus %s cannot be loaded (%s); citations "
+                              "resolve against nothing", policy.name, path, exc)
+            self._corpora[key] = corpus
+        return corpus
+
+    def layer_factory(self, policy: Policy) -> Any:
+        def layer_for(rl: ResolvedLayer) -> Layer:
+            key = (policy.name, policy.version, rl.key)
+            layer = self._layers.get(key)
+            if layer is None:
+                resources = LayerResources(judge=None, corpus=self.corpus(policy))
+                layer = self._layers[key] = rl.cls(rl.config, resources)  # type: ignore[call-arg]
+            return layer
+        return layer_for
+
+    async def verify(self, policy: Policy, x: ChatExchange, completion: Mapping[str, Any],
+                     trace: RequestTrace, budget: Budget | None = None) -> Verification:
+        messages = x.payload.get("messages") or []
+        corpus = self.corpus(policy)
+        context = extract_context(messages, policy.spec.context, corpus)
+        inp = VerifyInput(messages=messages, response_text=answer_text(completion),
+                          context=context, model=x.info.model, metadata=x.info.metadata)
+        return await run_pipeline(policy, inp, layer_for=self.layer_factory(policy),
+                                  trace=trace, telemetry=self.telemetry, budget=budget)
+
+    def new_outcome(self, policy: Policy, x: ChatExchange, mode: str) -> Outcome:
+        return Outcome(policy=policy.name, policy_version=policy.version, mode=mode,
+                       model=x.info.model, tenant=x.info.tenant, stream=x.stream,
+                       streaming=policy.spec.streaming if x.stream else None)
+
+    def record_content(self, policy: Policy, outcome: Outcome, trace: RequestTrace,
+                       messages: Sequence[Mapping[str, Any]], output: str) -> None:
+        """Message content in the record and trace, only when the policy opts in."""
+        spec = policy.spec.telemetry
+        if not spec.record_content:
+            return
+        patterns = [re.compile(p) for p in spec.redact]
+
+        def redact(text: str) -> str:
+            text = redact_secrets(text)
+            for p in patterns:
+                text = p.sub("[REDACTED]", text)
+            return text
+
+        outcome.content = {
+            "messages": [{"role": m.get("role"), "content": redact(str(m.get("content") or ""))}
+                         for m in messages if isinstance(m, Mapping)],
+            "output": redact(output),
+        }
+        trace.content(messages, output, redact)
+
+    def finish(self, outcome: Outcome, trace: RequestTrace, *, write: bool = True) -> None:
+        """Close the record: ``trace.decision``, metrics, and the audit (unless deferred)."""
+        outcome.finish()
+        record = outcome.to_dict()
+        trace.decision(record)
+        self.telemetry.count("verifications", 1, {
+            "policy": outcome.policy, "mode": outcome.mode,
+            "verdict": outcome.verdict or "none", "action": outcome.action or "none"})
+        if write:
+            self.audit.write(record)
+
+    # ---- candidates ----------------------------------------------------------------------
+
+    def submit_candidates(self, x: ChatExchange, plan: Selection, completion: Mapping[str, Any],
+                          outcome: Outcome) -> bool:
+        """Queue the candidates' evaluation; the job writes ``outcome`` to the audit.
+
+        Returns False when there are no candidates (the caller writes the audit).
+        """
+        if not plan.candidates:
+            return False
+        shadow_trace = self.telemetry.start_shadow(x.trace, "candidate policies")
+
+        async def run() -> None:
+            try:
+                for cand in plan.candidates:
+                    outcome.candidates.append(await self._candidate(cand, x, completion,
+                                                                    shadow_trace))
+            finally:
+                shadow_trace.end(200)
+                self.audit.write(outcome.to_dict())
+
+        def dropped(why: str) -> None:
+            names = {c.name for c in outcome.candidates}
+            outcome.candidates.extend(CandidateOutcome(c.name, c.version, error=why)
+                                      for c in plan.candidates if c.name not in names)
+            shadow_trace.end(0, f"shadow_{why}")  # never started: write the record here
+            self.audit.write(outcome.to_dict())
+
+        self.shadow.submit(ShadowJob(run, dropped, kind="candidates"))
+        return True
+
+    async def _candidate(self, cand: Policy, x: ChatExchange, completion: Mapping[str, Any],
+                         trace: RequestTrace) -> CandidateOutcome:
+        try:
+            v = await self.verify(cand, x, completion, trace)
+        except Exception as exc:  # a broken candidate never affects anything else
+            log.exception("candidate policy %r failed", cand.name)
+            return CandidateOutcome(cand.name, cand.version, error=f"{type(exc).__name__}: {exc}")
+        return CandidateOutcome(cand.name, cand.version, verdict=v.verdict, score=v.score,
+                                action=band_action(cand.spec.actions, v.verdict).type,
+                                layers=v.layers)
+
+    # ---- shadow mode ---------------------------------------------------------------------
+
+    async def _handle_shadow(self, proxy: Proxy, x: ChatExchange, plan: Selection) -> None:
+        policy = plan.policy
+        outcome = self.new_outcome(policy, x, "shadow")
+        completion: dict[str, Any] | None = None
+        async with proxy.call_upstream(x, x.body, stream=x.stream) as (resp, up):
+            x.status = resp.status
+            ok = resp.status < 400
+            headers = resp.headers + verity_headers(policy, "shadow",
+                                                    outcome.audit_id if ok else None)
+            if x.stream and ok and is_sse(resp):
+                acc = await relay_accumulating(x, resp, up, headers)
+                completion = acc.completion() if acc is not None else None
+                if completion is None:
+                    outcome.note = "not verified: the upstream stream was cut"
+            else:
+                data = await resp.read()
+                parsed = _maybe_json(data)
+                up.response(resp.status, parsed if isinstance(parsed, dict) else None)
+                x.watcher.disarm()
+                await send_bytes(x.send, resp.status, data, headers, content_type=None)
+                if ok and is_completion(parsed):
+                    completion = parsed
+                elif ok:
+                    outcome.note = "not verified: the upstream body is not a chat completion"
+        outcome.upstream_status = x.status
+        if completion is None:
+            if outcome.note is not None:  # an audit id went out: account for it
+                self.finish(outcome, x.trace)
+            return
+        self.submit_shadow(x, plan, completion, outcome)
+
+    def submit_shadow(self, x: ChatExchange, plan: Selection, completion: dict[str, Any],
+                      outcome: Outcome) -> None:
+        policy = plan.policy
+        outcome.response_id = completion.get("id")
+        shadow_trace = self.telemetry.start_shadow(x.trace)
+
+        async def run() -> None:
+            status, error = 200, None
+            try:
+                v = await self.verify(policy, x, completion, shadow_trace)
+                outcome.record(v)
+                outcome.action = band_action(policy.spec.actions, v.verdict).type
+                self.record_content(policy, outcome, shadow_trace,
+                                    x.payload.get("messages") or [], answer_text(completion))
+                for cand in plan.candidates:
+                    outcome.candidates.append(await self._candidate(cand, x, completion,
+                                                                    shadow_trace))
+            except asyncio.CancelledError:
+                status, error = 0, "shadow_cancelled"
+                outcome.note = "shadow verification cancelled at shutdown"
+                raise
+            finally:
+                self.finish(outcome, shadow_trace)
+                shadow_trace.end(status, error)
+
+        def dropped(why: str) -> None:  # never started
+            outcome.note = ("not verified: shadow queue full" if why == "dropped"
+                            else "not verified: still queued at shutdown")
+            self.finish(outcome, shadow_trace)
+            shadow_trace.end(0, f"shadow_{why}")
+
+        self.shadow.submit(ShadowJob(run, dropped, kind="shadow"))
 
 
 @asynccontextmanager
 async def open_engine(settings: Settings, telemetry: Telemetry,
                       proxy: Proxy) -> AsyncIterator[Engine | None]:
-    """Start the engine for the app's lifetime; yield None when nothing to verify."""
-    yield None
-
-
+    """Run the engine for the app's lifetime; ``None`` when the policies dir is missing."""
+    directory = settings.resolved_policies_dir()
+    if not directory.is_dir():
+        log.warning("policies directory %s does not exist: verification off (pass-through)",
+                    directory)
+        yield None
+        return
+    store = PolicyStore(directory)
+    await asyncio.to_thread(store.load)
+    shadow = ShadowQueue(settings.shadow, telemetry)
+    shadow.start()
+    audit = open_audit_sink(settings.audit.path)
+    watcher = asyncio.create_task(store.watch()) if settings.reload_policies else None
+    engine = VerityEngine(settings, telemetry, store, shadow, audit)
+    try:
+        yield engine
+    finally:
+        if watcher is not None:
+            watcher.cancel()
+            with suppress(asyncio.CancelledError):
+                await watcher
+        await shadow.close()
+        await asyncio.to_thread(audit.close)

@@ -1,0 +1,163 @@
+"""The audit store: one record per verification outcome.
+
+:class:`AuditSink` is the contract (``write(record)``, ``close()``). ``write`` is
+called on the event loop for every outcome, so it must never block: the default
+:class:`JsonlAuditSink` hands the encoded line to a writer thread that appends it
+to ``settings.audit.path`` (one ``orjson`` line per outcome, created with mode
+0600) and flushes after each batch; :meth:`JsonlAuditSink.close` writes what is
+queued, flushes and joins the thread.
+
+Records are scrubbed before they are queued: any mapping key that names a
+credential (``authorization``, ``api_key``, ``api-key``, ``x-api-key``,
+``cookie``) is removed at any depth. Message content appears only when the
+policy turned ``telemetry.record_content`` on (the engine decides; see
+``gateway.verify.engine``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import orjson
+
+__all__ = ["AuditSink", "JsonlAuditSink", "MemoryAuditSink", "NullAuditSink", "open_audit_sink",
+           "scrub"]
+
+log = logging.getLogger("gateway.audit")
+
+_SECRET_KEYS = frozenset({"authorization", "api_key", "api-key", "x-api-key", "apikey",
+                          "cookie", "set-cookie", "proxy-authorization"})
+
+
+@runtime_checkable
+class AuditSink(Protocol):
+    """Where outcome records go. ``write`` must not block the event loop."""
+
+    def write(self, record: Mapping[str, Any]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def scrub(value: Any) -> Any:
+    """A copy of ``value`` without credential-named keys, at any depth."""
+    if isinstance(value, Mapping):
+        return {k: scrub(v) for k, v in value.items()
+                if not (isinstance(k, str) and k.lower() in _SECRET_KEYS)}
+    if isinstance(value, (list, tuple)):
+        return [scrub(v) for v in value]
+    return value
+
+
+class NullAuditSink:
+    """Discards records (``audit.path: null``)."""
+
+    def write(self, record: Mapping[str, Any]) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class MemoryAuditSink:
+    """Keeps records in a list (tests, embedding)."""
+
+    def __init__(self) -> None:
+        self.records: list[dict[str, Any]] = []
+
+    def write(self, record: Mapping[str, Any]) -> None:
+        self.records.append(scrub(record))
+
+    def close(self) -> None:
+        pass
+
+
+_STOP = object()
+
+
+class JsonlAuditSink:
+    """Append-only JSONL file written by a background thread."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        self._file = os.fdopen(fd, "ab")
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._closed = False
+        self.written = 0
+        self.errors = 0
+        self._thread = threading.Thread(target=self._run, name="audit-writer", daemon=True)
+        self._thread.start()
+
+    def write(self, record: Mapping[str, Any]) -> None:
+        if self._closed:
+            log.warning("audit sink closed; record %s not written", record.get("audit_id"))
+            return
+        try:
+            line = orjson.dumps(scrub(record), default=str) + b"\n"
+        except TypeError:
+            self.errors += 1
+            log.exception("audit record could not be encoded")
+            return
+        self._queue.put(line)
+
+    def flush(self, timeout: float = 5.0) -> None:
+        """Wait until everything written so far is on disk (tests, shutdown)."""
+        done = threading.Event()
+        self._queue.put(done)
+        done.wait(timeout)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.put(_STOP)
+        self._thread.join()
+        self._file.close()
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            batch = [item]
+            while True:  # take whatever else is already queued: one flush per batch
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            stop = False
+            for entry in batch:
+                if entry is _STOP:
+                    stop = True
+                elif isinstance(entry, threading.Event):
+                    self._flush()
+                    entry.set()
+                else:
+                    try:
+                        self._file.write(entry)
+                        self.written += 1
+                    except OSError:
+                        self.errors += 1
+                        log.exception("audit write failed")
+            self._flush()
+            if stop:
+                return
+
+    def _flush(self) -> None:
+        try:
+            self._file.flush()
+        except OSError:
+            self.errors += 1
+            log.exception("audit flush failed")
+
+
+def open_audit_sink(path: str | None) -> AuditSink:
+    """The JSONL sink for ``path``, or a null sink when ``path`` is None/empty."""
+    if not path:
+        return NullAuditSink()
+    return JsonlAuditSink(path)

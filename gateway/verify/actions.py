@@ -1,0 +1,244 @@
+"""Actions: what the gateway does with an answer, given its verdict band.
+
+Per band the policy names one action (``actions.pass|marginal|fail``):
+
+- ``pass`` — deliver unchanged.
+- ``flag`` — deliver unchanged; the verdict travels only in ``x-verity-*`` headers.
+- ``disclaimer`` — append the formatted template to choice 0's content.
+- ``block`` — ``style: completion``: an OpenAI-shaped ``chat.completion`` whose only
+  choice carries the formatted ``message`` with ``finish_reason: "content_filter"``
+  (same id, model, created and usage); ``style: error``: :class:`VerificationBlocked`
+  with the configured status and an OpenAI error body.
+- ``regenerate`` — re-ask upstream (non-streaming) with the original messages, the
+  failed answer as an assistant message and a user message with repair feedback
+  (seed 001's :func:`~gateway.scoring.binding.repair_feedback` over the failed
+  claims, or the policy's ``feedback_template``); each attempt runs inside
+  ``trace.attempt(n)`` and is re-verified. The first attempt whose band's action is
+  not ``regenerate`` is accepted (and that action — pass, flag, disclaimer, block —
+  is applied to it). After ``max_attempts`` failures ``fallback_model`` is tried
+  once if set, then ``fallback`` is applied to the last answer received.
+
+Templates fill ``{reasons}``, ``{score}``, ``{verdict}``, ``{policy}`` and
+``{failed_claims}``; other braces are left as written.
+
+**Usage after regenerate**: the delivered ``usage`` is the final answer's own usage,
+as upstream reported it — not the sum over attempts (the audit record's
+``attempt_history`` lists every attempt, and upstream bills each one).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway.errors import GatewayError, VerificationBlocked
+from gateway.policy.models import (
+    ActionSet, BlockAction, DisclaimerAction, FlagAction, PassAction, RegenerateAction,
+)
+from gateway.scoring.binding import repair_feedback
+from gateway.verify.outcome import Verification
+
+__all__ = ["Applied", "RegenContext", "answer_text", "apply_action", "apply_static",
+           "band_action", "block_completion", "feedback_message", "fill_template"]
+
+StaticAction = PassAction | FlagAction | DisclaimerAction | BlockAction
+AnyAction = StaticAction | RegenerateAction
+CompleteFn = Callable[[dict[str, Any]], Awaitable[tuple[int, Any, bytes]]]
+VerifyFn = Callable[[dict[str, Any]], Awaitable[Verification]]
+
+_PLACEHOLDER = re.compile(r"\{(reasons|score|verdict|policy|failed_claims)\}")
+
+
+@dataclass(slots=True)
+class Applied:
+    """The result of applying a band's action to a completion."""
+
+    action: str
+    """``pass`` | ``flag`` | ``disclaimer`` | ``block`` | ``regenerate`` (a regenerated
+    answer is delivered). After failed regeneration: the fallback's type."""
+    completion: dict[str, Any] | None
+    """What to deliver; ``None`` when blocked with ``style: error``."""
+    verification: Verification
+    """The delivered answer's verification (the last attempt's after regenerate)."""
+    error: VerificationBlocked | None = None
+    appended: str | None = None
+    """The disclaimer text appended to choice 0, if any."""
+    modified: bool = False
+    """True when ``completion`` is not the upstream answer as received."""
+    attempts: int = 0
+    history: list[dict[str, Any]] = field(default_factory=list)
+    note: str | None = None
+
+
+@dataclass(slots=True)
+class RegenContext:
+    """What ``regenerate`` needs from the engine (kept abstract for unit tests)."""
+
+    policy: str
+    messages: Sequence[Mapping[str, Any]]
+    payload: Mapping[str, Any]
+    """The client's request body; attempts reuse it (``stream`` removed)."""
+    actions: ActionSet
+    complete: CompleteFn
+    """Non-streaming upstream call: payload -> (status, parsed JSON, raw bytes)."""
+    verify: VerifyFn
+    """Re-verify a completion dict."""
+    attempt: Callable[[int], AbstractContextManager[None]]
+
+
+def band_action(actions: ActionSet, band: str) -> AnyAction:
+    action: AnyAction = actions.pass_ if band == "pass" else getattr(actions, band)
+    return action
+
+
+def answer_text(completion: Mapping[str, Any]) -> str:
+    """Content of choice 0 ("" when absent)."""
+    choices = completion.get("choices") or ()
+    if not choices or not isinstance(choices[0], Mapping):
+        return ""
+    message = choices[0].get("message") or {}
+    content = message.get("content") if isinstance(message, Mapping) else None
+    return content if isinstance(content, str) else ""
+
+
+def fill_template(template: str, v: Verification, policy: str) -> str:
+    values = {
+        "reasons": "; ".join(v.reasons) or v.verdict,
+        "score": "n/a" if v.score is None else f"{v.score:.2f}",
+        "verdict": v.verdict,
+        "policy": policy,
+        "failed_claims": "; ".join(v.failed_claims) or "none",
+    }
+    return _PLACEHOLDER.sub(lambda m: values[m.group(1)], template)
+
+
+def feedback_message(action: RegenerateAction, v: Verification, policy: str) -> str:
+    """The repair message sent as the user turn of a regenerate attempt."""
+    if action.feedback_template is not None:
+        return fill_template(action.feedback_template, v, policy)
+    text = repair_feedback(v.failed_claims)
+    if text:
+        return text
+    return ("Your previous answer failed verification (" + ("; ".join(v.reasons) or v.verdict)
+            + "). Rewrite the answer so that it addresses these problems. Do not add new "
+            "unsourced facts; if something cannot be supported, say so.")
+
+
+def block_completion(completion: Mapping[str, Any], message: str) -> dict[str, Any]:
+    """A ``chat.completion`` refusing with ``message`` (``finish_reason: content_filter``)."""
+    out: dict[str, Any] = {
+        "id": completion.get("id") or "chatcmpl-verity-blocked",
+        "object": "chat.completion",
+        "created": completion.get("created") or 0,
+        "model": completion.get("model") or "",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": message,
+                                             "refusal": None},
+                     "logprobs": None, "finish_reason": "content_filter"}],
+    }
+    if completion.get("usage") is not None:
+        out["usage"] = completion["usage"]
+    if completion.get("system_fingerprint"):
+        out["system_fingerprint"] = completion["system_fingerprint"]
+    return out
+
+
+def _with_appended(completion: Mapping[str, Any], text: str) -> dict[str, Any]:
+    out = dict(completion)
+    choices = list(out.get("choices") or ())
+    if not choices:
+        choices = [{"index": 0, "message": {"role": "assistant", "content": ""},
+                    "finish_reason": "stop"}]
+    first = dict(choices[0])
+    message = dict(first.get("message") or {"role": "assistant"})
+    content = message.get("content")
+    message["content"] = (content if isinstance(content, str) else "") + text
+    first["message"] = message
+    choices[0] = first
+    out["choices"] = choices
+    return out
+
+
+def apply_static(action: StaticAction, completion: dict[str, Any], v: Verification,
+                 policy: str) -> Applied:
+    """Apply ``pass`` / ``flag`` / ``disclaimer`` / ``block`` (no upstream call)."""
+    if isinstance(action, (PassAction, FlagAction)):
+        return Applied(action.type, completion, v)
+    if isinstance(action, DisclaimerAction):
+        text = fill_template(action.template, v, policy)
+        return Applied("disclaimer", _with_appended(completion, text), v, appended=text,
+                       modified=True)
+    message = fill_template(action.message, v, policy)
+    if action.style == "error":
+        err = VerificationBlocked(message, status=action.status)
+        return Applied("block", None, v, error=err, modified=True)
+    return Applied("block", block_completion(completion, message), v, modified=True)
+
+
+async def apply_action(action: AnyAction, completion: dict[str, Any], v: Verification,
+                       ctx: RegenContext) -> Applied:
+    """Apply the band's action; ``regenerate`` calls upstream through ``ctx``."""
+    if isinstance(action, RegenerateAction):
+        return await _regenerate(action, completion, v, ctx)
+    return apply_static(action, completion, v, ctx.policy)
+
+
+def _regen_payload(ctx: RegenContext, failed: str, feedback: str,
+                   model: str | None) -> dict[str, Any]:
+    payload = {k: val for k, val in ctx.payload.items() if k not in ("stream", "stream_options")}
+    payload["messages"] = [*ctx.messages, {"role": "assistant", "content": failed},
+                           {"role": "user", "content": feedback}]
+    if model is not None:
+        payload["model"] = model
+    return payload
+
+
+def _is_completion(parsed: Any) -> bool:
+    return isinstance(parsed, dict) and isinstance(parsed.get("choices"), list) \
+        and bool(parsed["choices"])
+
+
+async def _regenerate(action: RegenerateAction, completion: dict[str, Any], v: Verification,
+                      ctx: RegenContext) -> Applied:
+    current, cur_v = completion, v
+    history: list[dict[str, Any]] = [{"attempt": 0, "verdict": v.verdict,
+                                      "score": v.score, "failed_claims": list(v.failed_claims)}]
+    plan: list[str | None] = [None] * action.max_attempts
+    if action.fallback_model:
+        plan.append(action.fallback_model)
+    made = 0
+    for n, model in enumerate(plan, 1):
+        feedback = feedback_message(action, cur_v, ctx.policy)
+        payload = _regen_payload(ctx, answer_text(current), feedback, model)
+        entry: dict[str, Any] = {"attempt": n, "model": payload.get("model")}
+        history.append(entry)
+        with ctx.attempt(n):
+            made = n
+            try:
+                status, parsed, _raw = await ctx.complete(payload)
+            except GatewayError as err:
+                entry["error"] = f"{type(err).__name__}: {err.message}"
+                continue
+            entry["status"] = status
+            if status >= 400 or not _is_completion(parsed):
+                entry["error"] = f"upstream answered {status}"
+                continue
+            new_v = await ctx.verify(parsed)
+        entry.update(verdict=new_v.verdict, score=new_v.score,
+                     failed_claims=list(new_v.failed_claims))
+        current, cur_v = parsed, new_v
+        next_action = band_action(ctx.actions, new_v.verdict)
+        if not isinstance(next_action, RegenerateAction):
+            applied = apply_static(next_action, parsed, new_v, ctx.policy)
+            entry["action"] = next_action.type
+            if applied.error is None and next_action.type != "block":
+                applied.action = "regenerate"
+            applied.modified, applied.attempts, applied.history = True, made, history
+            return applied
+    applied = apply_static(action.fallback, current, cur_v, ctx.policy)
+    applied.modified = applied.modified or current is not completion
+    applied.attempts, applied.history = made, history
+    applied.note = f"regenerate failed after {made} attempt(s); fallback {action.fallback.type}"
+    return applied

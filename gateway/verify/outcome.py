@@ -1,0 +1,212 @@
+"""What one verification produced: per-layer outcomes and the outcome record.
+
+- :class:`LayerOutcome` — one layer's run: calibrated and raw score, its own
+  verdict, latency, error (timeout / unavailable / exception), judge cost.
+- :class:`Verification` — the pipeline's result for one answer: risk level, the
+  layer outcomes, the verdict band and the overall (weighted mean) score.
+- :class:`Outcome` — the record of one request's verification as written to the
+  audit sink and handed to ``trace.decision``: policy, mode, verdict, action,
+  attempts, candidate policies' outcomes, timestamps. ``to_dict()`` is the wire
+  form (plain JSON types). It never holds credentials; message content only when
+  the policy sets ``telemetry.record_content`` (see ``gateway.verify.engine``).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Literal
+
+__all__ = ["Band", "CandidateOutcome", "LayerOutcome", "Outcome", "Verification", "new_audit_id",
+           "utc_now"]
+
+Band = Literal["pass", "marginal", "fail"]
+BAND_ORDER: dict[str, int] = {"pass": 0, "marginal": 1, "fail": 2}
+
+
+def new_audit_id() -> str:
+    return uuid.uuid4().hex
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass(slots=True)
+class LayerOutcome:
+    """One layer's run as the pipeline saw it."""
+
+    key: str
+    name: str
+    score: float | None = None
+    """Calibrated score in [0, 1]; ``None`` when the layer errored."""
+    raw_score: float | None = None
+    passed: bool | None = None
+    latency_ms: float = 0.0
+    label: str | None = None
+    explanation: str = ""
+    error: str | None = None
+    """``timeout``, ``unavailable: …`` or ``<ExceptionType>: …``; None when it ran."""
+    error_type: str | None = None
+    cache_hit: bool = False
+    judge_calls: int = 0
+    cost: float = 0.0
+    failed_claims: list[str] = field(default_factory=list)
+    skipped: bool = False
+    credit_score: int | None = None
+    weight: float = 1.0
+
+    @property
+    def counted(self) -> bool:
+        """Whether this outcome takes part in the decision (ran, not skipped)."""
+        return self.error is None and not self.skipped
+
+    def header_value(self) -> str:
+        """``key=0.91:pass`` for the ``x-verity-layers`` header."""
+        if self.error is not None:
+            return f"{self.key}=error"
+        if self.skipped:
+            return f"{self.key}=skipped"
+        return f"{self.key}={(self.score or 0.0):.2f}:{'pass' if self.passed else 'fail'}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key, "name": self.name, "score": _round(self.score),
+            "raw_score": _round(self.raw_score), "passed": self.passed,
+            "latency_ms": round(self.latency_ms, 3), "label": self.label,
+            "explanation": self.explanation, "error": self.error, "error_type": self.error_type,
+            "cache_hit": self.cache_hit, "judge_calls": self.judge_calls, "cost": self.cost,
+            "failed_claims": list(self.failed_claims), "skipped": self.skipped,
+            "credit_score": self.credit_score, "weight": self.weight,
+        }
+
+
+@dataclass(slots=True)
+class Verification:
+    """The pipeline's verdict on one answer."""
+
+    risk_level: str
+    layers: list[LayerOutcome]
+    verdict: Band
+    score: float | None
+    """Weighted mean of the counted layers' calibrated scores (None: nothing counted)."""
+    min_confidence: float
+    reasons: list[str] = field(default_factory=list)
+    failed_claims: list[str] = field(default_factory=list)
+    errors: int = 0
+    fail_closed: bool = False
+    """True when a layer error forced the verdict to ``fail`` (``on_error: fail_closed``)."""
+
+    @property
+    def cost(self) -> float:
+        return sum(o.cost for o in self.layers)
+
+    def layers_header(self) -> str:
+        return ",".join(o.header_value() for o in self.layers)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "risk_level": self.risk_level, "verdict": self.verdict, "score": _round(self.score),
+            "min_confidence": self.min_confidence, "reasons": list(self.reasons),
+            "failed_claims": list(self.failed_claims), "errors": self.errors,
+            "fail_closed": self.fail_closed, "layers": [o.to_dict() for o in self.layers],
+        }
+
+
+@dataclass(slots=True)
+class CandidateOutcome:
+    """A candidate policy evaluated in shadow on the live response."""
+
+    name: str
+    version: str = ""
+    verdict: str | None = None
+    score: float | None = None
+    action: str | None = None
+    """The action the candidate *would* have taken (never applied)."""
+    layers: list[LayerOutcome] = field(default_factory=list)
+    error: str | None = None
+    """``dropped`` (shadow queue full), ``cancelled`` (shutdown) or an exception."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "version": self.version, "verdict": self.verdict,
+                "score": _round(self.score), "action": self.action, "error": self.error,
+                "layers": [o.to_dict() for o in self.layers]}
+
+
+@dataclass(slots=True)
+class Outcome:
+    """The record of one request's verification (audit line, ``trace.decision``)."""
+
+    policy: str
+    policy_version: str
+    mode: str
+    model: str = ""
+    tenant: str | None = None
+    stream: bool = False
+    streaming: str | None = None
+    """The policy's ``streaming`` setting when the request streamed."""
+    audit_id: str = field(default_factory=new_audit_id)
+    started_at: str = field(default_factory=utc_now)
+    finished_at: str | None = None
+    duration_ms: float = 0.0
+    risk_level: str | None = None
+    verdict: str | None = None
+    score: float | None = None
+    min_confidence: float | None = None
+    action: str | None = None
+    applied: bool = False
+    """False in shadow mode: ``action`` is what *would* have happened."""
+    attempts: int = 0
+    """Regenerate attempts made (0 when the action was not ``regenerate``)."""
+    reasons: list[str] = field(default_factory=list)
+    failed_claims: list[str] = field(default_factory=list)
+    layers: list[LayerOutcome] = field(default_factory=list)
+    attempt_history: list[dict[str, Any]] = field(default_factory=list)
+    candidates: list[CandidateOutcome] = field(default_factory=list)
+    response_id: str | None = None
+    upstream_status: int | None = None
+    note: str | None = None
+    content: dict[str, Any] | None = None
+    """Request messages and answer text (redacted); only when the policy opts in."""
+    _t0: float = field(default_factory=time.perf_counter, repr=False)
+
+    def record(self, v: Verification) -> None:
+        """Take the verdict, score and layers of ``v`` (the final answer's verification)."""
+        self.risk_level = v.risk_level
+        self.verdict = v.verdict
+        self.score = v.score
+        self.min_confidence = v.min_confidence
+        self.reasons = list(v.reasons)
+        self.failed_claims = list(v.failed_claims)
+        self.layers = list(v.layers)
+
+    def finish(self) -> None:
+        self.finished_at = utc_now()
+        self.duration_ms = (time.perf_counter() - self._t0) * 1000
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "audit_id": self.audit_id, "policy": self.policy,
+            "policy_version": self.policy_version, "mode": self.mode, "model": self.model,
+            "tenant": self.tenant, "stream": self.stream, "streaming": self.streaming,
+            "started_at": self.started_at, "finished_at": self.finished_at,
+            "duration_ms": round(self.duration_ms, 3), "risk_level": self.risk_level,
+            "verdict": self.verdict, "score": _round(self.score),
+            "min_confidence": self.min_confidence, "action": self.action,
+            "applied": self.applied, "attempts": self.attempts, "reasons": list(self.reasons),
+            "failed_claims": list(self.failed_claims),
+            "layers": [o.to_dict() for o in self.layers],
+            "attempt_history": list(self.attempt_history),
+            "candidates": [c.to_dict() for c in self.candidates],
+            "response_id": self.response_id, "upstream_status": self.upstream_status,
+            "note": self.note,
+        }
+        if self.content is not None:
+            out["content"] = self.content
+        return out
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 6)

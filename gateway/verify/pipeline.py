@@ -1,0 +1,211 @@
+"""The verification pipeline: risk → layers (concurrent, timed) → calibration → decision.
+
+For one answer and one policy (:func:`run_pipeline`):
+
+1. **Risk level** — the policy's fixed ``risk.level``, or ``assess``: the seed 000
+   model-free assessor (:func:`gateway.verify.risk.assess_risk`) on the answer.
+2. **Layers** — the level's profile (``risk.profiles.<level>.layers``), else every
+   layer of the policy. They run **concurrently**, each inside ``trace.layer(key)``
+   and under ``min(timeout_ms, remaining budget.total_ms, profile max_latency_ms)``.
+   Past ``budget.max_cost`` (judge USD already spent by this request) layers are
+   skipped.
+3. **Errors** — a layer that raises, times out, is :class:`LayerUnavailable` or
+   finds no time left in the budget gets an error outcome. ``on_error: fail_open``
+   leaves it out of the decision (counted as ``fail_open``); ``fail_closed`` makes
+   the verdict ``fail`` (counted as ``fail_closed``).
+4. **Calibration** — Platt scaling with the layer spec's ``calibration``; without
+   one, the seed defaults for the seed's layer names, identity otherwise.
+5. **Decision** (:func:`decide`) — seed 000 ``all_passed``: pass when every counted
+   layer passed and the weighted mean ≥ ``min_confidence`` (the decision's, else the
+   policy's profile for the level, else seed 000's profile); else ``marginal`` when
+   the mean ≥ ``marginal_at``; else ``fail``. ``mean``: bands from the mean alone.
+   Layers reporting a seed 002 credit score map through ``decision.zones``; the
+   worse band wins. Skipped layers (``result.skipped``) are not counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from gateway.policy.models import Calibration, DecisionSpec
+from gateway.scoring.credit import zone
+from gateway.telemetry import RequestTrace, Telemetry
+from gateway.verify.base import Layer, LayerResult, LayerUnavailable, VerifyInput
+from gateway.verify.calibration import Calibrator, PlattParams, platt
+from gateway.verify.outcome import BAND_ORDER, Band, LayerOutcome, Verification
+from gateway.verify.risk import RISK_PROFILES, assess_risk
+
+if TYPE_CHECKING:
+    from gateway.policy.loader import Policy, ResolvedLayer
+
+__all__ = ["Budget", "LayerFactory", "decide", "run_pipeline", "select_layers"]
+
+LayerFactory = Callable[["ResolvedLayer"], Layer]
+"""Returns the (cached) layer instance for a resolved layer of a policy."""
+
+_CALIBRATOR = Calibrator()
+
+
+@dataclass(slots=True)
+class Budget:
+    """One request's verification budget, shared by every attempt (regenerate)."""
+
+    total_ms: float
+    max_cost: float | None = None
+    spent_cost: float = 0.0
+    _t0: float = field(default_factory=time.monotonic)
+
+    @classmethod
+    def for_policy(cls, policy: Policy) -> Budget:
+        b = policy.spec.budget
+        return cls(total_ms=float(b.total_ms), max_cost=b.max_cost)
+
+    def remaining_ms(self) -> float:
+        return self.total_ms - (time.monotonic() - self._t0) * 1000
+
+    def cost_exhausted(self) -> bool:
+        return self.max_cost is not None and self.spent_cost >= self.max_cost
+
+
+def select_layers(policy: Policy, level: str) -> tuple[ResolvedLayer, ...]:
+    """The layers the risk level's profile runs (every layer when there is no profile)."""
+    profile = policy.spec.risk.profiles.get(level)  # type: ignore[call-overload]
+    if profile is None:
+        return tuple(policy.layers)
+    wanted = set(profile.layers)
+    return tuple(rl for rl in policy.layers if rl.key in wanted)
+
+
+def min_confidence_for(policy: Policy, level: str) -> float:
+    spec = policy.spec
+    if spec.decision.min_confidence is not None:
+        return spec.decision.min_confidence
+    profile = spec.risk.profiles.get(level)  # type: ignore[call-overload]
+    if profile is not None:
+        return float(profile.min_confidence)
+    return RISK_PROFILES[level].min_confidence
+
+
+async def run_pipeline(policy: Policy, inp: VerifyInput, *, layer_for: LayerFactory,
+                       trace: RequestTrace, telemetry: Telemetry,
+                       budget: Budget | None = None) -> Verification:
+    """Verify ``inp.response_text`` with ``policy``; see the module docstring."""
+    spec = policy.spec
+    budget = budget or Budget.for_policy(policy)
+    level = spec.risk.level if spec.risk.level != "assess" else assess_risk(inp.response_text)
+    profile = spec.risk.profiles.get(level)  # type: ignore[call-overload]
+    cap_ms = float(profile.max_latency_ms) if profile and profile.max_latency_ms else None
+    selected = select_layers(policy, level)
+    outcomes = list(await asyncio.gather(*(
+        _run_layer(rl, inp, layer_for, trace, budget, cap_ms) for rl in selected)))
+    budget.spent_cost += sum(o.cost for o in outcomes)
+    errors = [o for o in outcomes if o.error is not None]
+    attrs = {"policy": policy.name}
+    if errors:
+        name = "fail_closed" if spec.on_error == "fail_closed" else "fail_open"
+        for o in errors:
+            telemetry.count(name, 1, {**attrs, "layer": o.key})
+    min_conf = min_confidence_for(policy, level)
+    verdict, score, reasons = decide(outcomes, decision=spec.decision, min_confidence=min_conf,
+                                     fail_closed=spec.on_error == "fail_closed")
+    claims: list[str] = []
+    for o in outcomes:
+        if o.counted and not o.passed:
+            claims.extend(c for c in o.failed_claims if c not in claims)
+    return Verification(
+        risk_level=level, layers=outcomes, verdict=verdict, score=score,
+        min_confidence=min_conf, reasons=reasons, failed_claims=claims, errors=len(errors),
+        fail_closed=bool(errors) and spec.on_error == "fail_closed")
+
+
+def decide(outcomes: Sequence[LayerOutcome], *, decision: DecisionSpec, min_confidence: float,
+           fail_closed: bool = False) -> tuple[Band, float | None, list[str]]:
+    """(band, weighted mean score, reasons) for the layer outcomes; pure."""
+    counted = [o for o in outcomes if o.counted]
+    reasons = [f"{o.key}: {o.explanation or o.label or 'failed'}"
+               for o in counted if not o.passed]
+    score: float | None = None
+    band: Band = "pass"
+    if counted:
+        total_w = sum(o.weight for o in counted)
+        if total_w > 0:
+            score = sum((o.score or 0.0) * o.weight for o in counted) / total_w
+        else:
+            score = sum((o.score or 0.0) for o in counted) / len(counted)
+        ok = score >= min_confidence
+        if decision.combine == "all_passed":
+            ok = ok and all(o.passed for o in counted)
+        if ok:
+            band = "pass"
+        else:
+            band = "marginal" if score >= decision.marginal_at else "fail"
+        if score < min_confidence and not reasons:
+            reasons.append(f"confidence {score:.2f} below {min_confidence:.2f}")
+    for o in counted:
+        if o.credit_score is None:
+            continue
+        z = zone(o.credit_score)
+        zb: Band = decision.zones.get(z, "pass")
+        if BAND_ORDER[zb] > BAND_ORDER[band]:
+            band = zb
+        if zb != "pass":
+            reasons.append(f"{o.key}: credit score {o.credit_score} ({z})")
+    if fail_closed:
+        errored = [o for o in outcomes if o.error is not None]
+        if errored:
+            band = "fail"
+            reasons.extend(f"{o.key}: error ({o.error})" for o in errored)
+    return band, score, reasons
+
+
+async def _run_layer(rl: ResolvedLayer, inp: VerifyInput, layer_for: LayerFactory,
+                     trace: RequestTrace, budget: Budget, cap_ms: float | None) -> LayerOutcome:
+    spec = rl.spec
+    out = LayerOutcome(key=rl.key, name=rl.name, weight=spec.weight)
+    with trace.layer(rl.key) as span:
+        t0 = time.perf_counter()
+        timeout_ms = min(float(spec.timeout_ms), budget.remaining_ms())
+        if cap_ms is not None:
+            timeout_ms = min(timeout_ms, cap_ms)
+        try:
+            if budget.cost_exhausted():
+                out.skipped, out.label = True, "skipped"
+                out.explanation = "cost budget exhausted before the layer started"
+            elif timeout_ms <= 0:
+                out.error, out.error_type = "time budget exhausted", "timeout"
+            else:
+                layer = layer_for(rl)
+                async with asyncio.timeout(timeout_ms / 1000):
+                    result = await layer.verify(inp)
+                _fill(out, result, spec.calibration)
+        except TimeoutError:
+            out.error, out.error_type = f"timeout after {timeout_ms:.0f} ms", "timeout"
+        except LayerUnavailable as exc:
+            out.error, out.error_type = f"unavailable: {exc}", "unavailable"
+        except Exception as exc:  # a broken layer is an outcome, not a crash
+            out.error, out.error_type = f"{type(exc).__name__}: {exc}", type(exc).__name__
+        out.latency_ms = (time.perf_counter() - t0) * 1000
+        span.result(out.to_dict())
+    return out
+
+
+def _fill(out: LayerOutcome, result: LayerResult, calibration: Calibration | None) -> None:
+    raw = float(result.score)
+    out.raw_score = raw
+    if calibration is not None:
+        out.score = platt(raw, PlattParams(calibration.a, calibration.b))
+    else:
+        out.score = _CALIBRATOR.calibrate(out.name, raw)
+    out.passed = bool(result.passed)
+    out.label = result.label
+    out.explanation = result.explanation
+    out.cache_hit = result.cache_hit
+    out.judge_calls = result.judge_calls
+    out.cost = result.cost
+    out.failed_claims = list(result.failed_claims)
+    out.skipped = result.skipped
+    out.credit_score = result.credit_score

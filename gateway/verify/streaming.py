@@ -1,0 +1,240 @@
+"""SSE paths of the engine: relay-and-accumulate, buffer, hold-back, synthesize.
+
+- :func:`relay_accumulating` — shadow streams: forward upstream bytes exactly as
+  they arrive (same chunks, same timing) while folding them into a
+  :class:`StreamAccumulator`.
+- :func:`read_all` — ``streaming: buffer``: read the whole upstream stream (raw bytes
+  kept, so an unchanged answer is replayed byte for byte).
+- :func:`synthesize` — a ``chat.completion.chunk`` stream built from a completion
+  dict (role chunk, content / tool-call chunks, finish chunk, usage chunk when the
+  client asked ``stream_options.include_usage``, ``[DONE]``).
+- :class:`HoldBack` — ``streaming: passthrough``: forward events as they arrive but
+  keep back the *tail* — the first event carrying a ``finish_reason``, the usage
+  chunk, ``[DONE]`` and anything after — until the answer is verified;
+  :meth:`HoldBack.finish` then sends the verdict's addition and the tail.
+
+Passthrough signalling (the body has started, so headers cannot change):
+
+- ``disclaimer`` — one more content chunk with the disclaimer text (and a ``verity``
+  field), then the tail.
+- ``block`` (``style: completion``) — a chunk with the block message as content,
+  ``finish_reason: "content_filter"`` and a ``verity`` field replaces the upstream
+  finish chunk; then the usage chunk and ``[DONE]``. The official SDK accepts
+  both the finish reason and the extra field (``chunk.model_extra["verity"]``).
+- ``block`` (``style: error``) — an OpenAI error event ``data: {"error": …}``
+  ends the stream (no ``[DONE]``): the SDK raises ``APIError`` while iterating.
+- ``pass`` / ``flag`` — the tail unchanged; the verdict is only in the audit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from gateway.errors import UpstreamError
+from gateway.proxy import ChatExchange
+from gateway.sse import DONE, SSEParser, StreamAccumulator, encode_event
+from gateway.telemetry import UpstreamTrace
+from gateway.upstream.client import UpstreamResponse
+
+__all__ = ["HoldBack", "is_sse", "read_all", "relay_accumulating", "synthesize"]
+
+Headers = list[tuple[bytes, bytes]]
+
+
+def is_sse(resp: UpstreamResponse) -> bool:
+    return resp.content_type.startswith("text/event-stream")
+
+
+async def _start(x: ChatExchange, status: int, headers: Headers) -> None:
+    await x.send({"type": "http.response.start", "status": status, "headers": headers})
+
+
+async def _body(x: ChatExchange, data: bytes, more: bool = True) -> None:
+    await x.send({"type": "http.response.body", "body": data, "more_body": more})
+
+
+async def relay_accumulating(x: ChatExchange, resp: UpstreamResponse, up: UpstreamTrace,
+                             headers: Headers) -> StreamAccumulator | None:
+    """Relay the upstream stream verbatim; return the accumulated stream (None if cut)."""
+    acc = StreamAccumulator()
+    x.status = resp.status
+    await _start(x, resp.status, headers)
+    first, ok = True, True
+    try:
+        async for chunk in resp.iter_chunks():
+            if first:
+                up.first_chunk()
+                first = False
+            await _body(x, chunk)
+            acc.feed_bytes(chunk)
+    except UpstreamError as err:
+        up.error(type(err).__name__)
+        x.status, ok = err.status, False
+        await _body(x, encode_event(err.body()))
+    else:
+        up.response(resp.status, acc.completion())
+    x.watcher.disarm()
+    await _body(x, b"", more=False)
+    return acc if ok and acc.error is None else None
+
+
+async def read_all(resp: UpstreamResponse, up: UpstreamTrace) -> tuple[bytes, StreamAccumulator]:
+    """Read a whole SSE body; UpstreamError (a cut stream) propagates."""
+    acc = StreamAccumulator()
+    parts: list[bytes] = []
+    first = True
+    try:
+        async for chunk in resp.iter_chunks():
+            if first:
+                up.first_chunk()
+                first = False
+            parts.append(chunk)
+            acc.feed_bytes(chunk)
+    except UpstreamError as err:
+        up.error(type(err).__name__)
+        raise
+    up.response(resp.status, acc.completion())
+    return b"".join(parts), acc
+
+
+def _chunk_base(completion: Mapping[str, Any]) -> dict[str, Any]:
+    base: dict[str, Any] = {"id": completion.get("id") or "chatcmpl-verity",
+                            "object": "chat.completion.chunk",
+                            "created": completion.get("created") or 0,
+                            "model": completion.get("model") or ""}
+    if completion.get("system_fingerprint"):
+        base["system_fingerprint"] = completion["system_fingerprint"]
+    return base
+
+
+def synthesize(completion: Mapping[str, Any], *, include_usage: bool,
+               extra: Mapping[str, Any] | None = None) -> bytes:
+    """The SSE body for ``completion``; ``extra`` fields go on each finish chunk."""
+    base = _chunk_base(completion)
+    events: list[bytes] = []
+
+    def emit(choice: dict[str, Any], **more: Any) -> None:
+        events.append(encode_event({**base, "choices": [choice], **more}))
+
+    for choice in completion.get("choices") or ():
+        index = choice.get("index", 0)
+        message = choice.get("message") or {}
+        emit({"index": index, "delta": {"role": "assistant", "content": ""},
+              "logprobs": None, "finish_reason": None})
+        content = message.get("content")
+        if isinstance(content, str) and content:
+            emit({"index": index, "delta": {"content": content}, "logprobs": None,
+                  "finish_reason": None})
+        for j, call in enumerate(message.get("tool_calls") or ()):
+            emit({"index": index, "delta": {"tool_calls": [{**call, "index": j}]},
+                  "logprobs": None, "finish_reason": None})
+        emit({"index": index, "delta": {}, "logprobs": None,
+              "finish_reason": choice.get("finish_reason") or "stop"}, **(extra or {}))
+    if include_usage:
+        events.append(encode_event({**base, "choices": [],
+                                    "usage": completion.get("usage")}))
+    events.append(DONE)
+    return b"".join(events)
+
+
+def _is_tail(data: bytes) -> bool:
+    if data.strip() == b"[DONE]":
+        return True
+    try:
+        obj = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return False
+    if not isinstance(obj, dict):
+        return False
+    choices = obj.get("choices")
+    if obj.get("usage") and not choices:
+        return True
+    return any(isinstance(c, dict) and c.get("finish_reason") for c in choices or ())
+
+
+class HoldBack:
+    """``streaming: passthrough``: relay events, hold the tail until :meth:`finish`."""
+
+    def __init__(self, x: ChatExchange) -> None:
+        self.x = x
+        self.acc = StreamAccumulator()
+        self.tail: list[bytes] = []
+        self.error: UpstreamError | None = None
+        self._parser = SSEParser()
+
+    async def relay(self, resp: UpstreamResponse, up: UpstreamTrace, headers: Headers) -> None:
+        """Forward events until the tail starts; a cut stream sets :attr:`error`."""
+        self.x.status = resp.status
+        await _start(self.x, resp.status, headers)
+        first = True
+        try:
+            async for chunk in resp.iter_chunks():
+                if first:
+                    up.first_chunk()
+                    first = False
+                out: list[bytes] = []
+                for data in self._parser.feed(chunk):
+                    self.acc.feed_data(data)
+                    if self.tail or _is_tail(data):
+                        self.tail.append(data)
+                    else:
+                        out.append(b"data: " + data + b"\n\n")
+                if out:
+                    await _body(self.x, b"".join(out))
+        except UpstreamError as err:
+            up.error(type(err).__name__)
+            self.error = err
+            self.x.status = err.status
+        else:
+            up.response(resp.status, self.acc.completion())
+
+    def completion(self) -> dict[str, Any]:
+        return self.acc.completion()
+
+    async def abort(self) -> None:
+        """After a cut stream: the error event, as pass-through would send it."""
+        assert self.error is not None
+        self.x.watcher.disarm()
+        await _body(self.x, encode_event(self.error.body()), more=False)
+
+    async def finish(self, *, action: str, text: str | None = None,
+                     verity: Mapping[str, Any] | None = None,
+                     error_body: Mapping[str, Any] | None = None) -> None:
+        """Send the verdict's addition and the held tail, and end the body.
+
+        ``action`` ``disclaimer`` appends ``text`` as a content chunk; ``block``
+        sends ``text`` with ``finish_reason: content_filter`` in place of the
+        upstream finish chunk; ``error_body`` ends the stream with an error event.
+        """
+        x = self.x
+        base = _chunk_base(self.completion())
+        extra = {"verity": dict(verity)} if verity is not None else {}
+        out: list[bytes] = []
+        tail = self.tail
+        if error_body is not None:
+            out.append(encode_event(error_body))
+            tail = []
+        elif action == "disclaimer" and text:
+            out.append(encode_event({**base, "choices": [{
+                "index": 0, "delta": {"content": text}, "logprobs": None,
+                "finish_reason": None}], **extra}))
+        elif action == "block":
+            out.append(encode_event({**base, "choices": [{
+                "index": 0, "delta": {"content": text or ""}, "logprobs": None,
+                "finish_reason": "content_filter"}], **extra}))
+            tail = [d for d in tail if not _has_finish(d)]
+        out.extend(b"data: " + d + b"\n\n" for d in tail)
+        x.watcher.disarm()
+        await _body(x, b"".join(out), more=False)
+
+
+def _has_finish(data: bytes) -> bool:
+    try:
+        obj = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(obj, dict) and any(
+        isinstance(c, dict) and c.get("finish_reason") for c in obj.get("choices") or ())
