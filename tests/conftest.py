@@ -162,7 +162,9 @@ def make_gateway(upstream_server: ServedUpstream,
         return ServedGateway(server, settings)
 
     yield factory
-    for server in reversed(started):
+    for server in started:  # ask all to exit first: they shut down in parallel
+        server.server.should_exit = True
+    for server in started:
         server.stop()
 
 
