@@ -8,7 +8,8 @@ parsed, so a broken regex is a policy-load error, not a request-time one.
 
 Verdict: ``score`` 1.0 and ``passed`` when no ``block`` entry matches and every
 ``require`` entry does; otherwise ``score`` 0.0, with one :class:`Evidence` per
-blocked hit or missing requirement.
+blocked hit or missing requirement. With no entries configured the layer is
+skipped (neutral score 0.5, like the other layers that have nothing to check).
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ class KeywordLayer:
                 evidence.append(Evidence(text=entry, status="missing",
                                          reason=f"required entry {entry!r} not found"))
         if not self._block and not self._require:
-            return LayerResult(score=1.0, passed=True, skipped=True,
+            return LayerResult(score=0.5, passed=True, skipped=True,
                                explanation="no block or require entries configured")
         blocked = [e.text for e in evidence if e.status == "blocked"]
         missing = [e.text for e in evidence if e.status == "missing"]

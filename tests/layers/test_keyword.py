@@ -58,7 +58,7 @@ def test_require_missing_and_present() -> None:
 
 def test_no_entries_is_skipped_and_neutral() -> None:
     r = run("anything")
-    assert r.skipped and r.passed and r.score == 1.0
+    assert r.skipped and r.passed and r.score == 0.5
 
 
 def test_bad_regex_and_unknown_key_rejected_at_load() -> None:

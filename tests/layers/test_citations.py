@@ -1,0 +1,228 @@
+"""The citations layer: extraction forms, resolution order, support checks, binding."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from gateway.context import ContextSpec, GroundingContext, extract_context
+from gateway.corpus import Corpus, SourceMeta
+from gateway.layers.citations import CitationsConfig, CitationsLayer, extract_pairs
+from gateway.scoring.binding import repair_feedback
+from gateway.verify.base import LayerResources, LayerResult, VerifyInput
+from gateway.verify.registry import resolve
+
+SUNDARA = {
+    "Sundara 54.30": "Hanuman set fire to the city of Lanka with his burning tail.",
+    "Sundara 65.1": "Hanuman returned to Rama and reported that he had found Sita.",
+}
+DOCS = (
+    '<document id="policy-2024">The policy covers flood damage up to $50,000 per year. '
+    "Earthquake damage is excluded.</document>\n"
+    '<document id="annex" title="Claims Annex">Claims must be filed within 30 days '
+    "of the incident.</document>"
+)
+
+
+def run(answer: str, *, docs: str = "", corpus: Mapping[str, str] | None = None,
+        request_corpus: Mapping[str, str] | None = None, **config: Any) -> LayerResult:
+    messages = [{"role": "system", "content": docs}] if docs else []
+    messages.append({"role": "user", "content": "question"})
+    ctx = extract_context(messages, ContextSpec(sources=("blocks",)), request_corpus)
+    layer = CitationsLayer(CitationsConfig.model_validate(config),
+                           LayerResources(corpus=corpus or {}))
+    return asyncio.run(layer.verify(VerifyInput(messages=messages, response_text=answer,
+                                                context=ctx)))
+
+
+def test_registry_resolves_citations() -> None:
+    assert resolve("citations") is CitationsLayer
+
+
+# -- extraction ----------------------------------------------------------------------
+
+def test_extracts_seed_003_name_number_pairs() -> None:
+    pairs = extract_pairs("Hanuman burned Lanka [Sundara 54.30]. He went back to Rama "
+                          "[Sundara 65.1][Sundara 66.2].")
+    assert [(p.claim, p.ref) for p in pairs] == [
+        ("Hanuman burned Lanka", "Sundara 54.30"),
+        ("He went back to Rama", "Sundara 65.1"),
+        ("He went back to Rama", "Sundara 66.2"),
+    ]
+
+
+def test_extracts_numeric_lists_and_ranges() -> None:
+    refs = [p.ref for p in extract_pairs("Floods are covered [1, 3] and more [4-6].")]
+    assert refs == ["#1", "#3", "#4", "#5", "#6"]
+
+
+def test_extracts_labelled_sources_in_brackets_and_parens() -> None:
+    pairs = extract_pairs("Floods are covered (Source: policy-2024). Quakes are not "
+                          "[Source: policy-2024; annex].")
+    assert [(p.claim, p.ref) for p in pairs] == [
+        ("Floods are covered", "policy-2024"),
+        ("Quakes are not", "policy-2024"), ("Quakes are not", "annex")]
+
+
+def test_footnotes_resolve_to_their_definitions() -> None:
+    pairs = extract_pairs("The tower is 330 m tall.[^1] It opened in 1889.[^2]\n\n"
+                          "[^1]: eiffel-facts, official site")
+    assert [(p.claim, p.ref) for p in pairs] == [
+        ("The tower is 330 m tall.", "eiffel-facts, official site"),
+        ("It opened in 1889.", "[^2]")]  # no definition: resolves nowhere
+
+
+def test_numbered_references_section_maps_numeric_markers() -> None:
+    pairs = extract_pairs("Rates rose in May [2].\n\nReferences:\n1. bls\n2. fed-2023 — Fed")
+    assert [(p.claim, p.ref) for p in pairs] == [("Rates rose in May", "fed-2023 — Fed")]
+
+
+def test_trailing_sources_list_covers_checkable_sentences() -> None:
+    answer = "Sure! Paris is the capital of France. It has 2.1 million people.\n\n" \
+             "**Sources:**\n- wiki-paris\n- insee"
+    pairs = extract_pairs(answer)
+    assert {p.claim for p in pairs} == {"Paris is the capital of France.",
+                                        "It has 2.1 million people."}
+    assert {p.ref for p in pairs} == {"wiki-paris", "insee"}
+    assert extract_pairs(answer, sources_list_covers_answer=False) == []
+
+
+def test_code_and_links_are_not_citations() -> None:
+    pairs = extract_pairs("Use `xs[1]` here.\n```py\nys[2, 3]\n```\nSee [the docs](http://x).")
+    assert [p for p in pairs if p.explicit] == []
+
+
+# -- the layer -----------------------------------------------------------------------
+
+def test_supported_citations_pass_and_expose_pairs() -> None:
+    r = run("Hanuman set fire to Lanka [Sundara 54.30]. Hanuman found Sita and reported "
+            "to Rama [Sundara 65.1].", corpus=SUNDARA)
+    assert r.passed and r.score == 1.0 and r.label == "supported" and not r.failed_claims
+    assert r.details["pairs"][0] == {"claim": "Hanuman set fire to Lanka",
+                                     "citation": "[Sundara 54.30]", "source_id": "Sundara 54.30",
+                                     "source_text": SUNDARA["Sundara 54.30"]}
+    assert [e.status for e in r.evidence] == ["supported", "supported"]
+
+
+def test_seed_003_overclaiming_is_flagged() -> None:
+    # The cited verse says Hanuman burned Lanka; it says nothing of Ravana's defeat.
+    r = run("Hanuman defeated Ravana in single combat [Sundara 54.30].", corpus=SUNDARA)
+    assert not r.passed and r.score == 0.0 and r.label == "unsupported"
+    assert r.failed_claims == ["Hanuman defeated Ravana in single combat"]
+    assert "ravana" in r.evidence[0].reason and "1/5 content words" in r.evidence[0].reason
+
+
+def test_wrong_entity_fails_even_with_high_word_overlap() -> None:
+    # 5 of 6 content words are in the verse; the actor is not.
+    r = run("The city of Lanka was set on fire by Ravana with his tail [Sundara 54.30].",
+            corpus=SUNDARA)
+    assert not r.passed and "not in Sundara 54.30: Ravana" in r.evidence[0].reason
+    assert r.evidence[0].score == pytest.approx(5 / 6 * 0.5)
+
+
+def test_fabricated_citation_is_unresolved() -> None:
+    r = run("Hanuman leapt across the ocean [Kishkindha 67.1].", corpus=SUNDARA)
+    assert not r.passed and r.label == "unresolved"
+    assert r.details["unresolved"] == 1 and r.details["pairs"][0]["source_id"] is None
+    assert "resolves to no known source" in r.evidence[0].reason
+
+
+def test_wrong_number_in_cited_document_fails() -> None:
+    ok = run("Flood damage is covered up to $50,000 per year [1].", docs=DOCS)
+    bad = run("Flood damage is covered up to $80,000 per year [1].", docs=DOCS)
+    assert ok.passed
+    assert not bad.passed and "$80,000" in bad.evidence[0].reason
+
+
+def test_claim_checked_against_cited_document_only() -> None:
+    # True in document 2, but the answer cites document 1.
+    r = run("Claims must be filed within 30 days of the incident [1].", docs=DOCS)
+    assert not r.passed
+    assert run("Claims must be filed within 30 days of the incident [2].", docs=DOCS).passed
+
+
+def test_resolution_by_block_id_title_and_normalized_name() -> None:
+    for marker in ("[Source: annex]", "(Source: Claims Annex)", "[ANNEX]"):
+        r = run(f"Claims must be filed within 30 days {marker}.", docs=DOCS)
+        assert r.passed, marker
+        assert r.details["pairs"][0]["source_id"] == "annex"
+    r = run("Hanuman set fire to Lanka [sundara_54.30].", corpus=SUNDARA)
+    assert r.passed and r.details["pairs"][0]["source_id"] == "Sundara 54.30"
+
+
+def test_request_documents_win_over_corpus_and_request_corpus_over_resources() -> None:
+    docs = '<document id="Sundara 54.30">Hanuman rested in a garden.</document>'
+    r = run("Hanuman set fire to Lanka [Sundara 54.30].", docs=docs, corpus=SUNDARA)
+    assert not r.passed  # the request's own document with that id is the one checked
+    r = run("Hanuman set fire to Lanka [Sundara 54.30].", corpus={"x": "y"},
+            request_corpus=SUNDARA)
+    assert r.passed
+
+
+def test_use_corpus_false_ignores_corpus() -> None:
+    assert not run("Hanuman set fire to Lanka [Sundara 54.30].", corpus=SUNDARA,
+                   use_corpus=False).passed
+
+
+def test_unknown_bracket_words_are_not_citations() -> None:
+    r = run("The answer [sic] is in the text.", docs=DOCS)
+    assert r.skipped and r.passed and r.score == 0.5
+
+
+def test_no_citations_skipped_or_required() -> None:
+    r = run("Flood damage is covered.", docs=DOCS)
+    assert r.skipped and r.passed
+    r = run("Flood damage is covered up to a limit.", docs=DOCS, require_citations=True)
+    assert not r.passed and r.score == 0.0 and r.label == "uncited"
+    assert r.failed_claims == ["Flood damage is covered up to a limit."]
+
+
+def test_min_supported_fraction() -> None:
+    answer = ("Hanuman set fire to Lanka [Sundara 54.30]. "
+              "Hanuman defeated Ravana in single combat [Sundara 54.30].")
+    r = run(answer, corpus=SUNDARA)
+    assert r.score == 0.5 and not r.passed
+    assert run(answer, corpus=SUNDARA, min_supported=0.5).passed
+
+
+def test_binding_confidence_uses_corpus_metadata() -> None:
+    meta = {"gov": SourceMeta(authority="government", published=None),
+            "blog": SourceMeta(authority="blog")}
+    corpus = Corpus(texts={"gov": "Flood damage is covered by the federal program.",
+                           "blog": "Flood damage is covered by the federal program."},
+                    meta=meta)
+    gov = run("Flood damage is covered by the federal program [gov].", corpus=corpus)
+    blog = run("Flood damage is covered by the federal program [blog].", corpus=corpus)
+    # relevance 1.0 x authority x recency 0.5 (undated) / sqrt(1)
+    assert gov.details["claims"][0]["confidence"] == pytest.approx(0.5)
+    assert blog.details["claims"][0]["confidence"] == pytest.approx(0.15)
+    assert blog.passed  # confidence is reported, not enforced, by default...
+    strict = run("Flood damage is covered by the federal program [blog].", corpus=corpus,
+                 min_confidence=0.3)
+    assert not strict.passed and strict.details["claims"][0]["status"] == "low_confidence"
+
+
+def test_long_source_text_is_cut_to_best_passage() -> None:
+    filler = " ".join(f"Sentence number {i} talks about unrelated weather." for i in range(60))
+    text = filler + " Hanuman set fire to Lanka with his tail. " + filler
+    r = run("Hanuman set fire to Lanka [epic].", corpus={"epic": text})
+    assert r.passed
+    assert r.details["pairs"][0]["source_text"] == "Hanuman set fire to Lanka with his tail."
+
+
+def test_failed_claims_feed_repair_feedback() -> None:
+    r = run("Hanuman defeated Ravana in single combat [Sundara 54.30].", corpus=SUNDARA)
+    assert '"Hanuman defeated Ravana in single combat"' in repair_feedback(r.failed_claims)
+
+
+def test_context_memo_is_used() -> None:
+    ctx = GroundingContext()
+    layer = CitationsLayer(CitationsConfig(), LayerResources(corpus=SUNDARA))
+    inp = VerifyInput(messages=[], response_text="Hanuman set fire to Lanka [Sundara 54.30].",
+                      context=ctx)
+    first = asyncio.run(layer.verify(inp))
+    assert any(k.startswith("citations.") for k in ctx._cache)
+    assert asyncio.run(layer.verify(inp)).score == first.score
