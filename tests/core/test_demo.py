@@ -1,0 +1,45 @@
+"""``gateway demo`` runs end to end in a subprocess, with no key and no network."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from gateway.commands.demo import SCENARIOS
+
+
+def test_demo_runs_every_scenario(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("GATEWAY_", "OPENAI_"))}
+    env.update(OPENAI_API_KEY="", NO_PROXY="*")
+    audit = tmp_path / "audit.jsonl"
+    proc = subprocess.run([sys.executable, "-m", "gateway", "demo", "--audit", str(audit)],
+                          capture_output=True, text=True, env=env, timeout=120,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    blocks = out.split("\n[")[1:]
+    assert len(blocks) == len(SCENARIOS) == 5
+    for n, (scenario, block) in enumerate(zip(SCENARIOS, blocks), 1):
+        assert block.startswith(f"{n}] {scenario.key}: "), block
+        assert "    status   : 200" in block or "    status   : 4" in block
+        assert "x-verity-" in block
+        assert "    audit id : " in block
+    assert f"written to {audit}" in out
+    assert "Traceback" not in proc.stderr
+    assert list(tmp_path.iterdir()) == [audit] or not audit.exists()
+
+
+def test_demo_without_policies_is_pass_through(tmp_path: Path) -> None:
+    empty = tmp_path / "no-policies"
+    empty.mkdir()
+    proc = subprocess.run([sys.executable, "-m", "gateway", "demo", "--policies", str(empty)],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    blocks = proc.stdout.split("\n[")[1:]
+    assert len(blocks) == len(SCENARIOS)
+    for scenario, block in zip(SCENARIOS, blocks):
+        assert f"    answer   : {scenario.reply}\n" in block
+        assert "x-verity-*: none (no policy applied: pass-through)" in block
