@@ -1,0 +1,95 @@
+"""Engine fixtures: gateways with policy files, test-only layers, audit access."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from conftest import GatewayFactory, ServedGateway
+from engine import support
+from gateway.audit import JsonlAuditSink
+from gateway.verify import registry
+from gateway.verify.engine import VerityEngine
+
+
+@pytest.fixture
+def test_layers(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Register the test-only layers (``boom``, ``sleep``, ``gate``, ``wordclaims``, …)."""
+    for name, attr in support.TEST_LAYERS.items():
+        monkeypatch.setitem(registry.LAYERS, name, f"{support.__name__}:{attr}")
+    registry.resolve.cache_clear()
+    support.GATE.clear()
+    support.GATE_ENTERED.clear()
+    yield
+    support.GATE.set()
+    registry.resolve.cache_clear()
+
+
+@dataclass
+class PolicyGateway:
+    served: ServedGateway
+    policies_dir: Path
+    telemetry: support.RecordingTelemetry
+
+    @property
+    def base_url(self) -> str:
+        return self.served.base_url
+
+    @property
+    def url(self) -> str:
+        return self.served.url
+
+    @property
+    def engine(self) -> VerityEngine:
+        proxy = self.served.app.proxy
+        assert proxy is not None and isinstance(proxy.engine, VerityEngine)
+        return proxy.engine
+
+    def audit(self) -> list[dict[str, Any]]:
+        """Every audit record written so far (flushes the writer first)."""
+        path = Path(self.served.settings.audit.path or "")
+        proxy = self.served.app.proxy
+        if proxy is not None and isinstance(proxy.engine, VerityEngine):
+            sink = proxy.engine.audit
+            if isinstance(sink, JsonlAuditSink):
+                sink.flush()
+        if not path.exists():
+            return []
+        return [orjson.loads(line) for line in path.read_bytes().splitlines() if line]
+
+    def stop(self) -> None:
+        self.served.stop()
+
+
+StartGateway = Callable[..., PolicyGateway]
+
+
+@pytest.fixture
+def start_gateway(make_gateway: GatewayFactory, tmp_path: Path) -> Iterator[StartGateway]:
+    """``start_gateway({"name": "yaml…"}, **settings)`` -> a running gateway with those
+    policies (reload polling off unless asked), stopped after the test."""
+    started: list[PolicyGateway] = []
+
+    def start(policies: dict[str, str], **overrides: Any) -> PolicyGateway:
+        directory = tmp_path / f"policies-{len(started)}"
+        directory.mkdir()
+        for name, text in policies.items():
+            support.write_policy(directory, name, text)
+        telemetry = support.RecordingTelemetry()
+        overrides.setdefault("reload_policies", False)
+        overrides.setdefault("audit", {"path": str(tmp_path / f"audit-{len(started)}.jsonl")})
+        served = make_gateway(policies_dir=str(directory),
+                              app_kwargs={"telemetry": telemetry}, **overrides)
+        gw = PolicyGateway(served, directory, telemetry)
+        started.append(gw)
+        return gw
+
+    yield start
+    support.GATE.set()
+    for gw in started:
+        gw.stop()
