@@ -34,8 +34,13 @@ def add_parser(sub: Any) -> None:
 
 def check(paths: list[Path]) -> tuple[list[str], list[str]]:
     """(OK lines, error lines) for ``paths``."""
-    from gateway.policy.loader import FileState, PolicyError, assemble, load_policy_text
-    from gateway.policy.loader import policy_files
+    from gateway.policy.loader import (
+        FileState,
+        PolicyError,
+        assemble,
+        load_policy_text,
+        policy_files,
+    )
 
     ok: list[str] = []
     bad: list[str] = []
@@ -73,14 +78,14 @@ def check(paths: list[Path]) -> tuple[list[str], list[str]]:
         if report is None and not states:
             ok.append(f"OK {directory} (no policy files: the gateway would pass everything "
                       f"through)")
-        for file in sorted(states) if report is None else [report]:
-            if file in errors:
-                bad.append(errors[file])
+        for name in sorted(states) if report is None else [report]:
+            if name in errors:
+                bad.append(errors[name])
             else:
-                p = live[file]
+                p = live[name]
                 layers = ", ".join(layer.key for layer in p.layers)
                 extra = ", default" if p.spec.default else ""
-                ok.append(f"OK {file} ({p.name}: {p.spec.mode}{extra}, layers: {layers})")
+                ok.append(f"OK {name} ({p.name}: {p.spec.mode}{extra}, layers: {layers})")
     return ok, bad
 
 
