@@ -121,24 +121,18 @@ def assess_heuristic(text: str) -> RiskLevel | None:
 
 
 def claim_types(text: str) -> list[str] | None:
-    """Claim types found by ``gateway.layers.claims`` (``None`` if it is unavailable).
+    """Claim types per claim found by ``gateway.layers.claims.detect_claims``.
 
-    Looks for a module-level ``detect_claims(text)`` returning items with a
-    ``type`` (or ``kind``) attribute or key.
+    One entry per claim and kind (a claim with a regulation and a number gives
+    both). ``None`` when the claims module is not importable.
     """
     try:
-        from gateway.layers import claims
+        from gateway.layers.claims import detect_claims
     except ImportError:
         return None
-    detect: Callable[[str], Iterable[object]] | None = getattr(claims, "detect_claims", None)
-    if detect is None:
-        return None
     out: list[str] = []
-    for item in detect(text):
-        kind = (item.get("type") or item.get("kind") if isinstance(item, dict)
-                else getattr(item, "type", None) or getattr(item, "kind", None))
-        if kind is not None:
-            out.append(str(getattr(kind, "value", kind)))
+    for claim in detect_claims(text):
+        out += [str(t) for t in claim.types]
     return out
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from gateway.verify.registry import known
@@ -11,6 +13,7 @@ from gateway.verify.risk import (
     RISK_PROFILES,
     assess_heuristic,
     assess_risk,
+    claim_types,
 )
 
 SEED_LAYERS = {
@@ -81,6 +84,16 @@ def test_detector_not_called_when_heuristic_decides() -> None:
     assert assess_risk("Hi there", detector=boom) == "low"
 
 
-def test_default_detector_degrades_gracefully() -> None:
-    # Whether or not gateway.layers.claims exists yet, this must not raise.
-    assert assess_risk("The meeting is at 3 pm in room 12, as agreed.") in ("medium", "high")
+def test_real_claims_detector_finds_regulatory_reference() -> None:
+    text = "DFARS 252.204-7012 requires contractors to implement NIST SP 800-171 controls."
+    assert assess_heuristic(text) is None
+    assert "regulatory" in (claim_types(text) or [])
+    assert assess_risk(text) == "high"
+    assert assess_risk("The meeting moved to room 12 on the third floor, as agreed.") == "medium"
+
+
+def test_missing_claims_module_degrades_to_medium(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "gateway.layers.claims", None)  # import raises
+    assert claim_types("DFARS 252.204-7012 applies.") is None
+    text = "DFARS 252.204-7012 requires contractors to implement NIST SP 800-171 controls."
+    assert assess_risk(text) == "medium"
