@@ -21,17 +21,21 @@ milliseconds once, and look-ups afterwards are dictionary hits.
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from heapq import nlargest
 from math import log
 
 from gateway.context import GroundingContext
-from gateway.quantities import DateRef, Quantity, extract_dates, extract_numbers
+from gateway.quantities import DateRef, Quantity, date_matches, extract_dates, extract_numbers
+from gateway.quantities import number_in
 from gateway.textutil import STOPWORDS, has_negation, split_sentences, tokenize, variants
 
 __all__ = ["INDEX_KEY", "IndexedSentence", "Match", "TextIndex", "build_index", "context_index"]
+
+RAREST_WORDS = 6
+"""Candidate sentences for a match come from this many of the rarest words."""
 
 INDEX_KEY = "gateway.textindex"
 """Memo key of the context index in ``GroundingContext.memo``."""
@@ -64,7 +68,21 @@ class TextIndex:
     vocab: frozenset[str]
     postings: dict[str, list[int]]
     numbers: list[float]
+    """Every stated value, ascending (for :meth:`has_number`)."""
     dates: list[DateRef]
+    dates_by_decade: dict[int, list[DateRef]] = field(default_factory=dict)
+    """Dates with a year, keyed by ``year // 10``; undated ones (``"May 5"``) under -1."""
+
+    def has_number(self, q: Quantity) -> bool:
+        """Whether a value matching ``q`` (precision-aware) is stated anywhere."""
+        return number_in(q, self.numbers)
+
+    def has_date(self, d: DateRef) -> bool:
+        """Whether a date compatible with ``d`` is stated anywhere."""
+        if d.year is None:
+            return date_matches(d, self.dates)
+        near = self.dates_by_decade.get(d.year // 10, [])
+        return date_matches(d, near) or date_matches(d, self.dates_by_decade.get(-1, []))
 
     def __bool__(self) -> bool:
         return bool(self.sentences)
@@ -94,17 +112,30 @@ class TextIndex:
             return []
         max_idf = log(n + 1) + 1.0
         total = 0.0
-        gained: dict[int, float] = {}
+        found: list[list[int]] = []
         for word in words:
             form = self.resolve(word)
             posting = self.postings.get(form) if form is not None else None
             if not posting:
                 total += max_idf
                 continue
+            total += log((n + 1) / len(posting)) + 1.0
+            found.append(posting)
+        # Candidates come from the rarest words only, so a word that occurs in every
+        # sentence never makes this O(sentences); common words still count in `total`
+        # and in the gain of candidates that contain them.
+        found.sort(key=len)
+        gained: dict[int, float] = {}
+        for posting in found[:RAREST_WORDS]:
             idf = log((n + 1) / len(posting)) + 1.0
-            total += idf
             for sid in posting:
                 gained[sid] = gained.get(sid, 0.0) + idf
+        for posting in found[RAREST_WORDS:]:
+            idf = log((n + 1) / len(posting)) + 1.0
+            for sid in gained:
+                i = bisect_left(posting, sid)
+                if i < len(posting) and posting[i] == sid:
+                    gained[sid] += idf
         if not gained or total <= 0:
             return []
         if k == 1:
@@ -147,7 +178,10 @@ def build_index(docs: Iterable[tuple[str, str]]) -> TextIndex:
             for q in extract_numbers(text, doc_dates):
                 sentences[base + bisect_right(starts, q.start) - 1].numbers.append(q)
                 numbers.append(q.value)
-    return TextIndex(sentences, frozenset(vocab), postings, numbers, dates)
+    by_decade: dict[int, list[DateRef]] = {}
+    for d in dates:
+        by_decade.setdefault(d.year // 10 if d.year is not None else -1, []).append(d)
+    return TextIndex(sentences, frozenset(vocab), postings, sorted(numbers), dates, by_decade)
 
 
 def _maybe_spelled(text: str) -> bool:

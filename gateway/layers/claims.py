@@ -184,10 +184,6 @@ class FactualClaim:
         return self.classification == "verifiable" and bool(self.types)
 
 
-def _overlaps(start: int, end: int, taken: list[tuple[int, int]]) -> bool:
-    return any(s < end and start < e for s, e in taken)
-
-
 def _entity_type(text: str, sentence: str, start: int) -> EntityType:
     words = text.split()
     low = [w.lower() for w in words]
@@ -215,14 +211,14 @@ def extract_entities(text: str) -> list[ExtractedEntity]:
     a quantity, ``"X-Men 2"`` stays one name.
     """
     out: list[ExtractedEntity] = []
-    taken: list[tuple[int, int]] = []
+    taken = bytearray(len(text))  # 1 = character already claimed by an earlier kind
 
     def add(s: int, e: int, kind: EntityType) -> None:
         piece = text[s:e].rstrip(" .,;:")
         e = s + len(piece)
-        if piece and not _overlaps(s, e, taken):
+        if piece and 1 not in taken[s:e]:
             out.append(ExtractedEntity(piece, kind, s, e))
-            taken.append((s, e))
+            taken[s:e] = b"\x01" * (e - s)
 
     for patterns in REGULATORY_PATTERNS.values():
         for pat in patterns:

@@ -43,7 +43,7 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from gateway.quantities import date_matches, extract_dates, extract_numbers, number_matches
+from gateway.quantities import extract_dates, extract_numbers
 from gateway.textindex import TextIndex, build_index, context_index
 from gateway.textutil import content_words, entity_candidates, has_negation, split_sentences
 from gateway.textutil import tokenize, variants
@@ -134,18 +134,16 @@ def check_sentence(
     bad_values: list[str] = []
     n_values = 0
     contradicted_value = False
-    q_numbers = question.numbers if question is not None else []
-    q_dates = question.dates if question is not None else []
     dates = extract_dates(text)
     numbers = extract_numbers(text, dates)
     n_values = len(dates) + len(numbers)
     for d in dates:
-        if not (date_matches(d, ctx.dates) or date_matches(d, q_dates)):
+        if not (ctx.has_date(d) or (question is not None and question.has_date(d))):
             bad_values.append(d.text)
             if best is not None and best.dates:
                 contradicted_value = True
     for q in numbers:
-        if not (number_matches(q, ctx.numbers) or number_matches(q, q_numbers)):
+        if not (ctx.has_number(q) or (question is not None and question.has_number(q))):
             bad_values.append(q.text)
             if best is not None and any(
                 n.kind == q.kind and (not q.unit or n.unit == q.unit) for n in best.numbers
