@@ -1,0 +1,76 @@
+"""Smoke test for the benchmark harness: the load generator counts and stops.
+
+No timing assertions: this only proves that ``bench/loadgen.py`` talks to the
+mock upstream (``bench/mock_upstream.py``), counts what it sent, honours both of
+its bounds and refuses non-loopback targets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from gateway.servers import ServerThread
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+def _load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+loadgen = _load("loadgen")
+mock_upstream = _load("mock_upstream")
+
+
+@pytest.fixture(scope="module", params=["lean", "scripted"])
+def mock_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    app = mock_upstream.create_app(request.param, latency_ms=1, chunks=5)
+    with ServerThread(app) as srv:
+        yield f"{srv.url}/v1/chat/completions"
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_loadgen_counts_every_request(mock_url: str, stream: bool) -> None:
+    result = asyncio.run(loadgen.run_load(mock_url, concurrency=3, requests=12,
+                                          duration=30.0, stream=stream))
+    assert (result.completed, result.errors) == (12, 0), result.first_error
+    assert len(result.latencies_ms) == 12
+    assert len(result.ttfc_ms) == (12 if stream else 0)
+    summary = result.summary()
+    assert summary["statuses"] == {200: 12}
+    assert summary["p50_ms"] is not None and summary["rps"] > 0
+
+
+def test_loadgen_stops_at_its_time_bound(mock_url: str) -> None:
+    seen: list[bool] = []
+    result = asyncio.run(loadgen.run_load(mock_url, concurrency=2, requests=1_000_000,
+                                          duration=0.3, warmup=0.1, ramp=0.05,
+                                          on_measure=lambda: seen.append(True)))
+    assert 0 < result.completed < 1_000_000
+    assert result.errors == 0
+    assert seen == [True]
+
+
+def test_loadgen_refuses_non_loopback_targets() -> None:
+    with pytest.raises(ValueError, match="loopback only"):
+        loadgen.assert_loopback("http://192.0.2.1:8080/v1/chat/completions")
+    loadgen.assert_loopback("http://127.0.0.1:1/v1/chat/completions")
+
+
+def test_percentile_is_nearest_rank() -> None:
+    values = [float(v) for v in range(1, 101)]
+    assert loadgen.percentile(values, 50) == 50.0
+    assert loadgen.percentile(values, 99) == 99.0
+    assert loadgen.percentile([], 50) is None
