@@ -20,22 +20,21 @@ Async tests use the anyio plugin: ``@pytest.mark.anyio``.
 
 from __future__ import annotations
 
-import copy
-import time
 from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import openai
 import pytest
 
-from gateway.app import GatewayApp, create_app
+from gateway.app import create_app
 from gateway.scripted import ScriptedUpstream
 from gateway.servers import ServerThread
-from gateway.settings import Settings, load_settings
+from gateway.settings import load_settings
+from serving import CLIENT_KEY, GatewayFactory, ServedGateway, ServedUpstream
+from serving import wait_until as _wait_until
 
-CLIENT_KEY = "sk-client-test-key-0001"
+__all__ = ["CLIENT_KEY", "GatewayFactory", "ServedGateway", "ServedUpstream"]  # re-exported
 
 
 @pytest.fixture(scope="session")
@@ -44,53 +43,6 @@ def anyio_backend() -> str:
 
 
 # ---- the scripted upstream ---------------------------------------------------------------
-
-
-_SETTABLE = ("replies", "rules", "default_reply", "models", "latency_ms", "chunk_delay_ms",
-             "record")
-
-
-@dataclass
-class ServedUpstream:
-    """A :class:`ScriptedUpstream` running under uvicorn; :meth:`reset` restores its start."""
-
-    app: ScriptedUpstream
-    server: ServerThread
-    initial: dict[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self.initial = {name: copy.deepcopy(getattr(self.app, name)) for name in _SETTABLE}
-
-    @property
-    def url(self) -> str:
-        return self.server.url
-
-    @property
-    def base_url(self) -> str:
-        """The OpenAI-style base URL (``…/v1``) to configure as an upstream."""
-        return self.server.url + "/v1"
-
-    @property
-    def requests(self) -> list[dict[str, Any]]:
-        return self.app.requests
-
-    @property
-    def cancelled(self) -> int:
-        return self.app.cancelled
-
-    def last(self, path: str | None = None) -> dict[str, Any]:
-        """The last recorded request (optionally: the last one on ``path``)."""
-        for req in reversed(self.app.requests):
-            if path is None or req["path"] == path:
-                return req
-        raise AssertionError(f"upstream received no request{f' on {path}' if path else ''}")
-
-    def reset(self) -> None:
-        """Back to the configuration it started with; forget requests and cancellations."""
-        for name, value in self.initial.items():
-            setattr(self.app, name, copy.deepcopy(value))
-        self.app.requests.clear()
-        self.app.cancelled = 0
 
 
 @pytest.fixture(scope="module")
@@ -108,32 +60,6 @@ def upstream(upstream_server: ServedUpstream) -> ServedUpstream:
 
 
 # ---- gateways ----------------------------------------------------------------------------
-
-
-@dataclass
-class ServedGateway:
-    server: ServerThread
-    settings: Settings
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def url(self) -> str:
-        return self.server.url
-
-    @property
-    def base_url(self) -> str:
-        return self.server.url + "/v1"
-
-    @property
-    def app(self) -> GatewayApp:
-        app: GatewayApp = self.server.config.app
-        return app
-
-    def stop(self) -> None:
-        self.server.stop()
-
-
-GatewayFactory = Callable[..., ServedGateway]
 
 
 @pytest.fixture(scope="module")
@@ -228,18 +154,6 @@ async def async_client(make_async_client: Callable[..., openai.AsyncOpenAI],
 
 
 # ---- helpers -----------------------------------------------------------------------------
-
-
-def _wait_until(predicate: Callable[[], Any], timeout: float = 5.0,
-                message: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{message} did not happen within {timeout}s")
-        time.sleep(0.02)
 
 
 @pytest.fixture

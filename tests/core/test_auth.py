@@ -9,7 +9,7 @@ import httpx
 import openai
 import pytest
 
-from conftest import CLIENT_KEY, ServedGateway, ServedUpstream
+from serving import CLIENT_KEY, ServedGateway, ServedUpstream
 from gateway.app import create_app
 from gateway.servers import ServerThread, free_port
 from gateway.settings import load_settings

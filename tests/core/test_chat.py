@@ -5,7 +5,7 @@ from __future__ import annotations
 import openai
 import pytest
 
-from conftest import CLIENT_KEY, ServedUpstream
+from serving import CLIENT_KEY, ServedUpstream
 
 MESSAGES = [{"role": "system", "content": "Be brief."},
             {"role": "user", "content": "hello there"}]

@@ -9,7 +9,7 @@ import httpx
 import openai
 import pytest
 
-from conftest import ServedGateway, ServedUpstream
+from serving import ServedGateway, ServedUpstream
 from gateway.servers import free_port
 
 USER = [{"role": "user", "content": "hi"}]

@@ -8,7 +8,7 @@ import httpx
 import openai
 import pytest
 
-from conftest import ServedGateway, ServedUpstream
+from serving import ServedGateway, ServedUpstream
 
 Client = Callable[..., openai.OpenAI]
 

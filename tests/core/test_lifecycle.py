@@ -10,7 +10,7 @@ import httpx
 import openai
 import pytest
 
-from conftest import ServedGateway, ServedUpstream
+from serving import ServedGateway, ServedUpstream
 
 USER = [{"role": "user", "content": "slow one two three"}]
 Client = Callable[..., openai.OpenAI]

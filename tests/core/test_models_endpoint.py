@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 import openai
 import pytest
 
-from conftest import ServedGateway, ServedUpstream
+from serving import ServedGateway, ServedUpstream
 from gateway.scripted import ScriptedUpstream
 from gateway.servers import ServerThread, free_port
 

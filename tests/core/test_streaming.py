@@ -9,7 +9,7 @@ import httpx
 import openai
 import pytest
 
-from conftest import ServedGateway, ServedUpstream
+from serving import ServedGateway, ServedUpstream
 
 USER = [{"role": "user", "content": "one two three four five"}]
 WEATHER_TOOL = {"type": "function", "function": {
