@@ -1,0 +1,60 @@
+"""``gateway eval CASES.jsonl [--policy FILE] [--json]``: measure a policy on labeled cases."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "eval", help="measure a policy on labeled cases through a real gateway",
+        description="Send every case through a real gateway (a scripted upstream answers "
+                    "with the case's model_output) and report AUROC, recall at <=5%% false "
+                    "flags, precision/recall at the policy's threshold, a length-only "
+                    "baseline, zone confusion for 1-5 labels and per-layer latency.")
+    p.add_argument("cases", type=Path, help="JSONL cases (see ../shared/data/README.md)")
+    p.add_argument("--policy", type=Path, help="policy file (default: shipped grounding.yaml)")
+    p.add_argument("--json", action="store_true", help="print one JSON summary on stdout")
+    p.add_argument("--source", help="only cases with this source")
+    p.add_argument("--limit", type=int, help="only the first N cases")
+    p.add_argument("--concurrency", type=int, default=8)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from gateway.eval.cases import CaseError, load_cases
+    from gateway.eval.harness import run_cases, stderr_progress
+    from gateway.eval.report import render_text, summarize
+    from gateway.policy.loader import PolicyError
+    from gateway.settings import default_policies_dir
+
+    policy = args.policy or default_policies_dir() / "grounding.yaml"
+    try:
+        cases = load_cases(args.cases, args.source)
+    except (OSError, CaseError) as exc:
+        print(f"gateway eval: {exc}", file=sys.stderr)
+        return 2
+    if args.limit:
+        cases = cases[: args.limit]
+    if not cases:
+        print("gateway eval: no cases", file=sys.stderr)
+        return 2
+    try:
+        name, results = run_cases(cases, policy, concurrency=args.concurrency,
+                                  progress=stderr_progress)
+    except (OSError, PolicyError) as exc:
+        print(f"gateway eval: {exc}", file=sys.stderr)
+        return 2
+    summary = summarize(name, results)
+    if args.json:
+        sys.stdout.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        print(render_text(summary))
+    return 0 if not any(r.error for r in results) else 1

@@ -1,0 +1,72 @@
+"""`gateway eval` end to end: a real gateway, a scripted upstream, the SDK, --json."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CONTEXT = ("The Eiffel Tower was completed in 1889 in Paris. It is 330 metres tall "
+           "and was designed by the company of Gustave Eiffel.")
+
+
+def _cases(tmp_path: Path) -> Path:
+    rows = []
+    faithful = ["It was completed in 1889.", "The tower is 330 metres tall.",
+                "Gustave Eiffel's company designed it.", "It stands in Paris."]
+    hallucinated = ["It was completed in 1925 in Lyon.", "The tower is 120 metres tall.",
+                    "Le Corbusier designed it in 1950.", "It stands in Berlin since 1889."]
+    for n, (good, bad) in enumerate(zip(faithful, hallucinated)):
+        for label, answer in (("faithful", good), ("hallucinated", bad)):
+            rows.append({"id": f"t-{n}-{label}", "source": "toy-qa" if n % 2 else "toy-sum",
+                         "context_input": CONTEXT, "question": "Tell me about the tower.",
+                         "model_output": answer, "label": label})
+    path = tmp_path / "cases.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return path
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gateway", "eval", *args],
+                          capture_output=True, text=True, timeout=180)
+
+
+def test_eval_json_summary_has_the_promised_shape(tmp_path: Path) -> None:
+    proc = _run(str(_cases(tmp_path)), "--json")
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)  # stdout is exactly one JSON object
+    assert summary["cases"] == 8
+    assert summary["policy"] == "grounding"
+    for block in (summary["overall"], *summary["per_source"].values()):
+        assert 0.0 <= block["auroc"] <= 1.0
+        assert 0.0 <= block["recall_at_5pct_fpr"] <= 1.0
+        assert "length_baseline" in block
+    assert set(summary["per_source"]) == {"toy-qa", "toy-sum"}
+    # Contradicted numbers, places and names are what grounding exists to catch.
+    assert summary["overall"]["auroc"] >= 0.9
+    grounding = summary["overall"]["layers"]["grounding"]
+    assert grounding["latency_ms_p50"] is not None
+    assert "cases" in proc.stderr  # the progress bar went to stderr, not stdout
+
+
+def test_eval_text_report_and_bad_input(tmp_path: Path) -> None:
+    proc = _run(str(_cases(tmp_path)), "--limit", "4")
+    assert proc.returncode == 0, proc.stderr
+    assert "length" in proc.stdout and "overall" in proc.stdout
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "x"}\n')
+    proc = _run(str(bad))
+    assert proc.returncode == 2
+    assert "bad.jsonl:1" in proc.stderr
+
+
+@pytest.mark.parametrize("policy_text, message", [("layers: []\n", "layers")])
+def test_eval_rejects_a_broken_policy(tmp_path: Path, policy_text: str, message: str) -> None:
+    policy = tmp_path / "p.yaml"
+    policy.write_text(policy_text)
+    proc = _run(str(_cases(tmp_path)), "--policy", str(policy))
+    assert proc.returncode == 2
+    assert "p.yaml" in proc.stderr and message in proc.stderr
