@@ -5,16 +5,18 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
 import orjson
 import pytest
 
-from conftest import GatewayFactory, ServedGateway
 from engine import support
 from gateway.audit import JsonlAuditSink
 from gateway.verify import registry
 from gateway.verify.engine import VerityEngine
+
+if TYPE_CHECKING:  # tests/conftest.py (not importable by name next to tests/deploy)
+    from conftest import GatewayFactory, ServedGateway
 
 
 @pytest.fixture

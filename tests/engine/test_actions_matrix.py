@@ -10,14 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
 import openai
 import pytest
 
-from conftest import GatewayFactory, ServedGateway
 from engine.conftest import PolicyGateway
 from engine.support import RecordingTelemetry, verity_headers, write_policy
+
+if TYPE_CHECKING:  # tests/conftest.py (not importable by name next to tests/deploy)
+    from conftest import GatewayFactory, ServedGateway
 
 ACTIONS = {
     "pass": "{type: pass}",

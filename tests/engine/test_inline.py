@@ -4,15 +4,17 @@ fail-open / fail-closed, candidates, the detail body field, upstream errors."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
 import openai
 import pytest
 
-from conftest import ServedUpstream
 from engine.conftest import StartGateway
 from engine.support import verity_headers
 from gateway.scripted import Rule
+
+if TYPE_CHECKING:  # tests/conftest.py (not importable by name next to tests/deploy)
+    from conftest import ServedUpstream
 
 CLAIM = "Atlantis was founded in 1200."
 BAD = f"Paris is the capital of France. {CLAIM}"

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
 import httpx
 import openai
 import pytest
 
-from conftest import GatewayFactory
 from engine.conftest import PolicyGateway, StartGateway
 from engine.support import verity_headers, write_policy
+
+if TYPE_CHECKING:  # tests/conftest.py (not importable by name next to tests/deploy)
+    from conftest import GatewayFactory
 
 
 def _guard(word: str) -> str:
