@@ -150,8 +150,8 @@ class CitationsLayer:
     # -- resolution --------------------------------------------------------------------
 
     def _resolve(self, ref: str, inp: VerifyInput) -> _Source | None:
-        ctx = inp.context
-        return ctx.memo(f"citations.ref:{ref}", lambda: self._lookup(ref, inp))  # type: ignore[no-any-return]
+        return inp.context.memo(f"citations.ref:{ref}",  # type: ignore[no-any-return]
+                                lambda: self._lookup(ref, inp))
 
     def _lookup(self, ref: str, inp: VerifyInput) -> _Source | None:
         ctx, cfg = inp.context, self.config
@@ -180,7 +180,8 @@ class CitationsLayer:
             if self._aliases is None:
                 self._aliases = _id_map(corpus)
             return self._aliases
-        return ctx.memo("citations.corpusmap", lambda: _id_map(corpus))  # type: ignore[no-any-return]
+        return ctx.memo("citations.corpusmap",  # type: ignore[no-any-return]
+                        lambda: _id_map(corpus))
 
     def _doc_source(self, i: int, inp: VerifyInput) -> _Source:
         return inp.context.memo(f"citations.doc:{i}",  # type: ignore[no-any-return]

@@ -61,12 +61,19 @@ UNKNOWN_DATE_WEIGHT = 0.5
 
 
 def authority_weight(authority: str | float | None) -> float:
-    """Weight for an authority name (unknown names → ``unknown``) or a number in [0, 1]."""
+    """Weight for an authority name (unknown names → ``unknown``) or a number in [0, 1]
+    (also as text, e.g. ``"0.8"``); out-of-range numbers are clipped."""
     if isinstance(authority, int | float):
         return min(1.0, max(0.0, float(authority)))
     if authority is None:
         return AUTHORITY_WEIGHTS["unknown"]
-    return AUTHORITY_WEIGHTS.get(authority.strip().lower(), AUTHORITY_WEIGHTS["unknown"])
+    name = authority.strip().lower()
+    if name in AUTHORITY_WEIGHTS:
+        return AUTHORITY_WEIGHTS[name]
+    try:  # a number written as text, e.g. a block attribute authority="0.8"
+        return min(1.0, max(0.0, float(name)))
+    except ValueError:
+        return AUTHORITY_WEIGHTS["unknown"]
 
 
 def parse_date(value: str | date | None) -> date | None:

@@ -37,6 +37,7 @@ def test_authority_weight_lookup() -> None:
     assert authority_weight(None) == 0.2
     assert authority_weight(0.42) == 0.42
     assert authority_weight(3) == 1.0
+    assert authority_weight("0.8") == 0.8
 
 
 def test_recency_half_life() -> None:
