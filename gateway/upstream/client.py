@@ -65,11 +65,13 @@ class UpstreamResponse:
             raise UpstreamStreamError(f"upstream response was cut: {type(exc).__name__}") from exc
 
     async def iter_chunks(self) -> AsyncIterator[bytes]:
-        """Yield body bytes as they arrive (no re-chunking, no buffering)."""
+        """Yield body bytes as they arrive, never waiting for more: each piece is
+        everything received so far (one write downstream per network read, not one
+        per upstream HTTP chunk)."""
         content = self._resp.content
         try:
             while True:
-                chunk, _ = await content.readchunk()
+                chunk = await content.readany()
                 if not chunk:
                     return
                 yield chunk
