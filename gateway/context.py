@@ -32,7 +32,8 @@ class ContextSpec(BaseModel):
     block_tags: tuple[str, ...] = Field(default=("context", "document", "source"))
     """Tag names recognised as delimited context blocks: ``<tag ...>…</tag>``."""
     corpus_dir: str | None = None
-    """Directory of ``*.txt`` (id = file stem) and ``*.jsonl`` (``{"id", "text"}``)."""
+    """Directory of ``*.txt`` / ``*.md`` (id = file stem) and ``*.jsonl``
+    (``{"id", "text", …metadata}``); see ``gateway.corpus``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,4 +116,5 @@ def extract_context(
             n += 1
             docs.append(Document(id=str(message.get("tool_call_id") or f"tool-{n}"),
                                  text=text, kind="tool"))
-    return GroundingContext(documents=docs, corpus=dict(corpus or {}))
+    # The corpus mapping is shared as is (no per-request copy; keeps ``Corpus.meta``).
+    return GroundingContext(documents=docs, corpus=corpus if corpus is not None else {})
