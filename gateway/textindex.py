@@ -113,7 +113,7 @@ class TextIndex:
         max_idf = log(n + 1) + 1.0
         total = 0.0
         found: list[list[int]] = []
-        for word in words:
+        for word in sorted(words):  # set order varies per process (hash seed): sort
             form = self.resolve(word)
             posting = self.postings.get(form) if form is not None else None
             if not posting:
@@ -124,7 +124,7 @@ class TextIndex:
         # Candidates come from the rarest words only, so a word that occurs in every
         # sentence never makes this O(sentences); common words still count in `total`
         # and in the gain of candidates that contain them.
-        found.sort(key=len)
+        found.sort(key=len)  # stable: ties keep the sorted word order
         gained: dict[int, float] = {}
         for posting in found[:RAREST_WORDS]:
             idf = log((n + 1) / len(posting)) + 1.0

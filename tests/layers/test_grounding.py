@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from gateway.context import Document, GroundingContext
 from gateway.layers.grounding import GroundingConfig, GroundingLayer
-from gateway.textindex import INDEX_KEY, TextIndex
+from gateway.textindex import INDEX_KEY, TextIndex, build_index
 from gateway.verify.base import LayerResources, LayerResult, VerifyInput
 from gateway.verify.registry import resolve
 
@@ -144,3 +144,14 @@ def test_config_rejects_unknown_keys_and_bad_ranges() -> None:
         GroundingConfig.model_validate({"treshold": 0.5})
     with pytest.raises(ValidationError):
         GroundingConfig.model_validate({"threshold": 1.5})
+
+
+def test_best_matches_do_not_depend_on_word_order() -> None:
+    # Eight equally rare words, one per sentence: candidates come from the six
+    # rarest, so an order-dependent tie-break would pick a different sentence
+    # (and, fed from a set, a different one per process).
+    words = [f"word{c}" for c in "abcdefgh"]
+    index = build_index([("d", " ".join(f"{w.title()} here." for w in words))])
+    forward = index.best_matches(words, 3)
+    assert forward == index.best_matches(list(reversed(words)), 3)
+    assert [m.sentence for m in forward] == [0, 1, 2]
