@@ -2,7 +2,7 @@
 
 :class:`AuditSink` is the contract (``write(record)``, ``close()``). ``write`` is
 called on the event loop for every outcome, so it must never block: the default
-:class:`JsonlAuditSink` hands the encoded line to a writer thread that appends it
+:class:`JsonlAuditSink` hands the record to a writer thread that scrubs, encodes and appends it
 to ``settings.audit.path`` (one ``orjson`` line per outcome, created with mode
 0600) and flushes after each batch; :meth:`JsonlAuditSink.close` writes what is
 queued, flushes and joins the thread.
@@ -44,13 +44,19 @@ class AuditSink(Protocol):
     def close(self) -> None: ...
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
 def scrub(value: Any) -> Any:
     """A copy of ``value`` without credential-named keys, at any depth."""
-    if isinstance(value, Mapping):
-        return {k: scrub(v) for k, v in value.items()
-                if not (isinstance(k, str) and k.lower() in _SECRET_KEYS)}
-    if isinstance(value, (list, tuple)):
-        return [scrub(v) for v in value]
+    t = type(value)
+    if t in _SCALARS:
+        return value
+    if t is dict or isinstance(value, Mapping):
+        return {k: v if type(v) in _SCALARS else scrub(v) for k, v in value.items()
+                if not (type(k) is str and k.lower() in _SECRET_KEYS)}
+    if t is list or t is tuple:
+        return [v if type(v) in _SCALARS else scrub(v) for v in value]
     return value
 
 
@@ -96,16 +102,12 @@ class JsonlAuditSink:
         self._thread.start()
 
     def write(self, record: Mapping[str, Any]) -> None:
+        """Queue ``record`` (the caller must not mutate it afterwards); scrubbing and
+        encoding happen on the writer thread."""
         if self._closed:
             log.warning("audit sink closed; record %s not written", record.get("audit_id"))
             return
-        try:
-            line = orjson.dumps(scrub(record), default=str) + b"\n"
-        except TypeError:
-            self.errors += 1
-            log.exception("audit record could not be encoded")
-            return
-        self._queue.put(line)
+        self._queue.put(record)
 
     def flush(self, timeout: float = 5.0) -> None:
         """Wait until everything written so far is on disk (tests, shutdown)."""
@@ -139,9 +141,9 @@ class JsonlAuditSink:
                     entry.set()
                 else:
                     try:
-                        self._file.write(entry)
+                        self._file.write(orjson.dumps(scrub(entry), default=str) + b"\n")
                         self.written += 1
-                    except OSError:
+                    except (OSError, TypeError):
                         self.errors += 1
                         log.exception("audit write failed")
             self._flush()

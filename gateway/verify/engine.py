@@ -185,7 +185,8 @@ class VerityEngine:
         }
         trace.content(messages, output, redact)
 
-    def finish(self, outcome: Outcome, trace: RequestTrace, *, write: bool = True) -> None:
+    def finish(self, outcome: Outcome, trace: RequestTrace, *,
+               write: bool = True) -> dict[str, Any]:
         """Close the record: ``trace.decision``, metrics, and the audit (unless deferred)."""
         outcome.finish()
         record = outcome.to_dict()
@@ -195,6 +196,7 @@ class VerityEngine:
             "verdict": outcome.verdict or "none", "action": outcome.action or "none"})
         if write:
             self.audit.write(record)
+        return record
 
     # ---- candidates ----------------------------------------------------------------------
 

@@ -126,9 +126,9 @@ def _detail(outcome: Outcome) -> dict[str, Any]:
 def _conclude(engine: VerityEngine, x: ChatExchange, plan: Selection,
               completion: dict[str, Any], outcome: Outcome) -> None:
     """After the response: decision, metrics, candidates, audit."""
-    engine.finish(outcome, x.trace, write=False)
+    record = engine.finish(outcome, x.trace, write=False)
     if not engine.submit_candidates(x, plan, completion, outcome):
-        engine.audit.write(outcome.to_dict())
+        engine.audit.write(record)
 
 
 async def _send_error(x: ChatExchange, applied: Applied, headers: Headers) -> None:
