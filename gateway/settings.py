@@ -99,11 +99,28 @@ class AuditConfig(_Strict):
 
 
 class JudgeConfig(_Strict):
+    """The model that model-based layers call (see ``gateway.judge``).
+
+    By default the judge is the first upstream, called with the request's own
+    model. Name another upstream, or give a separate endpoint with ``base_url``
+    (and ``kind: anthropic`` for Anthropic's Messages API).
+    """
+
+    kind: Literal["openai", "anthropic"] = "openai"
     upstream: str | None = None
     """Upstream name used for judge calls (default: the first upstream)."""
+    base_url: str | None = None
+    """A separate judge endpoint (overrides ``upstream``)."""
+    api_key_env: str | None = None
+    """Environment variable with the judge endpoint's key (with ``base_url``)."""
     model: str | None = None
-    price_per_1k_input: float = 0.0
-    price_per_1k_output: float = 0.0
+    """Judge model; None: the request's model."""
+    timeout: float = Field(30.0, gt=0)
+    max_concurrency: int = Field(16, ge=1)
+    cache_size: int = Field(1024, ge=0)
+    """Replies cached for identical temperature-0 prompts (0 disables)."""
+    price_per_1k_input: float = Field(0.0, ge=0)
+    price_per_1k_output: float = Field(0.0, ge=0)
 
 
 class Settings(_Strict):
@@ -283,4 +300,7 @@ def load_settings(
     names = [u.name for u in settings.upstreams]
     if len(set(names)) != len(names):
         raise ConfigError("invalid configuration: upstreams: names must be unique")
+    if settings.judge.upstream and settings.judge.upstream not in names:
+        raise ConfigError(f"invalid configuration: judge.upstream: no upstream named "
+                          f"{settings.judge.upstream!r} (known: {', '.join(names) or 'none'})")
     return settings

@@ -41,6 +41,8 @@ from gateway.context import GroundingContext
 __all__ = [
     "Evidence",
     "Judge",
+    "JudgeError",
+    "JudgeReply",
     "Layer",
     "LayerConfig",
     "LayerResources",
@@ -142,12 +144,22 @@ class LayerUnavailable(Exception):
 
 @runtime_checkable
 class Judge(Protocol):
-    """A model a layer may call. Implemented in ``gateway.judge``."""
+    """A model a layer may call. Implemented in ``gateway.judge``.
+
+    ``model`` overrides the configured judge model (default: the configured one,
+    else the request's model, which layers pass as ``inp.model``). Replies at
+    temperature 0 may come from a cache (``JudgeReply.cached``). Failures raise
+    :class:`JudgeError`; the pipeline treats them per the policy's ``on_error``.
+    """
 
     async def complete(
         self, messages: Sequence[Mapping[str, Any]], *, temperature: float = 0.0,
-        max_tokens: int = 512, n: int = 1,
+        max_tokens: int = 512, n: int = 1, model: str | None = None,
     ) -> JudgeReply: ...
+
+
+class JudgeError(Exception):
+    """A judge call failed (connect, timeout, HTTP error, unusable reply)."""
 
 
 @dataclass(slots=True)
@@ -156,6 +168,8 @@ class JudgeReply:
     cost: float = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
+    cached: bool = False
+    model: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,203 @@
+"""Judges: the models that model-based verification layers call.
+
+Two kinds, one contract (:class:`gateway.verify.base.Judge`):
+
+- :class:`OpenAIJudge` — any OpenAI-compatible ``/chat/completions`` endpoint,
+  over an ``httpx.AsyncClient`` (so the httpx instrumentation traces each call
+  beneath the layer's span). By default this is the first upstream.
+- :class:`AnthropicJudge` — Anthropic's Messages API through the ``anthropic`` SDK.
+
+Both count tokens and cost (``price_per_1k_*``), bound concurrency, and cache
+temperature-0 replies for identical prompts (``JudgeReply.cached``). Library
+errors become :class:`~gateway.verify.base.JudgeError` here, at the boundary.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import orjson
+from cachetools import LRUCache
+
+from gateway.verify.base import Judge, JudgeError, JudgeReply
+
+if TYPE_CHECKING:
+    from gateway.settings import JudgeConfig, Settings
+    from gateway.telemetry import Telemetry
+
+__all__ = ["AnthropicJudge", "OpenAIJudge", "create_judge", "parse_json_reply"]
+
+_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.MULTILINE)
+
+
+def parse_json_reply(text: str) -> Any:
+    """The JSON value in a model reply (code fences and prose around it tolerated)."""
+    cleaned = _FENCE.sub("", text.strip())
+    try:
+        return orjson.loads(cleaned)
+    except orjson.JSONDecodeError:
+        pass
+    for opener, closer in (("{", "}"), ("[", "]")):
+        start, end = cleaned.find(opener), cleaned.rfind(closer)
+        if 0 <= start < end:
+            try:
+                return orjson.loads(cleaned[start:end + 1])
+            except orjson.JSONDecodeError:
+                continue
+    raise JudgeError(f"judge reply is not JSON: {text[:120]!r}")
+
+
+class _CachingJudge:
+    """Shared pricing, concurrency bound and temperature-0 cache."""
+
+    def __init__(self, config: JudgeConfig) -> None:
+        self.config = config
+        self._sem = asyncio.Semaphore(config.max_concurrency)
+        self._cache: LRUCache[str, JudgeReply] | None = (
+            LRUCache(config.cache_size) if config.cache_size else None)
+
+    def _price(self, input_tokens: int, output_tokens: int) -> float:
+        return (input_tokens * self.config.price_per_1k_input
+                + output_tokens * self.config.price_per_1k_output) / 1000
+
+    async def complete(self, messages: Sequence[Mapping[str, Any]], *,
+                       temperature: float = 0.0, max_tokens: int = 512, n: int = 1,
+                       model: str | None = None) -> JudgeReply:
+        name = self.config.model or model
+        if not name:
+            raise JudgeError("no judge model: set judge.model or pass the request's model")
+        key = None
+        if self._cache is not None and temperature == 0.0:
+            key = hashlib.sha256(orjson.dumps([name, list(messages), max_tokens, n],
+                                              option=orjson.OPT_SORT_KEYS)).hexdigest()
+            hit = self._cache.get(key)
+            if hit is not None:
+                return JudgeReply(texts=list(hit.texts), cost=0.0, cached=True, model=hit.model)
+        async with self._sem:
+            reply = await self._call(list(messages), name, temperature, max_tokens, n)
+        reply.cost = self._price(reply.input_tokens, reply.output_tokens)
+        if key is not None and self._cache is not None:
+            self._cache[key] = reply
+        return reply
+
+    async def _call(self, messages: list[Mapping[str, Any]], model: str, temperature: float,
+                    max_tokens: int, n: int) -> JudgeReply:
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        pass
+
+
+class OpenAIJudge(_CachingJudge):
+    def __init__(self, config: JudgeConfig, base_url: str, api_key: str | None,
+                 client: httpx.AsyncClient | None = None) -> None:
+        super().__init__(config)
+        self.url = base_url.rstrip("/") + "/chat/completions"
+        headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = client or httpx.AsyncClient(
+            timeout=config.timeout, headers=headers,
+            limits=httpx.Limits(max_connections=config.max_concurrency,
+                                max_keepalive_connections=config.max_concurrency))
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        return self._client
+
+    async def _call(self, messages: list[Mapping[str, Any]], model: str, temperature: float,
+                    max_tokens: int, n: int) -> JudgeReply:
+        body = {"model": model, "messages": messages, "temperature": temperature,
+                "max_tokens": max_tokens, "n": n}
+        try:
+            resp = await self._client.post(self.url, content=orjson.dumps(body),
+                                           headers={"content-type": "application/json"})
+        except httpx.TimeoutException as exc:
+            raise JudgeError(f"judge timed out after {self.config.timeout}s") from exc
+        except httpx.HTTPError as exc:
+            raise JudgeError(f"judge request failed: {type(exc).__name__}") from exc
+        if resp.status_code >= 400:
+            raise JudgeError(f"judge answered HTTP {resp.status_code}")
+        try:
+            data = orjson.loads(resp.content)
+            texts = [str((c.get("message") or {}).get("content") or "")
+                     for c in data.get("choices") or ()]
+        except (orjson.JSONDecodeError, AttributeError) as exc:
+            raise JudgeError("judge reply is not a chat completion") from exc
+        if not texts:
+            raise JudgeError("judge reply has no choices")
+        usage = data.get("usage") or {}
+        reply = JudgeReply(texts=texts, input_tokens=int(usage.get("prompt_tokens") or 0),
+                           output_tokens=int(usage.get("completion_tokens") or 0),
+                           model=str(data.get("model") or model))
+        if len(texts) < n:  # many servers ignore `n`: ask again for the rest
+            more = await self._call(messages, model, temperature, max_tokens, n - len(texts))
+            reply.texts += more.texts
+            reply.input_tokens += more.input_tokens
+            reply.output_tokens += more.output_tokens
+        return reply
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+class AnthropicJudge(_CachingJudge):
+    def __init__(self, config: JudgeConfig, api_key: str | None,
+                 base_url: str | None = None) -> None:
+        super().__init__(config)
+        import anthropic
+
+        self._anthropic = anthropic
+        self._client = anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url,
+                                                timeout=config.timeout, max_retries=0)
+
+    async def _call(self, messages: list[Mapping[str, Any]], model: str, temperature: float,
+                    max_tokens: int, n: int) -> JudgeReply:
+        system = "\n\n".join(str(m.get("content", "")) for m in messages
+                             if m.get("role") == "system")
+        turns = [{"role": m["role"], "content": str(m.get("content", ""))} for m in messages
+                 if m.get("role") in ("user", "assistant")]
+        texts: list[str] = []
+        tin = tout = 0
+        for _ in range(n):  # the Messages API has no `n`
+            try:
+                kwargs: dict[str, Any] = {"model": model, "max_tokens": max_tokens,
+                                          "temperature": temperature, "messages": turns}
+                if system:
+                    kwargs["system"] = system
+                msg = await self._client.messages.create(**kwargs)
+            except self._anthropic.APIError as exc:
+                raise JudgeError(f"anthropic judge failed: {type(exc).__name__}") from exc
+            texts.append("".join(getattr(b, "text", "") for b in msg.content))
+            tin += msg.usage.input_tokens
+            tout += msg.usage.output_tokens
+        return JudgeReply(texts=texts, input_tokens=tin, output_tokens=tout, model=model)
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+
+def create_judge(settings: Settings, telemetry: Telemetry | None = None) -> Judge | None:
+    """The configured judge, or None when there is nothing to call."""
+    import os
+
+    cfg = settings.judge
+    if cfg.base_url:
+        key = os.environ.get(cfg.api_key_env) if cfg.api_key_env else None
+        base_url: str = cfg.base_url
+    else:
+        upstream = next((u for u in settings.upstreams if u.name == cfg.upstream),
+                        None) if cfg.upstream else (settings.upstreams[0]
+                                                    if settings.upstreams else None)
+        if upstream is None:
+            return None
+        key, base_url = upstream.api_key(), upstream.base_url
+    if cfg.kind == "anthropic":
+        return AnthropicJudge(cfg, key, cfg.base_url)
+    judge = OpenAIJudge(cfg, base_url, key)
+    if telemetry is not None:
+        telemetry.instrument_httpx(judge.client)
+    return judge

@@ -1,0 +1,92 @@
+"""The judge client against a real scripted OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.judge import OpenAIJudge, create_judge, parse_json_reply
+from gateway.settings import ConfigError, JudgeConfig, load_settings
+from gateway.verify.base import JudgeError
+from serving import ServedUpstream
+
+pytestmark = pytest.mark.anyio
+
+
+def _judge(upstream: ServedUpstream, **cfg: object) -> OpenAIJudge:
+    return OpenAIJudge(JudgeConfig(**cfg), upstream.base_url, "sk-judge-key")  # type: ignore[arg-type]
+
+
+async def test_complete_counts_tokens_prices_and_sends_the_key(upstream: ServedUpstream) -> None:
+    upstream.app.default_reply = '{"verdict": "entailment"}'
+    judge = _judge(upstream, model="judge-m", price_per_1k_input=1.0, price_per_1k_output=2.0)
+    try:
+        reply = await judge.complete([{"role": "user", "content": "is it so?"}])
+    finally:
+        await judge.aclose()
+    assert reply.texts == ['{"verdict": "entailment"}']
+    assert reply.model == "judge-m" and not reply.cached
+    assert reply.input_tokens > 0 and reply.output_tokens > 0
+    assert reply.cost == pytest.approx((reply.input_tokens * 1 + reply.output_tokens * 2) / 1000)
+    sent = upstream.last("/v1/chat/completions")
+    assert sent["headers"]["authorization"] == "Bearer sk-judge-key"
+    assert sent["json"]["model"] == "judge-m" and sent["json"]["temperature"] == 0.0
+
+
+async def test_temperature_zero_replies_are_cached_and_n_is_filled(
+        upstream: ServedUpstream) -> None:
+    judge = _judge(upstream)
+    try:
+        msgs = [{"role": "user", "content": "same prompt"}]
+        first = await judge.complete(msgs, model="m")
+        second = await judge.complete(msgs, model="m")
+        sampled = await judge.complete(msgs, model="m", temperature=0.7, n=3)
+    finally:
+        await judge.aclose()
+    assert not first.cached and second.cached and second.cost == 0.0
+    assert len(sampled.texts) == 3  # the scripted server ignores n: the judge asked again
+    assert len(upstream.requests) == 1 + 3
+
+
+async def test_http_errors_and_missing_model_are_judge_errors(upstream: ServedUpstream) -> None:
+    judge = _judge(upstream)
+    try:
+        with pytest.raises(JudgeError, match="no judge model"):
+            await judge.complete([{"role": "user", "content": "x"}])
+        upstream.app.default_reply = None
+        judge2 = OpenAIJudge(JudgeConfig(), upstream.base_url, None)
+        try:
+            judge2._client.headers["x-mock-status"] = "500"
+            with pytest.raises(JudgeError, match="HTTP 500"):
+                await judge2.complete([{"role": "user", "content": "x"}], model="m")
+        finally:
+            await judge2.aclose()
+    finally:
+        await judge.aclose()
+
+
+async def test_connect_failure_is_a_judge_error() -> None:
+    judge = OpenAIJudge(JudgeConfig(timeout=2), "http://127.0.0.1:9/v1", None)
+    try:
+        with pytest.raises(JudgeError, match="failed"):
+            await judge.complete([{"role": "user", "content": "x"}], model="m")
+    finally:
+        await judge.aclose()
+
+
+def test_parse_json_reply_tolerates_fences_and_prose() -> None:
+    assert parse_json_reply('```json\n{"a": 1}\n```') == {"a": 1}
+    assert parse_json_reply('Sure! Here it is: {"a": [1, 2]} hope it helps') == {"a": [1, 2]}
+    assert parse_json_reply("[1, 2]") == [1, 2]
+    with pytest.raises(JudgeError):
+        parse_json_reply("no json here")
+
+
+def test_create_judge_follows_config() -> None:
+    base = {"upstreams": [{"name": "a", "base_url": "http://127.0.0.1:1/v1"},
+                          {"name": "b", "base_url": "http://127.0.0.1:2/v1"}]}
+    s = load_settings(environ={}, overrides={**base, "judge": {"upstream": "b"}})
+    judge = create_judge(s)
+    assert isinstance(judge, OpenAIJudge) and judge.url == "http://127.0.0.1:2/v1/chat/completions"
+    assert create_judge(load_settings(environ={})) is None
+    with pytest.raises(ConfigError, match="judge.upstream"):
+        load_settings(environ={}, overrides={**base, "judge": {"upstream": "zzz"}})
