@@ -54,6 +54,7 @@ from loadgen import LoadResult, new_event_loop, run_load  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 CHAT = "/v1/chat/completions"
+BUSY = 0.10  # share of one CPU used by other processes above which a cell is flagged
 
 
 # ---- processes ------------------------------------------------------------------------------
@@ -77,6 +78,19 @@ def system_cpu() -> tuple[float, float]:
     f = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     user, nice, system, _idle, _iowait, irq, softirq, steal = f[:8]
     return (user + nice + system + irq + softirq) / CLK_TCK, steal / CLK_TCK
+
+
+def wait_for_quiet(threshold: float, timeout: float) -> float:
+    """Wait (up to ``timeout`` s) until the box's CPU use over 0.5 s is below ``threshold``
+    CPUs (our idle mock and gateway included); return the last load seen."""
+    deadline = time.monotonic() + timeout
+    while True:
+        b0, _ = system_cpu()
+        time.sleep(0.5)
+        load = (system_cpu()[0] - b0) / 0.5
+        if load < threshold or time.monotonic() >= deadline:
+            return load
+        time.sleep(1.5)
 
 
 def _pin(cpus: str | None) -> list[str]:
@@ -168,6 +182,8 @@ def run_cell(loop: asyncio.AbstractEventLoop, url: str, *, stream: bool, concurr
         snap[:] = [cpu_seconds(gateway_pid), cpu_seconds(mock_pid), *system_cpu()]
 
     ramp = 0.0 if args.no_ramp else min(latency_ms / 1000, args.duration)
+    if args.quiet_wait > 0:
+        wait_for_quiet(args.quiet_threshold, args.quiet_wait)
     result = loop.run_until_complete(run_load(
         url, concurrency=concurrency, requests=args.requests, duration=args.duration,
         warmup=args.warmup, ramp=ramp, stream=stream, on_measure=on_measure))
@@ -258,13 +274,18 @@ def markdown(cells: list[Cell]) -> str:
         ttfc = "–" if mode == "json" else (
             f"{_f(d.get('ttfc_p50_ms'))} → {_f(g['ttfc_p50_ms'])} "
             f"({_d(g['ttfc_p50_ms'], d.get('ttfc_p50_ms'))})")
+        busy = max(g["foreign_cpu_s"] / max(g["elapsed_s"], 1e-9),
+                   d.get("foreign_cpu_s", 0) / max(d.get("elapsed_s", 0), 1e-9)) > BUSY
         lines.append(
-            f"| {lat:g} ms | {mode} | {c} | {_f(d.get('rps'), 0)} | {_f(g['rps'], 0)} "
+            f"| {lat:g} ms | {mode} | {c}{' †' if busy else ''} | {_f(d.get('rps'), 0)} | {_f(g['rps'], 0)} "
             f"| {_f(d.get('p50_ms'))} → {_f(g['p50_ms'])} ({_d(g['p50_ms'], d.get('p50_ms'))}) "
             f"| {_f(d.get('p99_ms'))} → {_f(g['p99_ms'])} ({_d(g['p99_ms'], d.get('p99_ms'))}) "
             f"| {ttfc} | {_f(g['gateway_cpu_ms_per_req'], 3)} |")
     worst = max(cells, key=lambda c: c.foreign_cpu_s / max(c.result.elapsed_s, 1e-9))
     share = worst.foreign_cpu_s / max(worst.result.elapsed_s, 1e-9)
+    if any(c.foreign_cpu_s > BUSY * c.result.elapsed_s for c in cells):
+        lines.append(f"\n† other processes used more than {BUSY:.0%} of one CPU during the "
+                     "direct or the gateway run of this cell: read it with care.")
     lines.append(f"\nOther processes on the box used up to {100 * share:.0f}% of one CPU during "
                  f"a measured cell (steal up to "
                  f"{max(c.steal_s / max(c.result.elapsed_s, 1e-9) for c in cells) * 100:.0f}%).")
@@ -317,6 +338,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="gateway policies directory (default: an empty one = pass-through)")
     p.add_argument("--gateway-env", metavar="K=V", action="append", default=[],
                    help="extra gateway environment (repeatable)")
+    p.add_argument("--quiet-wait", type=float, default=0.0, metavar="S",
+                   help="on a shared box, wait up to S seconds before each cell for other "
+                        "processes to go quiet (see --quiet-threshold)")
+    p.add_argument("--quiet-threshold", type=float, default=0.15, metavar="CPUS",
+                   help="box CPU use (in CPUs) under which it counts as quiet")
     p.add_argument("--no-pin", action="store_true", help="do not pin processes to CPUs")
     p.add_argument("--gateway-cpus", default="0")
     p.add_argument("--mock-cpus", default="1", help="CPUs for the mock and the load generator")
@@ -351,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
               "settings": {"duration_s": args.duration, "warmup_s": args.warmup,
                            "requests_cap": args.requests, "chunks": args.chunks,
                            "mock": args.mock, "policies": args.policies,
-                           "ramp": not args.no_ramp},
+                           "ramp": not args.no_ramp, "quiet_wait_s": args.quiet_wait},
               "wall_s": round(time.monotonic() - t0, 1),
               "cells": [c.row() for c in cells], "table": table}
     path = args.out / f"{args.label}-{stamp}.json"
