@@ -3,6 +3,9 @@
 The format is the one of ``/work/shared/data/halueval-dev.jsonl`` (see its
 README): one JSON object per line with ``id``, ``source``, ``context_input``,
 ``question``, ``model_output`` and ``label`` (``faithful`` | ``hallucinated``).
+Seed 002-style cases may give ``expected_credit_score`` (1–5) instead of or
+beside ``label`` (4–5 → faithful, 1–3 → hallucinated); ``gateway eval`` then
+also reports the zone confusion matrix.
 
 A case becomes traffic as: the context (verbatim) as the system message (the text
 the assistant must answer from), the question as the user message, and
@@ -37,6 +40,8 @@ class Case:
     question: str
     answer: str
     label: str
+    expected_credit_score: int | None = None
+    """Seed 002 1–5 label, when the case file gives one (zone confusion metrics)."""
 
     @property
     def hallucinated(self) -> bool:
@@ -46,6 +51,16 @@ class Case:
 def _parse(obj: Any, where: str) -> Case:
     if not isinstance(obj, dict):
         raise CaseError(f"{where}: expected a JSON object")
+    credit = obj.get("expected_credit_score")
+    if credit is not None and (not isinstance(credit, int) or not 1 <= credit <= 5):
+        raise CaseError(f"{where}: expected_credit_score must be an integer 1-5, got {credit!r}")
+    if credit is not None and "label" not in obj:
+        # Seed 002: 4-5 is GOOD (at most one low-severity deviation); 1-3 has errors.
+        obj = {**obj, "label": "faithful" if credit >= 4 else "hallucinated"}
+    if isinstance(obj.get("id"), int):
+        obj = {**obj, "id": str(obj["id"])}
+    if credit is not None and "question" not in obj:  # seed 002 cases audit a given output
+        obj = {**obj, "question": ""}
     missing = [k for k in ("id", "context_input", "question", "model_output", "label")
                if not isinstance(obj.get(k), str)]
     if missing:
@@ -53,9 +68,9 @@ def _parse(obj: Any, where: str) -> Case:
     if obj["label"] not in LABELS:
         raise CaseError(f"{where}: label must be one of {LABELS}, got {obj['label']!r}")
     return Case(
-        id=obj["id"], source=str(obj.get("source") or "unknown"),
+        id=obj["id"], source=str(obj.get("source") or obj.get("tag") or "unknown"),
         context=obj["context_input"], question=obj["question"],
-        answer=obj["model_output"], label=obj["label"],
+        answer=obj["model_output"], label=obj["label"], expected_credit_score=credit,
     )
 
 

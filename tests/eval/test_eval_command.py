@@ -70,3 +70,26 @@ def test_eval_rejects_a_broken_policy(tmp_path: Path, policy_text: str, message:
     proc = _run(str(_cases(tmp_path)), "--policy", str(policy))
     assert proc.returncode == 2
     assert "p.yaml" in proc.stderr and message in proc.stderr
+
+
+def test_credit_score_cases_get_a_zone_confusion_matrix(tmp_path: Path) -> None:
+    rows = [
+        {"id": 1, "tag": "clean", "context_input": CONTEXT,
+         "model_output": "The tower was completed in 1889 in Paris.", "expected_credit_score": 5},
+        {"id": 2, "tag": "major_factual", "context_input": CONTEXT,
+         "model_output": "The tower was completed in 1925 in Lyon.", "expected_credit_score": 2},
+        {"id": 3, "tag": "severe_fabrication", "context_input": CONTEXT,
+         "model_output": "Le Corbusier built it in Berlin in 1950, 900 metres tall.",
+         "expected_credit_score": 1},
+    ]
+    path = tmp_path / "credit.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    proc = _run(str(path), "--json")
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    zones = summary["overall"]["zones"]
+    assert zones["n"] == 3
+    assert sum(sum(row.values()) for row in zones["matrix"].values()) == 3
+    assert sum(zones["matrix"]["BAD"].values()) == 2 and sum(zones["matrix"]["GOOD"].values()) == 1
+    assert set(summary["per_source"]) == {"clean", "major_factual", "severe_fabrication"}
+    assert 0.0 <= zones["cross_band_rate"] <= 1.0
