@@ -37,6 +37,7 @@ from gateway.asgi import send_bytes
 from gateway.audit import AuditSink, open_audit_sink
 from gateway.context import extract_context
 from gateway.corpus import CorpusError, load_corpus
+from gateway.judge import create_judge
 from gateway.policy.loader import Policy, PolicyStore, ResolvedLayer
 from gateway.policy.select import Selection, select_policy
 from gateway.proxy import ChatExchange, _maybe_json
@@ -44,7 +45,7 @@ from gateway.shadow import ShadowJob, ShadowQueue
 from gateway.telemetry import RequestTrace, Telemetry, redact_secrets
 from gateway.types import RequestInfo
 from gateway.verify.actions import answer_text, band_action
-from gateway.verify.base import Layer, LayerResources, VerifyInput
+from gateway.verify.base import Judge, Layer, LayerResources, VerifyInput
 from gateway.verify.outcome import CandidateOutcome, Outcome, Verification
 from gateway.verify.pipeline import Budget, run_pipeline
 from gateway.verify.streaming import is_sse, relay_accumulating
@@ -80,12 +81,14 @@ class VerityEngine:
     """The :class:`~gateway.proxy.Engine` the proxy hands matching requests to."""
 
     def __init__(self, settings: Settings, telemetry: Telemetry, store: PolicyStore,
-                 shadow: ShadowQueue, audit: AuditSink) -> None:
+                 shadow: ShadowQueue, audit: AuditSink, judge: Judge | None = None) -> None:
         self.settings = settings
         self.telemetry = telemetry
         self.store = store
         self.shadow = shadow
         self.audit = audit
+        self.judge = judge
+        """Shared by every model-based layer; created and closed by :func:`open_engine`."""
         self._layers: dict[tuple[str, str, str], Layer] = {}
         self._corpora: dict[tuple[str, str], Mapping[str, str]] = {}
         self._seen_set: object = None
@@ -144,7 +147,7 @@ class VerityEngine:
             key = (policy.name, policy.version, rl.key)
             layer = self._layers.get(key)
             if layer is None:
-                resources = LayerResources(judge=None, corpus=self.corpus(policy))
+                resources = LayerResources(judge=self.judge, corpus=self.corpus(policy))
                 layer = self._layers[key] = rl.cls(rl.config, resources)  # type: ignore[call-arg]
             return layer
         return layer_for
@@ -319,11 +322,12 @@ async def open_engine(settings: Settings, telemetry: Telemetry,
         return
     store = PolicyStore(directory)
     await asyncio.to_thread(store.load)
+    judge = create_judge(settings, telemetry)  # None when no judge can be reached
     shadow = ShadowQueue(settings.shadow, telemetry)
     shadow.start()
     audit = open_audit_sink(settings.audit.path)
     watcher = asyncio.create_task(store.watch()) if settings.reload_policies else None
-    engine = VerityEngine(settings, telemetry, store, shadow, audit)
+    engine = VerityEngine(settings, telemetry, store, shadow, audit, judge)
     try:
         yield engine
     finally:
@@ -333,3 +337,6 @@ async def open_engine(settings: Settings, telemetry: Telemetry,
                 await watcher
         await shadow.close()
         await asyncio.to_thread(audit.close)
+        aclose = getattr(judge, "aclose", None)  # the Judge protocol has no close method
+        if aclose is not None:
+            await aclose()
