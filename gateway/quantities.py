@@ -80,8 +80,10 @@ _NUMBER_DIGITS = re.compile(
     r"(?P<pct>\s?%|\s?percent\b|\s?per cent\b)?",
     re.IGNORECASE,
 )
+# The look-ahead holds exactly the letters a number word can start with (case-folded
+# like the rest), so most words are rejected before the alternation is tried.
 _NUMBER_WORDS = re.compile(
-    rf"\b(?=[a-z])(?P<w>(?:{_TENS})(?:[-\s](?:one|{_UNITWORD}))?|{_UNITWORD}|a dozen|dozen|one|"
+    rf"\b(?=[adefnostz])(?P<w>(?:{_TENS})(?:[-\s](?:one|{_UNITWORD}))?|{_UNITWORD}|a dozen|dozen|one|"
     r"a(?=\s+(?:hundred|thousand|million|billion|trillion)\b))"
     r"(?P<half>\s+and\s+a\s+half)?"
     r"(?:\s+(?P<wscale>hundred|thousand|million|billion|trillion)\b)?"
@@ -92,6 +94,8 @@ _WORD_HINTS = ("zero", "two", "thre", "four", "five", "six", "seven", "eight", "
                "eleven", "twel", "fift", "twent", "thirt", "fort", "eight", "dozen", "hundred",
                "thousand", "million", "billion", "trillion", "one")
 _UNIT_AFTER = re.compile(r"\s*([A-Za-z]+)")
+_DIGIT = re.compile(r"\d")
+"""Every date form and every non-word number contains one (same ``\\d`` as the patterns)."""
 _PART_OF_NAME = re.compile(r"[A-Za-z]-\s?\d|[A-Za-z]\d")
 
 
@@ -125,6 +129,8 @@ class Quantity:
 def extract_dates(text: str) -> list[DateRef]:
     """All dates in ``text``, in order (see the module docstring for the forms)."""
     out: list[DateRef] = []
+    if _DIGIT.search(text) is None:
+        return out  # cheap prefilter: most sentences state no date
     for m in _DATE.finditer(text):
         g = m.groupdict()
         if g["iy"]:
@@ -156,10 +162,13 @@ def _month(s: str) -> int:
 
 def extract_numbers(text: str, dates: Iterable[DateRef] | None = None) -> list[Quantity]:
     """Quantities in ``text`` outside any date span (pass ``dates`` if already found)."""
-    taken = sorted((d.start, d.end) for d in (extract_dates(text) if dates is None else dates))
+    digits = _DIGIT.search(text) is not None
+    if dates is None:
+        dates = extract_dates(text) if digits else ()
+    taken = sorted((d.start, d.end) for d in dates)
     out: list[Quantity] = []
     i = 0  # matches come in text order: walk the date spans alongside (linear, not O(n*m))
-    matches = list(_NUMBER_DIGITS.finditer(text))
+    matches = list(_NUMBER_DIGITS.finditer(text)) if digits else []
     low = text.lower()
     if any(h in low for h in _WORD_HINTS):
         matches += _NUMBER_WORDS.finditer(text)
@@ -192,6 +201,8 @@ def _quantity(m: re.Match[str], text: str) -> Quantity | None:
                 scale = None  # "5M" without currency is ambiguous; keep the number only
             elif low == "m" and not g["cur"]:
                 scale = None  # "5 m" is metres, not millions
+        if scale and scale.lower() not in _SCALES:
+            scale = None  # matched only through case folding ("3 bıllion")
         if scale:
             value *= _SCALES[scale.lower()]
         kind = "percent" if g["pct"] else "currency" if g["cur"] else "plain"
@@ -201,6 +212,9 @@ def _quantity(m: re.Match[str], text: str) -> Quantity | None:
             return None  # "one of them", "a house": not quantities
         if words == ["a", "dozen"]:
             words = ["dozen"]
+        wscale = (g["wscale"] or "").lower()
+        if not all(w in _SMALL for w in words) or (wscale and wscale not in _SCALES):
+            return None  # matched only through case folding ("ſix", "bıllion"): not a number
         value = sum(_SMALL[w] for w in words)
         if g["half"]:
             value += 0.5

@@ -30,7 +30,8 @@ from math import log
 from gateway.context import GroundingContext
 from gateway.quantities import DateRef, Quantity, date_matches, extract_dates, extract_numbers
 from gateway.quantities import number_in
-from gateway.textutil import STOPWORDS, has_negation, split_sentences, tokenize, variants
+from gateway.textutil import STOPWORDS, TO_SPACE, Span, has_camel_glue, negation_cues
+from gateway.textutil import split_sentences, tokenize, variants
 
 __all__ = ["INDEX_KEY", "IndexedSentence", "Match", "TextIndex", "build_index", "context_index"]
 
@@ -157,10 +158,11 @@ def build_index(docs: Iterable[tuple[str, str]]) -> TextIndex:
         if not spans:
             continue
         base = len(sentences)
-        for span in spans:
+        starts = [s.start for s in spans]
+        negated = _negated_sentences(text, starts)
+        for span, toks in zip(spans, _sentence_tokens(text, spans)):
             sid = len(sentences)
-            toks = frozenset(tokenize(span.text))
-            sentences.append(IndexedSentence(span.text, doc_id, has_negation(span.text),
+            sentences.append(IndexedSentence(span.text, doc_id, sid - base in negated,
                                              tokens=toks))
             vocab |= toks
             for tok in toks - STOPWORDS:
@@ -170,7 +172,6 @@ def build_index(docs: Iterable[tuple[str, str]]) -> TextIndex:
                 else:
                     posting.append(sid)
         if any(ch.isdigit() for ch in text) or _maybe_spelled(text):
-            starts = [s.start for s in spans]
             doc_dates = extract_dates(text)
             for d in doc_dates:
                 sentences[base + bisect_right(starts, d.start) - 1].dates.append(d)
@@ -182,6 +183,29 @@ def build_index(docs: Iterable[tuple[str, str]]) -> TextIndex:
     for d in dates:
         by_decade.setdefault(d.year // 10 if d.year is not None else -1, []).append(d)
     return TextIndex(sentences, frozenset(vocab), postings, sorted(numbers), dates, by_decade)
+
+
+def _sentence_tokens(text: str, spans: list[Span]) -> list[frozenset[str]]:
+    """``frozenset(tokenize(span.text))`` for every span, lower-casing the text once.
+
+    Slicing the lower-cased document equals lower-casing the slice when lower-casing
+    maps character to character (no length change, no context-dependent final sigma)
+    and no glued ``"wordWord"`` needs splitting; otherwise tokenize sentence by sentence.
+    """
+    low = text.lower().translate(TO_SPACE)
+    if len(low) != len(text) or "\u03a3" in text or has_camel_glue(text):
+        return [frozenset(tokenize(s.text)) for s in spans]
+    return [frozenset(low[s.start:s.end].split()) for s in spans]
+
+
+def _negated_sentences(text: str, starts: list[int]) -> set[int]:
+    """Positions (in ``starts``) of the sentences with a negation cue: one pass over the text.
+
+    Cues are single words, so a cue never straddles two sentences, and a sentence is
+    bounded by whitespace or punctuation, so word boundaries are the same as in the
+    sentence alone.
+    """
+    return {bisect_right(starts, m.start()) - 1 for m in negation_cues(text)}
 
 
 def _maybe_spelled(text: str) -> bool:

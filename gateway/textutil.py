@@ -23,16 +23,21 @@ Conventions
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 
 __all__ = [
     "NEGATIONS",
     "NUMBER_WORDS",
     "STOPWORDS",
+    "TO_SPACE",
     "Span",
     "content_words",
     "entity_candidates",
+    "has_camel_glue",
     "has_negation",
+    "negation_cues",
     "split_sentences",
     "tokenize",
     "variants",
@@ -75,8 +80,10 @@ NEGATIONS: frozenset[str] = frozenset(
 
 # Punctuation -> space, so ``str.split`` tokenizes at C speed (no per-token regex).
 _PUNCT = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~“”‘’–—…«»·•£€¥§°′″"
-_TO_SPACE = str.maketrans({c: " " for c in _PUNCT})
+TO_SPACE = str.maketrans({c: " " for c in _PUNCT})
+"""``str.translate`` table used by :func:`tokenize` (punctuation -> space)."""
 _CAMEL_GLUE = re.compile(r"(?<=[a-z])(?=[A-Z][a-z])")
+_CAMEL_ANY = re.compile(r"[a-z](?=[A-Z][a-z])")  # same test, scannable by first character
 _NEG_RE = re.compile(
     r"\b(?:not|no|never|none|nobody|nothing|neither|nor|cannot|without)\b|n[’']t\b",
     re.IGNORECASE,
@@ -89,10 +96,11 @@ _ABBREV: frozenset[str] = frozenset(
     "etc no vol fig approx dept est jan feb mar apr jun jul aug sep sept oct nov dec e.g i.e "
     "u.s u.k u.n a.m p.m".split()
 )
+# Each candidate starts at its punctuation mark or line break, so the scanner jumps
+# between those few characters (a charset prefix) instead of trying every position.
 _SENT_END = re.compile(
-    r"(?<=[.!?])[\"')\]’”]*\s+"
-    r"|(?<=[a-z]{2}[.!?])(?=[A-Z][a-z])"
-    r"|\s*\n\s*"
+    r"[.!?](?:[\"')\]’”]*\s+|(?<=[a-z]{2}[.!?])(?=[A-Z][a-z]))"
+    r"|\n\s*"
 )
 _WORD_BEFORE = re.compile(r"([\w.]+)[.!?][\"')\]’”]*$")
 
@@ -161,22 +169,24 @@ def split_sentences(text: str) -> list[Span]:
     out: list[Span] = []
     start = 0
     for m in _SENT_END.finditer(text):
-        if not _split_ok(text, m):
+        gap = m.group(0)
+        # The sentence ends after the mark (a line break: where the break starts;
+        # _append_span trims the whitespace either way).
+        cut = m.start() if gap[0] == "\n" else m.start() + 1
+        if "\n" not in gap and not _split_ok(text, cut, m.end()):
             continue
-        _append_span(out, text, start, m.start())
+        _append_span(out, text, start, cut)
         start = m.end()
     _append_span(out, text, start, len(text))
     return out
 
 
-def _split_ok(text: str, m: re.Match[str]) -> bool:
+def _split_ok(text: str, cut: int, end: int) -> bool:
     """Reject candidate ends before lower case, after abbreviations and initials."""
-    if "\n" in m.group(0):
-        return True
-    nxt = text[m.end():m.end() + 2].lstrip("\"'([‘“")
+    nxt = text[end:end + 2].lstrip("\"'([‘“")
     if not nxt or not (nxt[0].isupper() or nxt[0].isdigit()):
         return False
-    before = _WORD_BEFORE.search(text, max(0, m.start() - 12), m.start())
+    before = _WORD_BEFORE.search(text, max(0, cut - 12), cut)
     if before is None:
         return True
     word = before.group(1)
@@ -197,19 +207,20 @@ def _append_span(out: list[Span], text: str, start: int, end: int) -> None:
 
 def tokenize(text: str) -> list[str]:
     """Lower-cased tokens of ``text`` (see the module docstring for the rules)."""
-    if _CAMEL_GLUE.search(text):
+    if _CAMEL_ANY.search(text):
         text = _CAMEL_GLUE.sub(" ", text)
-    return text.lower().translate(_TO_SPACE).split()
+    return text.lower().translate(TO_SPACE).split()
 
 
 def content_words(tokens: list[str] | set[str] | frozenset[str]) -> set[str]:
     """The distinct content words among ``tokens`` (no stopwords, no numbers, len >= 2)."""
     return {
         t for t in set(tokens) - STOPWORDS - NUMBER_WORDS
-        if len(t) > 1 and not any(c.isdigit() for c in t)
+        if len(t) > 1 and (t.isalpha() or not any(c.isdigit() for c in t))
     }
 
 
+@lru_cache(maxsize=1 << 16)
 def variants(word: str) -> tuple[str, ...]:
     """Surface forms under which ``word`` may appear elsewhere (itself first).
 
@@ -247,6 +258,16 @@ def variants(word: str) -> tuple[str, ...]:
 def has_negation(text: str) -> bool:
     """Whether ``text`` contains a negation cue (not, no, never, n't, without, …)."""
     return _NEG_RE.search(text) is not None
+
+
+def negation_cues(text: str) -> Iterator[re.Match[str]]:
+    """Every negation cue in ``text`` (the matches behind :func:`has_negation`)."""
+    return _NEG_RE.finditer(text)
+
+
+def has_camel_glue(text: str) -> bool:
+    """Whether :func:`tokenize` would split a glued ``"wordWord"`` somewhere in ``text``."""
+    return _CAMEL_ANY.search(text) is not None
 
 
 def entity_candidates(sentence: str) -> list[Span]:

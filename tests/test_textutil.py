@@ -123,3 +123,15 @@ def test_number_matching_respects_stated_precision() -> None:
     assert not number_matches(q, [1_345_678.0])
     [q] = extract_numbers("12 people")
     assert number_matches(q, [12.0]) and not number_matches(q, [12.4])
+
+
+def test_case_folded_lookalikes_are_not_numbers_and_do_not_crash() -> None:
+    # IGNORECASE lets "ſix" / "bıllion" match the number patterns; they used to raise KeyError.
+    assert [q.value for q in extract_numbers("ſix apples, 3 bıllion and two mıllıon")] == [3.0]
+    assert [q.value for q in extract_numbers("six apples")] == [6.0]
+
+
+def test_sentence_ends_glued_newline_and_quotes() -> None:
+    assert texts("He said go! Then left.\nNext line  \n  third") == [
+        "He said go!", "Then left.", "Next line", "third"]
+    assert texts("wait... Then more.Glued here") == ["wait...", "Then more.", "Glued here"]
