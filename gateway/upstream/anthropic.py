@@ -1,0 +1,195 @@
+"""An Anthropic upstream behind the OpenAI-shaped upstream interface.
+
+:class:`AnthropicUpstreamClient` is an :class:`~gateway.upstream.client.UpstreamClient`
+(same aiohttp pool, same ``open``/``aclose``, same error conversion) whose
+:meth:`~AnthropicUpstreamClient.send` speaks Anthropic's Messages API on the wire
+and hands back OpenAI-shaped responses, so the proxy and the verification engine
+do not know the difference:
+
+- ``POST /chat/completions`` -> ``POST {base_url}/messages``; ``read()`` gives a
+  ``chat.completion``, ``iter_chunks()`` gives ``chat.completion.chunk`` SSE bytes
+  translated as Anthropic's events arrive;
+- ``GET /models`` -> ``GET {base_url}/models`` as an OpenAI model list;
+- any other path -> a local 404 in the OpenAI error shape (nothing is sent).
+
+Anthropic errors come back in the OpenAI error shape with the same status (529 ->
+503), response headers such as ``retry-after`` kept. The translation itself is in
+:mod:`gateway.upstream.openai_anthropic`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable
+from typing import Any, Literal
+
+import aiohttp
+import orjson
+
+from gateway.errors import InvalidJSON, InvalidRequest, UpstreamError
+from gateway.settings import UpstreamConfig
+from gateway.upstream import openai_anthropic as tr
+from gateway.upstream.client import RawHeaders, UpstreamClient, UpstreamResponse
+
+__all__ = ["AnthropicResponse", "AnthropicUpstreamClient"]
+
+# Client request headers worth sending to Anthropic (the rest are the OpenAI SDK's).
+_FORWARD = frozenset({b"anthropic-beta", b"traceparent", b"tracestate", b"baggage"})
+_JSON = "application/json"
+_SSE = "text/event-stream; charset=utf-8"
+
+Mode = Literal["chat", "stream", "models", "error", "static"]
+
+
+class AnthropicResponse(UpstreamResponse):
+    """An :class:`UpstreamResponse` whose body is translated to OpenAI's shapes.
+
+    ``raw`` is the Anthropic response (None for an answer made locally, ``body``).
+    """
+
+    __slots__ = ("_raw", "_mode", "_body", "_include_usage", "_model")
+
+    def __init__(self, raw: UpstreamResponse | None, mode: Mode, *, status: int | None = None,
+                 body: bytes = b"", include_usage: bool = False, model: str = "") -> None:
+        # Deliberately not calling super().__init__: there may be no aiohttp response.
+        self._raw = raw
+        self._include_usage = include_usage
+        self._model = model
+        self._body: bytes | None = body if raw is None else None
+        if raw is not None and raw.status >= 400:
+            mode = "error"
+        elif mode == "chat" and raw is not None and raw.content_type.startswith(
+                "text/event-stream"):
+            mode = "stream"
+        self._mode: Mode = mode
+        self.status = tr.map_status(raw.status) if raw is not None else (status or 200)
+        headers: RawHeaders = [h for h in raw.headers if h[0] != b"content-type"] \
+            if raw is not None else []
+        if raw is not None and not any(k == b"x-request-id" for k, _ in headers):
+            headers += [(b"x-request-id", v) for k, v in headers if k == b"request-id"]
+        headers.append((b"content-type", (_SSE if mode == "stream" else _JSON).encode()))
+        self.headers = headers
+
+    @property
+    def content_type(self) -> str:
+        return _SSE if self._mode == "stream" else _JSON
+
+    def header(self, name: str) -> str | None:
+        key = name.lower().encode("latin-1")
+        for k, v in self.headers:
+            if k == key:
+                return v.decode("latin-1")
+        return None
+
+    async def read(self) -> bytes:
+        if self._body is not None:
+            return self._body
+        if self._mode == "stream":
+            self._body = b"".join([chunk async for chunk in self.iter_chunks()])
+            return self._body
+        assert self._raw is not None
+        data = await self._raw.read()
+        if self._mode == "error":
+            _, body = tr.error_to_openai(self._raw.status, data)
+            self._body = orjson.dumps(body)
+            return self._body
+        try:
+            parsed = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            parsed = None
+        if not isinstance(parsed, dict):
+            raise UpstreamError("anthropic upstream answered with a body that is not JSON")
+        out = tr.models_to_openai(parsed) if self._mode == "models" else tr.message_to_chat(
+            parsed)
+        self._body = orjson.dumps(out)
+        return self._body
+
+    async def iter_chunks(self) -> AsyncIterator[bytes]:
+        if self._mode != "stream" or self._raw is None:
+            yield await self.read()
+            return
+        translator = tr.StreamTranslator(include_usage=self._include_usage, model=self._model)
+        async for chunk in self._raw.iter_chunks():
+            out = translator.feed(chunk)
+            if out:
+                yield out
+            if translator.done:
+                return
+        translator.finish()
+
+    def release(self) -> None:
+        if self._raw is not None:
+            self._raw.release()
+
+    def close(self) -> None:
+        if self._raw is not None:
+            self._raw.close()
+
+
+class AnthropicUpstreamClient(UpstreamClient):
+    """An upstream of ``kind: anthropic``. Create with :meth:`open`, close with :meth:`aclose`.
+
+    The key goes out as ``x-api-key``: the upstream's own (``api_key_env``) in
+    gateway-keys mode, the client's bearer token in forward mode.
+    """
+
+    def __init__(self, config: UpstreamConfig, session: aiohttp.ClientSession) -> None:
+        super().__init__(config, session)
+        self._api_key: str | None = config.api_key() or None
+
+    @property
+    def has_own_key(self) -> bool:
+        return self._api_key is not None
+
+    def build_headers(self, client_headers: Iterable[tuple[bytes, bytes]],
+                      use_own_key: bool, extra: RawHeaders | None = None) -> dict[str, str]:
+        out = {"anthropic-version": tr.ANTHROPIC_VERSION, "content-type": _JSON}
+        key = self._api_key if use_own_key else None
+        for k, v in client_headers:
+            if k in _FORWARD:
+                out[k.decode("latin-1")] = v.decode("latin-1")
+            elif not use_own_key and k == b"authorization":
+                scheme, _, token = v.decode("latin-1").partition(" ")
+                if scheme.lower() == "bearer" and token.strip():
+                    key = key or token.strip()
+            elif not use_own_key and k == b"x-api-key":
+                key = v.decode("latin-1")  # an explicit Anthropic key wins over the bearer
+        if key:
+            out["x-api-key"] = key
+        for k, v in extra or ():
+            out[k.decode("latin-1")] = v.decode("latin-1")
+        return out
+
+    async def send(self, method: str, path: str, headers: dict[str, str],
+                   body: bytes | AsyncIterator[bytes] | None = None,
+                   query: str = "") -> UpstreamResponse:
+        """Translate and send one OpenAI-style request; return once headers arrive."""
+        if path == "/chat/completions" and method == "POST":
+            payload = await _json_object(body)
+            request = tr.chat_to_messages(payload)
+            raw = await super().send("POST", "/messages", headers, orjson.dumps(request))
+            return AnthropicResponse(raw, "chat", include_usage=tr.include_usage(payload),
+                                     model=str(payload.get("model") or ""))
+        if path == "/models" and method == "GET":
+            raw = await super().send("GET", "/models", headers, None, "limit=1000")
+            return AnthropicResponse(raw, "models")
+        if not isinstance(body, (bytes, type(None))):
+            async for _ in body:  # drain an upload we will not send
+                pass
+        return AnthropicResponse(None, "static", status=404,
+                                 body=orjson.dumps(tr.unsupported_path(f"{method} /v1{path}")))
+
+
+async def _json_object(body: bytes | AsyncIterator[bytes] | None) -> dict[str, Any]:
+    if body is None:
+        data = b""
+    elif isinstance(body, bytes):
+        data = body
+    else:
+        data = b"".join([chunk async for chunk in body])
+    try:
+        payload = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        raise InvalidJSON("We could not parse the JSON body of your request.") from None
+    if not isinstance(payload, dict):
+        raise InvalidRequest("The request body must be a JSON object.")
+    return payload
