@@ -44,7 +44,8 @@ class Timeouts(_Strict):
 class UpstreamConfig(_Strict):
     name: str
     base_url: str = Field(description="OpenAI-compatible base URL including /v1")
-    kind: Literal["openai"] = "openai"
+    kind: Literal["openai", "anthropic"] = "openai"
+    """``anthropic``: Anthropic's Messages API, translated (``gateway.upstream.anthropic``)."""
     api_key_env: str | None = Field(
         None, description="environment variable holding this upstream's API key")
     models: tuple[str, ...] = ("*",)
