@@ -19,7 +19,7 @@ from gateway.errors import NotFound, NotReady
 from gateway.proxy import Engine, Proxy
 from gateway.settings import Settings
 from gateway.telemetry import Telemetry, create_telemetry
-from gateway.upstream.client import UpstreamClient
+from gateway.upstream import open_client
 
 __all__ = ["GatewayApp", "create_app"]
 
@@ -46,7 +46,7 @@ class GatewayApp:
         auth = Authenticator(self.settings.auth)  # fails on a missing key env: before opening
         telemetry = self._telemetry or create_telemetry()
         trace_configs = telemetry.aiohttp_trace_configs()  # [] when telemetry is off
-        clients = [UpstreamClient.open(u, trace_configs) for u in self.settings.upstreams]
+        clients = [open_client(u, trace_configs) for u in self.settings.upstreams]
         proxy = Proxy(self.settings, clients, auth, telemetry)
         factory = self._engine_factory or open_engine
         try:
