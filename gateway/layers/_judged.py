@@ -1,0 +1,145 @@
+"""Shared plumbing of the model-based layers (``nli``, ``self-consistency``,
+``semantic-entropy``): getting the judge, accounting for its calls, reading the
+numbered-item JSON their prompts ask for, and picking what to send.
+
+Nothing here decides a verdict; each layer module owns its prompt and scoring.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.judge import parse_json_reply
+from gateway.layers._citation_pairs import checkable
+from gateway.textutil import content_words, split_sentences, tokenize
+from gateway.verify.base import (
+    Judge,
+    JudgeError,
+    JudgeReply,
+    LayerResources,
+    LayerResult,
+    LayerUnavailable,
+)
+
+__all__ = ["JudgeTally", "answer_claims", "confidence", "excerpt", "numbered_items",
+           "require_judge"]
+
+_WORDS = {"high": 0.9, "medium": 0.6, "moderate": 0.6, "low": 0.3}
+
+NO_JUDGE = "needs a judge: configure `judge` in the gateway config"
+
+
+def require_judge(resources: LayerResources) -> Judge:
+    if resources.judge is None:
+        raise LayerUnavailable(NO_JUDGE)
+    return resources.judge
+
+
+@dataclass(slots=True)
+class JudgeTally:
+    """Counts one layer run's judge calls, their cost and whether all were cached."""
+
+    judge: Judge
+    model: str
+    calls: int = 0
+    cached: int = 0
+    cost: float = 0.0
+
+    async def ask(self, messages: Sequence[Mapping[str, Any]], *, temperature: float = 0.0,
+                  max_tokens: int = 512, n: int = 1) -> JudgeReply:
+        reply = await self.judge.complete(messages, temperature=temperature,
+                                          max_tokens=max_tokens, n=n,
+                                          model=self.model or None)
+        self.calls += 1
+        self.cached += bool(reply.cached)
+        self.cost += reply.cost
+        return reply
+
+    async def ask_all(self, prompts: Sequence[Sequence[Mapping[str, Any]]], *,
+                      max_tokens: int = 512) -> list[str]:
+        """The first reply text of each prompt (temperature 0), asked concurrently."""
+        replies = await asyncio.gather(*(self.ask(p, max_tokens=max_tokens) for p in prompts))
+        return [r.texts[0] if r.texts else "" for r in replies]
+
+    def account(self, result: LayerResult) -> LayerResult:
+        result.judge_calls = self.calls
+        result.cost = self.cost
+        result.cache_hit = self.calls > 0 and self.cached == self.calls
+        return result
+
+
+def numbered_items(text: str, count: int, key: str = "results") -> dict[int, Mapping[str, Any]]:
+    """Items ``1..count`` of a ``{"results": [{"id": n, …}]}`` reply (a bare list, or
+    items without ids in order, are accepted). Any missing item is a :class:`JudgeError`:
+    a partial verdict must not pass silently."""
+    data = parse_json_reply(text)
+    items = data.get(key) if isinstance(data, Mapping) else data
+    if isinstance(data, Mapping) and items is None and count == 1:
+        items = [data]  # one item answered as a bare object
+    if not isinstance(items, list):
+        raise JudgeError(f"judge reply has no {key!r} list: {text[:120]!r}")
+    out: dict[int, Mapping[str, Any]] = {}
+    for pos, item in enumerate(items, 1):
+        if not isinstance(item, Mapping):
+            continue
+        raw = item.get("id", pos)
+        try:
+            n = int(str(raw).strip().lstrip("#"))
+        except ValueError:
+            n = pos
+        if 1 <= n <= count:
+            out.setdefault(n, item)
+    missing = [n for n in range(1, count + 1) if n not in out]
+    if missing:
+        raise JudgeError(f"judge reply misses items {missing[:10]}: {text[:120]!r}")
+    return out
+
+
+def confidence(item: Mapping[str, Any], default: float = 1.0) -> float:
+    """``item["confidence"]`` in [0, 1] (percentages and numeric strings accepted)."""
+    raw = item.get("confidence")
+    if raw is None:
+        return default
+    word = str(raw).strip().lower()
+    if word in _WORDS:
+        return _WORDS[word]
+    try:
+        value = float(word.rstrip("%"))
+    except ValueError:
+        value = float("nan")
+    if isinstance(raw, bool) or math.isnan(value):
+        raise JudgeError(f"judge gave an unusable confidence {raw!r}")
+    if value > 1.0:
+        value /= 100.0
+    return min(1.0, max(0.0, value))
+
+
+def answer_claims(text: str, limit: int) -> list[str]:
+    """The answer's checkable sentences (three content words, or a number), first ``limit``."""
+    return [s.text for s in split_sentences(text) if checkable(s.text)][:limit]
+
+
+def excerpt(text: str, queries: Sequence[str], max_chars: int) -> tuple[str, bool]:
+    """``text``, or when longer than ``max_chars`` its sentences sharing most content
+    words with ``queries`` (kept in document order). Returns ``(text, truncated)``."""
+    if len(text) <= max_chars:
+        return text, False
+    want = content_words(tokenize(" ".join(queries)))
+    spans = split_sentences(text)
+    ranked = sorted(range(len(spans)), key=lambda i: (
+        -len(want & content_words(tokenize(spans[i].text))), i))
+    keep: list[int] = []
+    used = 0
+    for i in ranked:
+        size = len(spans[i].text) + 5
+        if used + size > max_chars:
+            continue
+        keep.append(i)
+        used += size
+    if not keep:
+        return text[:max_chars], True
+    return " … ".join(spans[i].text for i in sorted(keep)), True

@@ -1,0 +1,289 @@
+"""``nli`` layer: natural language inference by a judge model (seed 000 layer 5, seed 003).
+
+**Premise and hypotheses.** ``premise: context`` — the request's grounding context
+against each checkable answer sentence (three content words, or a number).
+``premise: citations`` — seed 003: the answer's claim–citation pairs (extracted by
+the ``citations`` layer's own functions, :func:`gateway.layers.citations.extract_pairs`,
+and resolved the same way: request documents by id/title/position, then the corpus),
+each claim against the text of the source it cites. ``auto`` (default) uses the
+citations when any resolves, else the context. Claims whose citation resolves to
+nothing are left to the ``citations`` layer (counted in ``details["unresolved"]``).
+
+**Judge calls.** Hypotheses sharing a premise are batched: one call classifies up to
+``batch_size`` numbered hypotheses as ``entailment`` / ``contradiction`` / ``neutral``
+with a confidence each. Context premise: ``ceil(n / batch_size)`` calls (one by
+default); citations: one per cited source (and batch). Calls run concurrently at
+temperature 0, so a repeated exchange is served from the judge's cache. A premise
+longer than ``max_premise_chars`` is cut to its sentences that share most words
+with the hypotheses.
+
+**Score** per hypothesis (seed 000): entailment → ``c``, neutral → ``0.5·c``,
+contradiction → ``1 − c``; aggregated by ``mean`` (default) or ``min``. ``passed``
+iff no hypothesis is a contradiction with ``c ≥ contradiction_threshold`` (and, with
+``strict: true``, none is neutral at that confidence unless another cited source
+entails it). ``failed_claims`` are those hypotheses. No context (or no resolvable
+citation with ``premise: citations``), or no checkable sentence: skipped, 0.5.
+
+An unusable judge reply (not JSON, a label outside the three, a hypothesis left out)
+raises :class:`~gateway.verify.base.JudgeError`; the policy's ``on_error`` decides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal
+
+from pydantic import Field
+
+from gateway.context import Document
+from gateway.layers._citation_pairs import candidates, norm
+from gateway.layers._judged import (
+    JudgeTally,
+    answer_claims,
+    confidence,
+    excerpt,
+    numbered_items,
+    require_judge,
+)
+from gateway.layers.citations import extract_pairs
+from gateway.verify.base import (
+    Evidence,
+    JudgeError,
+    LayerConfig,
+    LayerResources,
+    LayerResult,
+    VerifyInput,
+)
+
+__all__ = ["NliConfig", "NliLayer", "classify_prompt"]
+
+NEUTRAL_SCORE = 0.5
+Label = Literal["entailment", "contradiction", "neutral"]
+_LABELS: dict[str, Label] = {
+    "entailment": "entailment", "entails": "entailment", "entailed": "entailment",
+    "supported": "entailment", "supports": "entailment",
+    "contradiction": "contradiction", "contradicts": "contradiction",
+    "contradicted": "contradiction", "refuted": "contradiction",
+    "neutral": "neutral", "unknown": "neutral", "not enough info": "neutral",
+    "insufficient": "neutral", "unverifiable": "neutral",
+}
+
+SYSTEM = ("You are a careful natural language inference (NLI) judge. You compare "
+          "hypotheses with a premise and answer with strict JSON only.")
+
+
+class NliConfig(LayerConfig):
+    """Typed config of the ``nli`` layer (unknown keys are errors)."""
+
+    premise: Literal["auto", "context", "citations"] = "auto"
+    """Where the premise comes from (see the module docstring)."""
+    aggregate: Literal["mean", "min"] = "mean"
+    contradiction_threshold: float = Field(0.5, ge=0.0, le=1.0)
+    """A contradiction at or above this confidence fails the answer."""
+    strict: bool = False
+    """Neutral (not entailed) hypotheses fail too, at the same confidence."""
+    max_hypotheses: int = Field(16, ge=1, le=200)
+    """Answer sentences (or claim–source pairs) checked per request; the rest are not."""
+    batch_size: int = Field(16, ge=1, le=50)
+    """Hypotheses per judge call."""
+    max_premise_chars: int = Field(6000, ge=200)
+    max_tokens: int = Field(1024, ge=64)
+    """Reply budget of one judge call."""
+    use_corpus: bool = True
+    """Resolve citations against the corpus too (``premise: citations`` / ``auto``)."""
+
+
+@dataclass(slots=True)
+class _Group:
+    """One premise and the hypotheses checked against it."""
+
+    source_id: str | None
+    premise: str
+    hypotheses: list[str] = field(default_factory=list)
+    truncated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Verdict:
+    hypothesis: str
+    source_id: str | None
+    label: Label
+    confidence: float
+    reason: str
+
+    @property
+    def score(self) -> float:
+        if self.label == "entailment":
+            return self.confidence
+        if self.label == "neutral":
+            return 0.5 * self.confidence
+        return 1.0 - self.confidence
+
+
+def classify_prompt(premise: str, hypotheses: Sequence[str]) -> list[dict[str, str]]:
+    """The batched NLI prompt: a premise, numbered hypotheses, a strict JSON answer."""
+    listed = "\n".join(f"{i}. {h}" for i, h in enumerate(hypotheses, 1))
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": (
+        f'Premise:\n"""\n{premise}\n"""\n\nHypotheses:\n{listed}\n\n'
+        "For each numbered hypothesis, decide its relationship to the premise alone "
+        "(not to your own knowledge):\n"
+        '- "entailment": the premise states or clearly implies it;\n'
+        '- "contradiction": the premise states something incompatible with it;\n'
+        '- "neutral": the premise neither supports nor contradicts it.\n'
+        "Answer with strict JSON only, one result per hypothesis, no prose:\n"
+        '{"results": [{"id": 1, "label": "entailment" | "contradiction" | "neutral", '
+        '"confidence": <number from 0 to 1>, "reason": "<a few words>"}]}')}]
+
+
+class NliLayer:
+    """Classify answer sentences (or cited claims) against their premise with a judge."""
+
+    name: ClassVar[str] = "nli"
+    Config: ClassVar[type[LayerConfig]] = NliConfig
+
+    def __init__(self, config: NliConfig, resources: LayerResources | None = None) -> None:
+        self.config = config
+        self.resources = resources or LayerResources()
+
+    async def verify(self, inp: VerifyInput) -> LayerResult:
+        tally = JudgeTally(require_judge(self.resources), inp.model)
+        groups, mode, unresolved = self._groups(inp)
+        if not any(g.hypotheses for g in groups):
+            why = ("no grounding context" if mode == "context" and not inp.context
+                   else "no cited source resolves" if mode == "citations"
+                   else "no checkable answer sentence")
+            return LayerResult(score=NEUTRAL_SCORE, passed=True, skipped=True, label="skipped",
+                               explanation=f"nothing to check: {why}",
+                               details={"premise": mode, "unresolved": unresolved})
+        size = self.config.batch_size
+        batches = [(g, g.hypotheses[i:i + size]) for g in groups
+                   for i in range(0, len(g.hypotheses), size)]
+        texts = await tally.ask_all([classify_prompt(g.premise, hyps) for g, hyps in batches],
+                                    max_tokens=self.config.max_tokens)
+        verdicts = [v for (g, hyps), text in zip(batches, texts)
+                    for v in _parse(text, hyps, g.source_id)]
+        result = self._result(verdicts, mode)
+        result.details.update(unresolved=unresolved,
+                              truncated=any(g.truncated for g in groups))
+        return tally.account(result)
+
+    # -- premises ----------------------------------------------------------------------
+
+    def _groups(self, inp: VerifyInput) -> tuple[list[_Group], str, int]:
+        cfg = self.config
+        if cfg.premise != "context":
+            groups, unresolved = self._cited(inp)
+            if groups or cfg.premise == "citations":
+                return groups, "citations", unresolved
+        else:
+            unresolved = 0
+        if not inp.context:
+            return [], "context", unresolved
+        hyps = answer_claims(inp.response_text, cfg.max_hypotheses)
+        premise, cut = excerpt(inp.context.text, hyps, cfg.max_premise_chars)
+        return [_Group(None, premise, hyps, cut)], "context", unresolved
+
+    def _cited(self, inp: VerifyInput) -> tuple[list[_Group], int]:
+        """Claims grouped by the source they cite (seed 003), bounded by ``max_hypotheses``."""
+        docs = inp.context.documents
+        corpus: Mapping[str, str] = ((inp.context.corpus or self.resources.corpus)
+                                     if self.config.use_corpus else {})
+        doc_keys = _doc_keys(docs)
+        corpus_keys = {norm(k): k for k in corpus}
+        groups: dict[str, _Group] = {}
+        seen: set[tuple[str, str]] = set()
+        unresolved = 0
+        for pair in extract_pairs(inp.response_text):
+            found = _resolve(pair.ref, docs, corpus, doc_keys, corpus_keys)
+            if found is None:
+                unresolved += pair.explicit
+                continue
+            sid, text = found
+            if (sid, pair.claim) in seen or len(seen) >= self.config.max_hypotheses:
+                continue
+            seen.add((sid, pair.claim))
+            groups.setdefault(sid, _Group(sid, text)).hypotheses.append(pair.claim)
+        for g in groups.values():
+            g.premise, g.truncated = excerpt(g.premise, g.hypotheses,
+                                             self.config.max_premise_chars)
+        return list(groups.values()), unresolved
+
+    # -- results -----------------------------------------------------------------------
+
+    def _result(self, verdicts: list[_Verdict], mode: str) -> LayerResult:
+        cfg = self.config
+        bar = cfg.contradiction_threshold
+        entailed = {v.hypothesis for v in verdicts if v.label == "entailment"}
+        failed: dict[str, str] = {}
+        for v in verdicts:
+            if v.label == "contradiction" and v.confidence >= bar:
+                failed[v.hypothesis] = "contradiction"
+            elif (cfg.strict and v.label == "neutral" and v.confidence >= bar
+                  and v.hypothesis not in entailed):
+                failed.setdefault(v.hypothesis, "neutral")
+        scores = [v.score for v in verdicts]
+        score = min(scores) if cfg.aggregate == "min" else sum(scores) / len(scores)
+        counts = {lab: sum(v.label == lab for v in verdicts)
+                  for lab in ("entailment", "neutral", "contradiction")}
+        label = ("contradiction" if "contradiction" in failed.values() else
+                 "neutral" if failed else
+                 "entailment" if counts["entailment"] == len(verdicts) else "consistent")
+        evidence = [Evidence(text=v.hypothesis, status=v.label, source_id=v.source_id,
+                             score=round(v.score, 4), reason=v.reason) for v in verdicts]
+        explanation = (f"{len(verdicts)} hypotheses against the {mode}: "
+                       f"{counts['entailment']} entailed, {counts['neutral']} neutral, "
+                       f"{counts['contradiction']} contradicted")
+        if failed:
+            explanation += f"; failing: {len(failed)} (threshold {bar})"
+        return LayerResult(
+            score=min(1.0, max(0.0, score)), passed=not failed, label=label,
+            explanation=explanation, evidence=evidence, failed_claims=list(failed),
+            details={"premise": mode, "counts": counts, "items": [
+                {"hypothesis": v.hypothesis, "source_id": v.source_id, "label": v.label,
+                 "confidence": v.confidence, "score": round(v.score, 4), "reason": v.reason}
+                for v in verdicts]})
+
+
+def _parse(text: str, hypotheses: list[str], source_id: str | None) -> list[_Verdict]:
+    items = numbered_items(text, len(hypotheses))
+    out = []
+    for n, hyp in enumerate(hypotheses, 1):
+        item = items[n]
+        raw = str(item.get("label", item.get("relationship", ""))).strip().lower()
+        label = _LABELS.get(raw)
+        if label is None:
+            raise JudgeError(f"judge gave an unknown NLI label {raw!r} for hypothesis {n}")
+        out.append(_Verdict(hyp, source_id, label, confidence(item),
+                            str(item.get("reason", item.get("explanation", "")))[:300]))
+    return out
+
+
+def _doc_keys(docs: Sequence[Document]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for i, d in enumerate(docs):
+        for key in (d.id, d.attrs.get("title"), d.attrs.get("name"), d.attrs.get("source")):
+            if key:
+                out.setdefault(key, i)
+                out.setdefault(norm(key), i)
+    return out
+
+
+def _resolve(ref: str, docs: Sequence[Document], corpus: Mapping[str, str],
+             doc_keys: Mapping[str, int], corpus_keys: Mapping[str, str]
+             ) -> tuple[str, str] | None:
+    """``(source id, text)`` a citation names, as the ``citations`` layer resolves it
+    (without its title/url aliases of corpus entries)."""
+    if ref.startswith("#") and ref[1:].isdigit():
+        n = int(ref[1:])
+        if 1 <= n <= len(docs):
+            return docs[n - 1].id, docs[n - 1].text
+        ref = ref[1:]
+    for cand in candidates(ref):
+        i = doc_keys.get(cand, doc_keys.get(norm(cand)))
+        if i is not None:
+            return docs[i].id, docs[i].text
+        key = cand if cand in corpus else corpus_keys.get(norm(cand))
+        if key is not None:
+            return key, corpus[key]
+    return None
