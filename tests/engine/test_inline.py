@@ -242,3 +242,29 @@ layers: [{{name: keyword, config: {{block: [zzz]}}}}]
     assert info.value.response.headers["x-verity-policy"] == "p"
     assert "x-verity-verdict" not in info.value.response.headers
     assert gw.audit() == []
+
+
+def test_bad_policy_header_is_an_openai_error(start_gateway: StartGateway,
+                                              upstream: ServedUpstream,
+                                              make_client: Callable[..., openai.OpenAI]) -> None:
+    gw = start_gateway({"open": """
+mode: inline
+allow_header_selection: true
+layers: [{name: length}]
+""", "closed": """
+mode: inline
+match: {models: ["never-*"]}
+layers: [{name: length}]
+"""})
+    client = make_client(gw.base_url)
+    with pytest.raises(openai.BadRequestError) as bad:
+        client.chat.completions.create(model="scripted-small", messages=ASK,
+                                       extra_headers={"x-verity-policy": "nope"})
+    assert bad.value.body["param"] == "x-verity-policy"  # type: ignore[index]
+    with pytest.raises(openai.PermissionDeniedError):
+        client.chat.completions.create(model="scripted-small", messages=ASK,
+                                       extra_headers={"x-verity-policy": "closed"})
+    raw = client.chat.completions.with_raw_response.create(
+        model="scripted-small", messages=ASK, extra_headers={"x-verity-policy": "open"})
+    assert raw.headers["x-verity-policy"] == "open"
+    assert upstream.last("/v1/chat/completions")["headers"].get("x-verity-policy") is None
