@@ -26,6 +26,11 @@ LAYERS: dict[str, str] = {
     # simple checks (useful in tests and as guards)
     "keyword": "gateway.layers.keyword:KeywordLayer",
     "length": "gateway.layers.length:LengthLayer",
+    # model-based (judge): seed 000 layers 1, 4, 5
+    "nli": "gateway.layers.nli:NliLayer",
+    "self-consistency": "gateway.layers.self_consistency:SelfConsistencyLayer",
+    "semantic-entropy": "gateway.layers.semantic_entropy:SemanticEntropyLayer",
+    "fact-check": "gateway.layers.fact_check:FactCheckLayer",  # model-based (judge): seed 004
 }
 
 
