@@ -30,6 +30,7 @@ LAYERS: dict[str, str] = {
     "nli": "gateway.layers.nli:NliLayer",
     "self-consistency": "gateway.layers.self_consistency:SelfConsistencyLayer",
     "semantic-entropy": "gateway.layers.semantic_entropy:SemanticEntropyLayer",
+    "audit": "gateway.layers.audit:AuditLayer",  # model-based (judge): seed 002
     "fact-check": "gateway.layers.fact_check:FactCheckLayer",  # model-based (judge): seed 004
 }
 

@@ -1,0 +1,507 @@
+"""``audit`` layer: seed 002's three-phase audit with a deterministic credit score.
+
+The judge *detects* errors; code *scores* them (seed 002: the model never grades):
+
+1. **Decompose** — one judge call splits the answer into at most ``max_facts``
+   atomic facts and ``max_chains`` reasoning chains (premises → conclusion).
+2. **Fact check** and 3. **logic check** — two judge calls, run concurrently
+   (optionally on another model, ``verify_model``: the seed's run/verify
+   profiles). Each returns an error list; every error has a *level*
+   (``contradiction`` | ``unsupported``; a ``reasonable inference`` is not an
+   error) and a *severity* (``high`` | ``low``) per the seed's tables, spelled out
+   in :data:`FACT_CHECK_PROMPT` and :data:`LOGIC_CHECK_PROMPT`. At most
+   ``max_errors_per_phase`` errors per phase are kept, most severe first.
+4. **Score** — deterministic: severities are first *raised* (never lowered) by
+   fixed rules, the seed's "known issues" mitigations:
+
+   - a fact error of kind ``opposite_direction`` or ``fabricated_number`` is high;
+   - a numeric fact error whose relative deviation
+     ``|answer_value − context_value| / |context_value|`` exceeds
+     ``numeric_deviation_threshold`` is high (the seed's Low needs a deviation
+     within the threshold);
+   - an ``unsupported`` fact that states a number or date the context does not
+     (checked model-free with the context index) is high — "fabricated specific
+     numbers must be High";
+   - a logic error of kind ``reversed_causality`` or ``sycophancy`` is high;
+
+   then ``credit = credit_score(high, low)`` (:mod:`gateway.scoring.credit`),
+   ``score = (credit − 1) / 4``, ``passed`` = zone GOOD, and
+   ``LayerResult.credit_score`` carries the 1–5 value to the policy's
+   ``decision.zones``.
+
+The grounding context is the seed's ``context_input``; without one the layer is
+skipped (nothing to audit against). Judge calls per request: 3 (1 when the
+decomposition is empty, 2 when only one of facts / chains is).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from string import Template
+from typing import Any, ClassVar, Literal, cast
+
+from pydantic import Field
+
+from gateway.judge import parse_json_reply
+from gateway.quantities import extract_dates, extract_numbers
+from gateway.scoring.credit import credit_score, zone
+from gateway.textindex import context_index
+from gateway.verify.base import (
+    Evidence,
+    Judge,
+    JudgeError,
+    LayerConfig,
+    LayerResources,
+    LayerResult,
+    LayerUnavailable,
+    VerifyInput,
+)
+
+__all__ = [
+    "DECOMPOSE_PROMPT",
+    "FACT_CHECK_PROMPT",
+    "LOGIC_CHECK_PROMPT",
+    "AuditConfig",
+    "AuditError",
+    "AuditLayer",
+]
+
+Level = Literal["contradiction", "unsupported"]
+Severity = Literal["high", "low"]
+
+MARK_DECOMPOSE = "[verity:audit:decompose]"
+MARK_FACTS = "[verity:audit:fact-check]"
+MARK_LOGIC = "[verity:audit:logic-check]"
+"""Phase markers, the first line of each phase's user message (tests route on them)."""
+
+NEUTRAL_SCORE = 0.5
+
+DECOMPOSE_PROMPT = Template("""\
+You are phase 1 (decomposition) of a three-phase audit of an AI answer:
+decompose -> fact check -> logic check. Do not judge anything in this phase.
+
+Split the ANSWER into:
+- "facts": at most $max_facts atomic factual claims the answer states. One checkable
+  statement each: a number, a date, a name, a direction (increased / decreased,
+  allowed / forbidden), a property. Prefer the facts that carry the answer's
+  conclusion and every specific number it states. Keep the answer's own wording
+  and values; do not correct, soften or add anything.
+- "reasoning": at most $max_chains reasoning chains: each a conclusion the answer
+  draws and the premises it draws it from (because, therefore, so, which means,
+  comparisons, causes, recommendations). Empty when the answer only states facts.
+
+Reply with JSON only, no prose:
+{"facts": [{"id": "F1", "text": "..."}],
+ "reasoning": [{"id": "R1", "premises": ["..."], "conclusion": "..."}]}""")
+
+FACT_CHECK_PROMPT = Template("""\
+You are phase 2 (fact check) of an audit of an AI answer. Check every numbered FACT
+against the CONTEXT. The context is the only source of truth: do not use your own
+knowledge, and do not excuse a fact because it is true in the world.
+
+Level of each fact:
+- "contradiction": directly conflicts with the context (opposite numbers, reversed
+  direction, a different value, name or date).
+- "unsupported": not mentioned in the context and cannot be reasonably inferred
+  from it.
+- "reasonable_inference": can be derived from data in the context (arithmetic on
+  stated numbers, paraphrase, summary). This is NOT an error: do not report it.
+
+Severity of each error:
+- "high": opposite direction from the context; a numerical deviation above
+  $threshold_pct% or with opposite direction; anything that would change the
+  answer's core conclusion.
+  HARD RULE: a specific number, percentage, amount or date that the context does
+  not state (a fabricated specific number) is ALWAYS "high", never "low".
+- "low": a numerical deviation of at most $threshold_pct% with consistent direction;
+  an unsupported qualitative evaluation ("significant", "impressive"); an
+  overgeneralization.
+
+Report every error separately. Several minor errors each count: do not merge them
+and do not dismiss one because it is small, their cumulative effect matters.
+Report at most $max_errors errors, most severe first. Do not list facts that are
+supported or reasonable inferences.
+For a numeric error also give "answer_value" and "context_value" as plain numbers
+(the value the fact states and the value the context states).
+
+Reply with JSON only, no prose:
+{"errors": [{"fact": "F1", "level": "contradiction", "severity": "high",
+  "kind": "opposite_direction | numeric_deviation | fabricated_number | fabricated_fact | unsupported_evaluation | overgeneralization | other",
+  "answer_value": 12, "context_value": 10, "explanation": "..."}]}
+With no errors: {"errors": []}""")
+
+LOGIC_CHECK_PROMPT = Template("""\
+You are phase 3 (logic check) of an audit of an AI answer. Check every numbered
+REASONING chain: does its conclusion follow from its premises and from the CONTEXT?
+The context is the only source of truth. The USER QUESTION is shown so that you
+can recognise sycophancy; it is not evidence.
+
+Level of each chain:
+- "contradiction": the conclusion conflicts with the context or with its own
+  premises.
+- "unsupported": the conclusion does not follow and cannot be reasonably inferred.
+- "reasonable_inference": the conclusion follows reasonably. This is NOT an error:
+  do not report it.
+
+Severity of each error:
+- "high": causal direction completely reversed; sycophancy (the answer adopts the
+  user's premise or wish and distorts the direction of the facts to agree); any
+  logic error that would change the core conclusion.
+- "low": overgeneralization; missing intermediate steps while the conclusion's
+  direction is correct; concept substitution that does not change the
+  conclusion's direction.
+
+Report every error separately. Several minor errors each count: do not merge them
+and do not dismiss one because it is small, their cumulative effect matters.
+Report at most $max_errors errors, most severe first.
+
+Reply with JSON only, no prose:
+{"errors": [{"chain": "R1", "level": "unsupported", "severity": "low",
+  "kind": "reversed_causality | sycophancy | overgeneralization | missing_step | concept_substitution | other",
+  "explanation": "..."}]}
+With no errors: {"errors": []}""")
+
+_HIGH_FACT_KINDS = frozenset({"opposite_direction", "fabricated_number"})
+_HIGH_LOGIC_KINDS = frozenset({"reversed_causality", "sycophancy"})
+_NOT_ERRORS = frozenset({"reasonable_inference", "inference", "none", "ok", "supported",
+                         "no_error", "correct"})
+
+
+class AuditConfig(LayerConfig):
+    """Typed config of the ``audit`` layer (unknown keys are errors)."""
+
+    max_facts: int = Field(5, ge=1, le=20)
+    """Phase 1 keeps at most this many atomic facts (seed 002: 5)."""
+    max_chains: int = Field(5, ge=0, le=20)
+    """Phase 1 keeps at most this many reasoning chains."""
+    max_errors_per_phase: int = Field(3, ge=1, le=20)
+    """Errors kept per check phase, most severe first (seed 002 strategy default: 3)."""
+    numeric_deviation_threshold: float = Field(0.10, ge=0.0, le=10.0)
+    """Relative numeric deviation above which a fact error is high (seed 002: 10%)."""
+    verify_model: str | None = None
+    """Judge model for phases 2 and 3 (seed 002 ``verify`` profile); default: the
+    request's model, like phase 1 (a configured ``judge.model`` overrides both)."""
+    max_context_chars: int = Field(24_000, ge=1_000)
+    """The context sent to the judge is cut to this many characters."""
+    max_tokens: int = Field(1024, ge=64, le=16_384)
+    """Per judge call."""
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """A fact (``F…``) or reasoning chain (``R…``) from phase 1."""
+
+    id: str
+    text: str
+    premises: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
+class AuditError:
+    """One error found by phase 2 (``phase == "fact"``) or 3 (``"logic"``)."""
+
+    phase: Literal["fact", "logic"]
+    item: str
+    """The fact or chain id it is about."""
+    level: Level
+    severity: Severity
+    kind: str = "other"
+    explanation: str = ""
+    answer_value: float | None = None
+    context_value: float | None = None
+    judged: Severity = "low"
+    """The severity the judge gave, before the deterministic rules."""
+    raised_by: str | None = None
+    """The rule that raised the severity to high, if any."""
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"phase": self.phase, "item": self.item, "level": self.level,
+                               "severity": self.severity, "kind": self.kind,
+                               "explanation": self.explanation}
+        if self.answer_value is not None or self.context_value is not None:
+            out["answer_value"], out["context_value"] = self.answer_value, self.context_value
+        if self.raised_by is not None:
+            out["judged_severity"], out["raised_by"] = self.judged, self.raised_by
+        return out
+
+
+@dataclass(slots=True)
+class _Calls:
+    """Judge calls made for one request: count, cost, whether all were cached."""
+
+    judge: Judge
+    n: int = 0
+    cost: float = 0.0
+    cached: int = 0
+    models: list[str] = field(default_factory=list)
+
+    async def json(self, system: str, user: str, *, model: str | None,
+                   max_tokens: int) -> Any:
+        reply = await self.judge.complete(
+            [{"role": "system", "content": system}, {"role": "user", "content": user}],
+            temperature=0.0, max_tokens=max_tokens, model=model or None)
+        self.n += 1
+        self.cost += reply.cost
+        self.cached += reply.cached
+        self.models.append(reply.model)
+        if not reply.texts:
+            raise JudgeError("judge returned no reply")
+        return parse_json_reply(reply.texts[0])
+
+    @property
+    def all_cached(self) -> bool:
+        return self.n > 0 and self.cached == self.n
+
+
+def _norm(value: Any) -> str:
+    return "_".join(str(value or "").strip().lower().replace("-", " ").split())
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip().rstrip("%").replace(",", ""))
+        except ValueError:
+            return None
+    return None
+
+
+def _text(value: Any) -> str:
+    return " ".join(str(value).split()) if isinstance(value, str | int | float) else ""
+
+
+def parse_decomposition(data: Any, max_facts: int,
+                        max_chains: int) -> tuple[list[Item], list[Item]]:
+    """Phase 1's reply -> (facts ``F1…``, chains ``R1…``), renumbered and capped."""
+    raw_facts = data.get("facts", []) if isinstance(data, Mapping) else None
+    raw_chains = data.get("reasoning", []) if isinstance(data, Mapping) else None
+    if not isinstance(raw_facts, list) or not isinstance(raw_chains, list) \
+            or not ({"facts", "reasoning"} & set(data)):
+        raise JudgeError('decomposition reply is not {"facts": [...], "reasoning": [...]}')
+    facts: list[Item] = []
+    for raw in raw_facts:
+        text = _text(raw.get("text") if isinstance(raw, Mapping) else raw)
+        if text and len(facts) < max_facts:
+            facts.append(Item(f"F{len(facts) + 1}", text))
+    chains: list[Item] = []
+    for raw in raw_chains:
+        if isinstance(raw, Mapping):
+            conclusion = _text(raw.get("conclusion") or raw.get("text"))
+            prem = raw.get("premises")
+            premises = tuple(p for p in (_text(x) for x in prem) if p) \
+                if isinstance(prem, list) else ((_text(prem),) if _text(prem) else ())
+        else:
+            conclusion, premises = _text(raw), ()
+        if conclusion and len(chains) < max_chains:
+            chains.append(Item(f"R{len(chains) + 1}", conclusion, premises))
+    return facts, chains
+
+
+def parse_errors(data: Any, phase: Literal["fact", "logic"], cap: int) -> list[AuditError]:
+    """A check phase's reply -> its errors (reasonable inferences dropped), high first."""
+    errors = data.get("errors") if isinstance(data, Mapping) else data
+    if not isinstance(errors, list):
+        raise JudgeError(f"{phase} check reply is not {{\"errors\": [...]}}")
+    out: list[AuditError] = []
+    key = "fact" if phase == "fact" else "chain"
+    for raw in errors:
+        if not isinstance(raw, Mapping):
+            raise JudgeError(f"{phase} check reply: an error entry is not an object")
+        level = _norm(raw.get("level"))
+        if level in _NOT_ERRORS:
+            continue
+        if level not in ("contradiction", "unsupported"):
+            raise JudgeError(f"{phase} check reply: unknown level {raw.get('level')!r}")
+        severity = _norm(raw.get("severity"))
+        if severity not in ("high", "low"):
+            raise JudgeError(f"{phase} check reply: unknown severity {raw.get('severity')!r}")
+        item = _text(raw.get(key) or raw.get("id") or raw.get("item"))
+        if item.isdigit():  # "1" for "F1" / "R1"
+            item = ("F" if phase == "fact" else "R") + item
+        out.append(AuditError(
+            phase=phase, item=item, level=cast(Level, level),
+            severity=cast(Severity, severity), judged=cast(Severity, severity),
+            kind=_norm(raw.get("kind")) or "other", explanation=_text(raw.get("explanation")),
+            answer_value=_number(raw.get("answer_value")),
+            context_value=_number(raw.get("context_value"))))
+    out.sort(key=lambda e: e.severity != "high")  # stable: the judge's order within a severity
+    return out[:cap]
+
+
+def _raise(err: AuditError, rule: str) -> None:
+    if err.severity != "high":
+        err.severity, err.raised_by = "high", rule
+
+
+def apply_severity_rules(errors: Sequence[AuditError], facts: Mapping[str, Item],
+                         inp: VerifyInput, threshold: float) -> None:
+    """Seed 002's deterministic severity constraints; they only ever raise severity."""
+    index = None
+    for err in errors:
+        if err.severity == "high":
+            continue
+        if err.phase == "logic":
+            if err.kind in _HIGH_LOGIC_KINDS:
+                _raise(err, f"kind {err.kind} is high")
+            continue
+        if err.kind in _HIGH_FACT_KINDS:
+            _raise(err, f"kind {err.kind} is high")
+            continue
+        a, c = err.answer_value, err.context_value
+        if a is not None and c is not None:
+            deviation = abs(a - c) / abs(c) if c else (0.0 if a == c else float("inf"))
+            if deviation > threshold:
+                _raise(err, f"numeric deviation {deviation:.0%} > {threshold:.0%}")
+                continue
+        fact = facts.get(err.item)
+        if err.level == "unsupported" and fact is not None:
+            if index is None:
+                index = context_index(inp.context)
+            dates = extract_dates(fact.text)
+            numbers = extract_numbers(fact.text, dates)
+            if any(not index.has_date(d) for d in dates) or \
+                    any(not index.has_number(q) for q in numbers):
+                _raise(err, "fabricated specific number (not in the context)")
+
+
+def _numbered(items: Sequence[Item], chains: bool = False) -> str:
+    lines = []
+    for it in items:
+        if chains:
+            premises = "; ".join(it.premises) or "(none stated)"
+            lines.append(f"{it.id}: premises: {premises} => conclusion: {it.text}")
+        else:
+            lines.append(f"{it.id}: {it.text}")
+    return "\n".join(lines)
+
+
+class AuditLayer:
+    """Seed 002 three-phase audit (see the module docstring)."""
+
+    name: ClassVar[str] = "audit"
+    Config: ClassVar[type[LayerConfig]] = AuditConfig
+
+    def __init__(self, config: AuditConfig, resources: LayerResources) -> None:
+        self.config = config
+        self.resources = resources
+
+    async def verify(self, inp: VerifyInput) -> LayerResult:
+        cfg = self.config
+        context = inp.context.text.strip()
+        if not inp.response_text.strip():
+            return LayerResult(score=NEUTRAL_SCORE, passed=True, skipped=True, label="empty",
+                               explanation="empty answer: nothing to audit")
+        if not context:
+            return LayerResult(score=NEUTRAL_SCORE, passed=True, skipped=True, label="no_context",
+                               explanation="no grounding context: nothing to audit against")
+        judge = self.resources.judge
+        if judge is None:
+            raise LayerUnavailable("the audit layer needs a judge model (settings: judge)")
+        calls = _Calls(judge)
+        ctx = context[: cfg.max_context_chars]
+        answer = inp.response_text
+
+        # Phase 1: decompose.
+        data = await calls.json(
+            DECOMPOSE_PROMPT.substitute(max_facts=cfg.max_facts, max_chains=cfg.max_chains),
+            f"{MARK_DECOMPOSE}\n\nCONTEXT:\n{ctx}\n\nANSWER:\n{answer}",
+            model=inp.model, max_tokens=cfg.max_tokens)
+        facts, chains = parse_decomposition(data, cfg.max_facts, cfg.max_chains)
+
+        # Phases 2 and 3, concurrently.
+        verify_model = cfg.verify_model or inp.model
+        threshold_pct = f"{cfg.numeric_deviation_threshold * 100:g}"
+
+        async def fact_check() -> list[AuditError]:
+            if not facts:
+                return []
+            reply = await calls.json(
+                FACT_CHECK_PROMPT.substitute(threshold_pct=threshold_pct,
+                                             max_errors=cfg.max_errors_per_phase),
+                f"{MARK_FACTS}\n\nCONTEXT:\n{ctx}\n\nFACTS:\n{_numbered(facts)}",
+                model=verify_model, max_tokens=cfg.max_tokens)
+            return parse_errors(reply, "fact", cfg.max_errors_per_phase)
+
+        async def logic_check() -> list[AuditError]:
+            if not chains:
+                return []
+            reply = await calls.json(
+                LOGIC_CHECK_PROMPT.substitute(max_errors=cfg.max_errors_per_phase),
+                f"{MARK_LOGIC}\n\nCONTEXT:\n{ctx}\n\nUSER QUESTION:\n{inp.question}\n\n"
+                f"ANSWER:\n{answer}\n\nREASONING:\n{_numbered(chains, chains=True)}",
+                model=verify_model, max_tokens=cfg.max_tokens)
+            return parse_errors(reply, "logic", cfg.max_errors_per_phase)
+
+        tasks = [asyncio.ensure_future(fact_check()), asyncio.ensure_future(logic_check())]
+        try:
+            fact_errors, logic_errors = await asyncio.gather(*tasks)
+        except BaseException:
+            for t in tasks:  # one phase failed (or we were cancelled): stop the other
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+
+        # Phase 4: deterministic score.
+        by_id = {it.id: it for it in facts}
+        apply_severity_rules(fact_errors, by_id, inp, cfg.numeric_deviation_threshold)
+        apply_severity_rules(logic_errors, by_id, inp, cfg.numeric_deviation_threshold)
+        errors = fact_errors + logic_errors
+        high = sum(e.severity == "high" for e in errors)
+        low = len(errors) - high
+        credit = credit_score(high, low)
+        z = zone(credit)
+        return self._result(facts, chains, errors, credit, z, high, low, calls, verify_model)
+
+    def _result(self, facts: list[Item], chains: list[Item], errors: list[AuditError],
+                credit: int, z: str, high: int, low: int, calls: _Calls,
+                verify_model: str) -> LayerResult:
+        items = {it.id: it for it in facts + chains}
+        by_item: dict[str, list[AuditError]] = {}
+        for e in errors:
+            by_item.setdefault(e.item, []).append(e)
+        evidence: list[Evidence] = []
+        failed: list[str] = []
+        for it in facts + chains:
+            errs = by_item.get(it.id, [])
+            if errs:
+                worst = min(errs, key=lambda e: e.severity != "high")
+                failed.append(it.text)
+                reason = "; ".join(f"{e.severity} {e.level} ({e.kind}): {e.explanation}"
+                                   + (f" [raised: {e.raised_by}]" if e.raised_by else "")
+                                   for e in errs)
+                evidence.append(Evidence(text=it.text, status=worst.level, reason=reason,
+                                         source_id=it.id))
+            else:
+                evidence.append(Evidence(text=it.text, status="ok", source_id=it.id,
+                                         reason="no error found"))
+        for item_id, errs in by_item.items():  # errors about ids phase 1 did not give
+            if item_id not in items:
+                for e in errs:
+                    evidence.append(Evidence(text=e.explanation or item_id, status=e.level,
+                                             source_id=item_id or None,
+                                             reason=f"{e.severity} {e.level} ({e.kind})"))
+                    failed.append(e.explanation or item_id)
+        summary = f"credit score {credit} ({z}): {high} high, {low} low severity error(s)"
+        if errors:
+            worst = min(errors, key=lambda e: e.severity != "high")
+            summary += f"; e.g. {worst.item}: {worst.explanation or worst.kind}"
+        return LayerResult(
+            score=(credit - 1) / 4, passed=z == "GOOD", label=z.lower(), explanation=summary,
+            evidence=evidence, failed_claims=failed, credit_score=credit, cost=calls.cost,
+            judge_calls=calls.n, cache_hit=calls.all_cached,
+            details={
+                "credit_score": credit, "zone": z, "high": high, "low": low,
+                "facts": [{"id": f.id, "text": f.text} for f in facts],
+                "reasoning": [{"id": c.id, "premises": list(c.premises), "conclusion": c.text}
+                              for c in chains],
+                "errors": [e.to_dict() for e in errors],
+                "raised": sum(e.raised_by is not None for e in errors),
+                "verify_model": verify_model or None,
+                "judge_models": calls.models,
+            })
