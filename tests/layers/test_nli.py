@@ -41,7 +41,7 @@ BAD = "Paris has 9 million inhabitants."
 MODEL = "scripted-small"
 
 
-def verdicts(*items: tuple[str, float]) -> str:
+def verdicts(*items: tuple[str, Any]) -> str:
     return json.dumps({"results": [{"id": i, "label": label, "confidence": conf,
                                     "reason": f"because {i}"}
                                    for i, (label, conf) in enumerate(items, 1)]})
