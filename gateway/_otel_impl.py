@@ -51,6 +51,8 @@ from gateway.telemetry import (
 __all__ = ["OtelTelemetry"]
 
 _TRACE_HEADERS = (b"traceparent", b"tracestate")
+HTTP_SPANS_ENV = "VERITY_OTEL_HTTP_SPANS"
+"""Set to ``true`` for an HTTP CLIENT span per upstream request (aiohttp hooks)."""
 _EXPLANATION_LIMIT = 1024
 
 
@@ -75,6 +77,17 @@ def _number(value: Any) -> float | None:
     return float(value)
 
 
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+_UpstreamKey = tuple[str, str, str, str, "int | None", bool]
+"""(operation, provider, request model, server address, server port, stream)."""
+_CACHE_LIMIT = 4096
+"""Entries per attribute cache; a cache is emptied when full (response models and
+error types come from the upstream, so their number is not under our control)."""
+
+
 def _error_kind(error: Any) -> str:
     """A low-cardinality ``error.type`` from a layer's error value."""
     text = str(error)
@@ -84,13 +97,23 @@ def _error_kind(error: Any) -> str:
 
 
 class _Upstream(UpstreamTrace):
-    __slots__ = ("_trace", "_span", "_start", "_metric_attrs", "_headers", "_ttfc", "error_type")
+    __slots__ = (
+        "_headers",
+        "_key",
+        "_response_model",
+        "_span",
+        "_start",
+        "_trace",
+        "_ttfc",
+        "error_type",
+    )
 
-    def __init__(self, trace: _Trace, span: Span, metric_attrs: dict[str, Any]) -> None:
+    def __init__(self, trace: _Trace, span: Span, key: _UpstreamKey) -> None:
         self._trace = trace
         self._span = span
         self._start = time.perf_counter()
-        self._metric_attrs = metric_attrs
+        self._key = key
+        self._response_model: str | None = None
         self._headers: Headers | None = None
         self._ttfc: float | None = None
         self.error_type: str | None = None
@@ -108,40 +131,50 @@ class _Upstream(UpstreamTrace):
             return
         self._ttfc = time.perf_counter() - self._start
         self._span.set_attribute(sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, self._ttfc)
-        self._trace.tel.ttfc.record(self._ttfc, self._metric_attrs)
+        tel = self._trace.tel
+        tel.ttfc.record(self._ttfc, tel.metric_attrs(self._key, None, None, None))
 
     def response(self, status: int, body: Mapping[str, Any] | None) -> None:
         span = self._span
-        span.set_attribute(sc.HTTP_RESPONSE_STATUS_CODE, status)
         if status >= 400:
             self.error(str(status))
         if not body:
+            span.set_attribute(sc.HTTP_RESPONSE_STATUS_CODE, status)
             return
-        choices = body.get("choices")
-        reasons = [str(c.get("finish_reason")) for c in choices
-                   if isinstance(c, Mapping) and c.get("finish_reason")] \
-            if isinstance(choices, list) else []
-        usage = body.get("usage") if isinstance(body.get("usage"), Mapping) else {}
-        assert isinstance(usage, Mapping)
-        tokens_in = usage.get("prompt_tokens", usage.get("input_tokens"))
-        tokens_out = usage.get("completion_tokens", usage.get("output_tokens"))
-        response_model = body.get("model")
+        attrs: dict[str, Any] = {sc.HTTP_RESPONSE_STATUS_CODE: status}
         response_id = body.get("id")
-        span.set_attributes(_attrs([
-            (sc.GEN_AI_RESPONSE_ID, response_id),
-            (sc.GEN_AI_RESPONSE_MODEL, response_model),
-            (sc.GEN_AI_RESPONSE_FINISH_REASONS, reasons or None),
-            (sc.GEN_AI_USAGE_INPUT_TOKENS, tokens_in if isinstance(tokens_in, int) else None),
-            (sc.GEN_AI_USAGE_OUTPUT_TOKENS, tokens_out if isinstance(tokens_out, int) else None),
-        ]))
         if isinstance(response_id, str):
+            attrs[sc.GEN_AI_RESPONSE_ID] = response_id
             self._trace.response_id = response_id
+        response_model = body.get("model")
         if isinstance(response_model, str):
-            self._metric_attrs[sc.GEN_AI_RESPONSE_MODEL] = response_model
-        usage_hist = self._trace.tel.token_usage
-        for kind, count in (("input", tokens_in), ("output", tokens_out)):
-            if isinstance(count, int) and not isinstance(count, bool):
-                usage_hist.record(count, {**self._metric_attrs, sc.GEN_AI_TOKEN_TYPE: kind})
+            attrs[sc.GEN_AI_RESPONSE_MODEL] = response_model
+            self._response_model = response_model
+        choices = body.get("choices")
+        if isinstance(choices, list):
+            reasons = [str(c.get("finish_reason")) for c in choices
+                       if isinstance(c, Mapping) and c.get("finish_reason")]
+            if reasons:
+                attrs[sc.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
+        usage = body.get("usage")
+        tokens_in = tokens_out = None
+        if isinstance(usage, Mapping):
+            tokens_in = _count(usage.get("prompt_tokens", usage.get("input_tokens")))
+            tokens_out = _count(usage.get("completion_tokens", usage.get("output_tokens")))
+            if tokens_in is not None:
+                attrs[sc.GEN_AI_USAGE_INPUT_TOKENS] = tokens_in
+            if tokens_out is not None:
+                attrs[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = tokens_out
+        span.set_attributes(attrs)
+        tel = self._trace.tel
+        if tokens_in is not None:
+            tel.token_usage.record(tokens_in, tel.metric_attrs(self._key, response_model if
+                                                               isinstance(response_model, str)
+                                                               else None, None, "input"))
+        if tokens_out is not None:
+            tel.token_usage.record(tokens_out, tel.metric_attrs(self._key, response_model if
+                                                                isinstance(response_model, str)
+                                                                else None, None, "output"))
 
     def error(self, error_type: str) -> None:
         self.error_type = error_type
@@ -149,15 +182,15 @@ class _Upstream(UpstreamTrace):
         self._span.set_status(Status(StatusCode.ERROR, error_type))
 
     def finish(self) -> None:
-        if self.error_type is not None:
-            self._metric_attrs[sc.ERROR_TYPE] = self.error_type
-        self._trace.tel.operation_duration.record(time.perf_counter() - self._start,
-                                                  self._metric_attrs)
+        tel = self._trace.tel
+        tel.operation_duration.record(
+            time.perf_counter() - self._start,
+            tel.metric_attrs(self._key, self._response_model, self.error_type, None))
         self._span.end()
 
 
 class _Layer(LayerSpan):
-    __slots__ = ("_trace", "_name", "_span", "done")
+    __slots__ = ("_name", "_span", "_trace", "done")
 
     def __init__(self, trace: _Trace, name: str, span: Span) -> None:
         self._trace = trace
@@ -229,14 +262,16 @@ class _Trace(RequestTrace):
 
     @contextmanager
     def upstream(self, *, model: str, provider: str, server_address: str,
-                 stream: bool, operation: str = "chat") -> Iterator[UpstreamTrace]:
-        common = {sc.GEN_AI_OPERATION_NAME: operation, sc.GEN_AI_PROVIDER_NAME: provider,
-                  sc.GEN_AI_REQUEST_MODEL: model, sc.SERVER_ADDRESS: server_address}
-        span = self.tel.tracer.start_span(
-            f"{operation} {model}", context=self._parent, kind=SpanKind.CLIENT,
-            attributes={**common, sc.GEN_AI_REQUEST_STREAM: stream})
+                 stream: bool, operation: str = "chat",
+                 server_url: str | None = None) -> Iterator[UpstreamTrace]:
+        tel = self.tel
+        key: _UpstreamKey = (operation, provider, model, server_address,
+                             tel.port_of(server_url) if server_url else None, stream)
+        name, attrs = tel.upstream_span_attrs(key)
+        span = tel.tracer.start_span(name, context=self._parent, kind=SpanKind.CLIENT,
+                                     attributes=attrs)
         self.upstream_context = set_span_in_context(span, Context())
-        up = _Upstream(self, span, common)
+        up = _Upstream(self, span, key)
         try:
             yield up
         except BaseException as exc:
@@ -293,7 +328,7 @@ class _Trace(RequestTrace):
         ])
         self.span.add_event(sc.EVENT_VERITY_DECISION, attrs)
         self.span.set_attributes(attrs)
-        dims = {k: attrs[k] for k in (sc.VERITY_POLICY, sc.VERITY_MODE) if k in attrs}
+        dims: dict[str, Any] = {k: attrs[k] for k in (sc.VERITY_POLICY, sc.VERITY_MODE) if k in attrs}
         self.tel.decisions.add(1, {**dims, **{k: attrs[k] for k in (sc.VERITY_VERDICT,
                                                                      sc.VERITY_ACTION)
                                               if k in attrs}})
@@ -371,8 +406,10 @@ class OtelTelemetry(Telemetry):
 
     enabled = True
 
-    def __init__(self, providers: Providers, *, redact: Redactor | None = None) -> None:
+    def __init__(self, providers: Providers, *, redact: Redactor | None = None,
+                 http_spans: bool = False) -> None:
         self.providers = providers
+        self.http_spans = http_spans
         self.redact: Redactor = redact or redact_secrets
         self.propagator = TraceContextTextMapPropagator()
         self.tracer = providers.tracer.get_tracer(sc.INSTRUMENTATION_SCOPE)
@@ -401,11 +438,73 @@ class OtelTelemetry(Telemetry):
             sc.METRIC_JUDGE_COST, unit="{USD}", description="Judge cost reported by layers.")
         self._counters: dict[str, Any] = {}
         self._shut = False
+        # Attribute sets built once and reused (never mutated after caching; the SDK
+        # copies what it keeps): span-start attributes per upstream call shape,
+        # metric attributes per (call shape, response model, error, token type).
+        self._upstream_attrs: dict[_UpstreamKey, tuple[str, dict[str, Any]]] = {}
+        self._metric_attrs: dict[tuple[Any, ...], dict[str, Any]] = {}
+        self._server_attrs: dict[tuple[Any, ...], dict[str, Any]] = {}
+        self._ports: dict[str, int | None] = {}
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str], *,
                      redact: Redactor | None = None) -> OtelTelemetry:
-        return cls(build_providers(environ), redact=redact)
+        http_spans = environ.get(HTTP_SPANS_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+        return cls(build_providers(environ), redact=redact, http_spans=http_spans)
+
+    # ---- cached attribute sets -----------------------------------------------------------
+
+    def port_of(self, url: str) -> int | None:
+        try:
+            return self._ports[url]
+        except KeyError:
+            pass
+        from urllib.parse import urlsplit
+        try:
+            parts = urlsplit(url)
+            port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+        except ValueError:
+            port = None
+        if len(self._ports) >= _CACHE_LIMIT:
+            self._ports.clear()
+        self._ports[url] = port
+        return port
+
+    def upstream_span_attrs(self, key: _UpstreamKey) -> tuple[str, dict[str, Any]]:
+        found = self._upstream_attrs.get(key)
+        if found is None:
+            operation, provider, model, address, port, stream = key
+            attrs: dict[str, Any] = {sc.GEN_AI_OPERATION_NAME: operation,
+                                     sc.GEN_AI_PROVIDER_NAME: provider,
+                                     sc.GEN_AI_REQUEST_MODEL: model,
+                                     sc.SERVER_ADDRESS: address,
+                                     sc.GEN_AI_REQUEST_STREAM: stream}
+            if port is not None:
+                attrs[sc.SERVER_PORT] = port
+            if len(self._upstream_attrs) >= _CACHE_LIMIT:
+                self._upstream_attrs.clear()
+            found = self._upstream_attrs[key] = (f"{operation} {model}", attrs)
+        return found
+
+    def metric_attrs(self, key: _UpstreamKey, response_model: str | None,
+                     error_type: str | None, token_type: str | None) -> dict[str, Any]:
+        """GenAI client metric attributes (no port, no stream flag: as before)."""
+        full = (key, response_model, error_type, token_type)
+        attrs = self._metric_attrs.get(full)
+        if attrs is None:
+            operation, provider, model, address, _port, _stream = key
+            attrs = {sc.GEN_AI_OPERATION_NAME: operation, sc.GEN_AI_PROVIDER_NAME: provider,
+                     sc.GEN_AI_REQUEST_MODEL: model, sc.SERVER_ADDRESS: address}
+            if response_model is not None:
+                attrs[sc.GEN_AI_RESPONSE_MODEL] = response_model
+            if error_type is not None:
+                attrs[sc.ERROR_TYPE] = error_type
+            if token_type is not None:
+                attrs[sc.GEN_AI_TOKEN_TYPE] = token_type
+            if len(self._metric_attrs) >= _CACHE_LIMIT:
+                self._metric_attrs.clear()
+            self._metric_attrs[full] = attrs
+        return attrs
 
     def start_request(self, scope: Mapping[str, Any], route: str) -> RequestTrace:
         carrier: dict[str, str] = {}
@@ -418,19 +517,25 @@ class OtelTelemetry(Telemetry):
         parent = self.propagator.extract(carrier, context=Context()) if carrier else Context()
         method = scope.get("method", "GET")
         server = scope.get("server") or (None, None)
-        client = scope.get("client") or (None,)
+        key = (method, route, scope.get("path"), scope.get("scheme"),
+               scope.get("http_version"), server[0], server[1])
+        static = self._server_attrs.get(key)
+        if static is None:
+            static = _attrs([(sc.HTTP_REQUEST_METHOD, method), (sc.HTTP_ROUTE, route),
+                             (sc.URL_PATH, key[2]), (sc.URL_SCHEME, key[3]),
+                             (sc.NETWORK_PROTOCOL_VERSION, key[4]),
+                             (sc.SERVER_ADDRESS, key[5]), (sc.SERVER_PORT, key[6])])
+            if len(self._server_attrs) >= _CACHE_LIMIT:
+                self._server_attrs.clear()
+            self._server_attrs[key] = static
+        attrs = static.copy()
+        client = scope.get("client")
+        if client and client[0] is not None:
+            attrs[sc.CLIENT_ADDRESS] = str(client[0])
+        if user_agent is not None:
+            attrs[sc.USER_AGENT_ORIGINAL] = user_agent
         span = self.tracer.start_span(f"{method} {route}", context=parent, kind=SpanKind.SERVER,
-                                      attributes=_attrs([
-                                          (sc.HTTP_REQUEST_METHOD, method),
-                                          (sc.HTTP_ROUTE, route),
-                                          (sc.URL_PATH, scope.get("path")),
-                                          (sc.URL_SCHEME, scope.get("scheme")),
-                                          (sc.NETWORK_PROTOCOL_VERSION, scope.get("http_version")),
-                                          (sc.SERVER_ADDRESS, server[0]),
-                                          (sc.SERVER_PORT, server[1]),
-                                          (sc.CLIENT_ADDRESS, client[0]),
-                                          (sc.USER_AGENT_ORIGINAL, user_agent),
-                                      ]))
+                                      attributes=attrs)
         return _Trace(self, span, server=True)
 
     def start_shadow(self, parent: RequestTrace, name: str = "shadow audit") -> RequestTrace:
@@ -477,6 +582,12 @@ class OtelTelemetry(Telemetry):
             request_hook=_strip_query_async if hasattr(client, "aclose") else _strip_query)
 
     def aiohttp_trace_configs(self) -> list[Any]:
+        """The HTTP CLIENT span under ``chat {model}``: opt-in (``VERITY_OTEL_HTTP_SPANS``).
+        Any aiohttp trace config makes aiohttp fire all its tracing signals, and the
+        span duplicates ``chat {model}`` (which carries server address, port and
+        status), so by default there is none."""
+        if not self.http_spans:
+            return []
         from gateway._otel_aiohttp import trace_config
         return [trace_config(self.tracer, self.propagator)]
 

@@ -171,7 +171,8 @@ class Proxy:
                             ) -> AsyncIterator[tuple[UpstreamResponse, UpstreamTrace]]:
         """Open one upstream call inside its CLIENT span; the response is released after."""
         with x.trace.upstream(model=model or x.info.model, provider=x.upstream.config.kind,
-                              server_address=x.upstream.server_address, stream=stream) as up:
+                              server_address=x.upstream.server_address, stream=stream,
+                              server_url=x.upstream.base_url) as up:
             try:
                 resp = await x.upstream.send("POST", path, self.upstream_headers(x, up.headers()),
                                              body)
@@ -323,7 +324,7 @@ class Proxy:
         try:
             with trace.upstream(model=model, provider=client.config.kind,
                                 server_address=client.server_address, stream=False,
-                                operation=operation) as up:
+                                operation=operation, server_url=client.base_url) as up:
                 h = client.build_headers(scope["headers"], use_own_key=self.auth.enabled,
                                          extra=up.headers())
                 resp = await client.send(scope["method"], path, h, body, query)

@@ -8,8 +8,9 @@ Contract (what callers do):
 
 - ``trace = telemetry.start_request(scope, route)`` at the start of every
   request; ``trace.end(status, error_type)`` when the response is finished.
-- ``with trace.upstream(model=…, provider=…, server_address=…, stream=…) as up:``
-  around the upstream call; inside it ``up.headers()`` gives the W3C
+- ``with trace.upstream(model=…, provider=…, server_address=…, stream=…,
+  server_url=…) as up:`` around the upstream call (``server_url``, the upstream's
+  base URL, gives ``server.port``); inside it ``up.headers()`` gives the W3C
   ``traceparent`` header pairs to send upstream, ``up.first_chunk()`` marks time
   to first chunk, ``up.response(status, body)`` records the response (``body``
   is the parsed completion, or the assembled stream summary with ``id``,
@@ -28,7 +29,9 @@ Contract (what callers do):
 - ``trace.content(messages, output)`` records message content, only when the
   policy opts in; every string passes the redaction hook first.
 - ``telemetry.instrument_httpx(client)`` for httpx clients the gateway owns (judge
-  calls); ``telemetry.aiohttp_trace_configs()`` for the upstream aiohttp session.
+  calls); ``telemetry.aiohttp_trace_configs()`` for the upstream aiohttp session
+  (empty unless ``VERITY_OTEL_HTTP_SPANS=true``: the ``chat`` span already
+  carries what the HTTP span would).
 
 When telemetry is on, the OpenTelemetry implementation lives in
 ``gateway._otel_impl`` (imported only by :func:`create_telemetry`, so a gateway
@@ -92,7 +95,8 @@ class RequestTrace:
 
     @contextmanager
     def upstream(self, *, model: str, provider: str, server_address: str,
-                 stream: bool, operation: str = "chat") -> Iterator[UpstreamTrace]:
+                 stream: bool, operation: str = "chat",
+                 server_url: str | None = None) -> Iterator[UpstreamTrace]:
         yield _NOOP_UPSTREAM
 
     @contextmanager

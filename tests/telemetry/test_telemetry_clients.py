@@ -57,8 +57,12 @@ def test_no_instrumentation_when_disabled() -> None:
     asyncio.run(client.aclose())
 
 
-def test_aiohttp_upstream_http_span_beneath_chat_span(otel: Telemetry,
-                                                      otlp_receiver: OTLPReceiver) -> None:
+def test_no_aiohttp_hooks_unless_opted_in(otel: Telemetry) -> None:
+    assert otel.aiohttp_trace_configs() == []
+
+
+def test_aiohttp_upstream_http_span_beneath_chat_span(otlp_receiver: OTLPReceiver) -> None:
+    otel = create_telemetry(otlp_receiver.environ(VERITY_OTEL_HTTP_SPANS="true"))
     received: list[str] = []
 
     async def chat(request: web.Request) -> web.Response:

@@ -28,6 +28,16 @@ def traced(make_gateway: Callable[..., Any],
     gw.stop()
 
 
+@pytest.fixture
+def traced_http_spans(make_gateway: Callable[..., Any],
+                      otlp_receiver: OTLPReceiver) -> Iterator[tuple[Any, Telemetry]]:
+    """As ``traced``, with the opt-in HTTP CLIENT span under ``chat {model}``."""
+    telemetry = create_telemetry(otlp_receiver.environ(VERITY_OTEL_HTTP_SPANS="true"))
+    gw = make_gateway(app_kwargs={"telemetry": telemetry})
+    yield gw, telemetry
+    gw.stop()
+
+
 def secrets_sent(upstream: Any) -> list[bytes]:
     """Every credential the upstream was handed (the client's key, forwarded)."""
     out = []
@@ -39,10 +49,10 @@ def secrets_sent(upstream: Any) -> list[bytes]:
     return out
 
 
-def test_request_trace_through_the_sdk(traced: tuple[Any, Telemetry], upstream: Any,
+def test_request_trace_through_the_sdk(traced_http_spans: tuple[Any, Telemetry], upstream: Any,
                                        otlp_receiver: OTLPReceiver,
                                        make_client: Callable[..., openai.OpenAI]) -> None:
-    gw, _ = traced
+    gw, _ = traced_http_spans
     client = make_client(gw, api_key=API_KEY)
     reply = client.chat.completions.create(
         model="gpt-test", messages=[{"role": "user", "content": "hi"}],
@@ -67,6 +77,28 @@ def test_request_trace_through_the_sdk(traced: tuple[Any, Telemetry], upstream: 
     exported = list(otlp_receiver.raw_bytes())
     assert {signal for signal, _ in otlp_receiver.raw} >= {"traces", "metrics"}
     assert not [b for b in exported for key in keys if key in b]  # … and was never recorded
+
+
+def test_default_has_no_http_span_and_chat_span_carries_it(
+        traced: tuple[Any, Telemetry], upstream: Any, otlp_receiver: OTLPReceiver,
+        make_client: Callable[..., openai.OpenAI]) -> None:
+    """Without VERITY_OTEL_HTTP_SPANS the upstream continues from ``chat {model}``,
+    which carries the HTTP span's address, port and status."""
+    gw, _ = traced
+    client = make_client(gw, api_key=API_KEY)
+    client.chat.completions.create(
+        model="gpt-test", messages=[{"role": "user", "content": "hi"}],
+        extra_headers={"traceparent": f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"})
+    gw.stop()
+
+    assert sorted(s.name for s in otlp_receiver.spans()) == ["POST /v1/chat/completions",
+                                                             "chat gpt-test"]
+    chat = otlp_receiver.span("chat gpt-test")
+    assert chat.attributes[sc.SERVER_ADDRESS] == "127.0.0.1"
+    assert isinstance(chat.attributes[sc.SERVER_PORT], int) and chat.attributes[sc.SERVER_PORT]
+    assert chat.attributes[sc.HTTP_RESPONSE_STATUS_CODE] == 200
+    sent = {k.lower(): v for k, v in upstream.last("/v1/chat/completions")["headers"].items()}
+    assert sent["traceparent"] == f"00-{CALLER_TRACE}-{chat.span_id}-01"
 
 
 def test_streaming_records_time_to_first_chunk(traced: tuple[Any, Telemetry], upstream: Any,
