@@ -46,7 +46,7 @@ class AnthropicResponse(UpstreamResponse):
     ``raw`` is the Anthropic response (None for an answer made locally, ``body``).
     """
 
-    __slots__ = ("_raw", "_mode", "_body", "_include_usage", "_model")
+    __slots__ = ("_body", "_include_usage", "_mode", "_model", "_raw")
 
     def __init__(self, raw: UpstreamResponse | None, mode: Mode, *, status: int | None = None,
                  body: bytes = b"", include_usage: bool = False, model: str = "") -> None:
@@ -112,9 +112,9 @@ class AnthropicResponse(UpstreamResponse):
             out = translator.feed(chunk)
             if out:
                 yield out
-            if translator.done:
-                return
-        translator.finish()
+            if translator.done or translator.error is not None:
+                break
+        translator.finish()  # raises on an error event or a stream cut short
 
     def release(self) -> None:
         if self._raw is not None:

@@ -420,7 +420,9 @@ def error_to_openai(status: int, data: bytes) -> tuple[int, dict[str, Any]]:
 
 def stream_error(event: dict[str, Any]) -> UpstreamError:
     """An in-stream ``error`` event -> the gateway error that ends the client's stream."""
-    err = event.get("error") if isinstance(event.get("error"), dict) else {}
+    err = event.get("error")
+    if not isinstance(err, dict):
+        err = {}
     atype = str(err.get("type") or "api_error")
     status = 503 if atype == "overloaded_error" else 502
     code = _ERROR_TYPES.get(atype, ("", atype))[1] or atype
@@ -458,9 +460,10 @@ class StreamTranslator:
     """Anthropic SSE bytes in, OpenAI ``chat.completion.chunk`` SSE bytes out.
 
     :meth:`feed` takes whatever arrived (events may be split anywhere) and returns
-    the chunks it completes (possibly ``b""``). An ``error`` event raises
-    :class:`UpstreamError`; :meth:`finish` raises :class:`UpstreamStreamError` if the
-    stream ended before ``message_stop``.
+    the chunks it completes (possibly ``b""``); it stops at ``message_stop``
+    (:attr:`done`) or at an ``error`` event (:attr:`error`). Call :meth:`finish` at the
+    end: it raises that error as :class:`UpstreamError`, or
+    :class:`UpstreamStreamError` if the stream ended before ``message_stop``.
     """
 
     def __init__(self, *, include_usage: bool = False, created: int | None = None,
@@ -470,6 +473,7 @@ class StreamTranslator:
         self.id = ""
         self.model = model
         self.done = False
+        self.error: UpstreamError | None = None
         self.usage: dict[str, Any] = {}
         self.stop_reason: str | None = None
         self._parser = SSEParser()
@@ -492,7 +496,7 @@ class StreamTranslator:
     def feed(self, data: bytes) -> bytes:
         out: list[bytes] = []
         for payload in self._parser.feed(data):
-            if self.done:
+            if self.done or self.error is not None:
                 break
             try:
                 event = orjson.loads(payload)
@@ -503,6 +507,8 @@ class StreamTranslator:
         return b"".join(out)
 
     def finish(self) -> bytes:
+        if self.error is not None:
+            raise self.error
         if not self.done:
             raise UpstreamStreamError("anthropic stream ended before message_stop")
         return b""
@@ -559,5 +565,5 @@ class StreamTranslator:
                     "usage": usage_to_openai(self.usage)}))
             out.append(DONE)
         elif kind == "error":
-            raise stream_error(event)
+            self.error = stream_error(event)
         # ping and unknown event types: nothing to send
