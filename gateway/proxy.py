@@ -22,7 +22,7 @@ from gateway.auth import Authenticator, Principal
 from gateway.errors import (
     GatewayError, InvalidJSON, InvalidRequest, ModelNotFound, UpstreamError,
 )
-from gateway.sse import StreamAccumulator, encode_event
+from gateway.sse import StreamSummary, encode_event
 from gateway.telemetry import RequestTrace, Telemetry, UpstreamTrace
 from gateway.types import RequestInfo
 from gateway.upstream.client import UpstreamClient, UpstreamResponse
@@ -214,7 +214,7 @@ class Proxy:
                            extra_headers: list[tuple[bytes, bytes]] | None = None) -> None:
         """Forward an SSE body chunk by chunk; a cut stream ends with an error event."""
         send = x.send
-        acc = StreamAccumulator() if self.telemetry.enabled else None
+        acc = StreamSummary() if self.telemetry.enabled else None
         await send({"type": "http.response.start", "status": resp.status,
                     "headers": resp.headers + (extra_headers or [])})
         first = True

@@ -5,16 +5,19 @@
 - :class:`StreamAccumulator` folds ``chat.completion.chunk`` objects into one
   ``chat.completion``-shaped summary: id, model, per-choice content, tool calls,
   finish reasons and usage.
+- :class:`StreamSummary` keeps only what telemetry records (id, model, finish
+  reasons, usage), parsing just the chunks that carry them.
 - :func:`encode_event` / :data:`DONE` write events back.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
 
-__all__ = ["DONE", "SSEParser", "StreamAccumulator", "encode_event"]
+__all__ = ["DONE", "SSEParser", "StreamAccumulator", "StreamSummary", "encode_event"]
 
 DONE = b"data: [DONE]\n\n"
 
@@ -133,4 +136,94 @@ class StreamAccumulator:
             out["usage"] = self.usage
         if self.system_fingerprint:
             out["system_fingerprint"] = self.system_fingerprint
+        return out
+
+
+# A non-null finish reason or usage object. Inside a JSON string a quote is
+# escaped, so an unescaped ``"usage"`` followed by ``:`` is a key; a false match
+# (content that happens to read like one) only costs a parse, never a wrong value.
+_SUMMARY_FIELD = re.compile(rb'"(?:finish_reason|usage)"\s*:\s*(?!null\b)')
+_TAIL_LIMIT = 1 << 20
+
+
+def _has_summary_field(data: bytes, start: int = 0, end: int | None = None) -> bool:
+    """Cheap pre-check (substring counts) before the regex; compact JSON, as every
+    OpenAI-compatible server sends, never reaches the regex on content chunks."""
+    end = len(data) if end is None else end
+    reasons = data.count(b'"finish_reason"', start, end)
+    if reasons == data.count(b'"finish_reason":null', start, end) \
+            and data.find(b'"usage"', start, end) < 0:
+        return False
+    return _SUMMARY_FIELD.search(data, start, end) is not None
+
+
+class StreamSummary:
+    """The telemetry view of a chat completion stream: id, model, per-choice finish
+    reasons and usage, as :meth:`completion` (the shape ``UpstreamTrace.response``
+    reads). Unlike :class:`StreamAccumulator` it does not parse every chunk: the
+    first JSON event is parsed (id, model), later events only when a byte scan
+    finds a non-null ``finish_reason`` or ``usage`` in them. Events may be split
+    across chunks anywhere; an unterminated event larger than 1 MiB is dropped.
+    """
+
+    __slots__ = ("_finish", "_first", "_tail", "id", "model", "usage")
+
+    def __init__(self) -> None:
+        self.id: str | None = None
+        self.model: str | None = None
+        self.usage: dict[str, Any] | None = None
+        self._finish: dict[int, str] = {}
+        self._tail = b""
+        self._first = True
+
+    def feed_bytes(self, chunk: bytes) -> None:
+        buf = self._tail + chunk if self._tail else chunk
+        if b"\r" in buf:
+            buf = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        end = buf.rfind(b"\n\n")
+        if end < 0:
+            self._tail = buf if len(buf) <= _TAIL_LIMIT else b""
+            return
+        self._tail = buf[end + 2:]
+        if not self._first:  # _has_summary_field, inlined: this runs once per chunk
+            reasons = buf.count(b'"finish_reason"', 0, end)
+            if (reasons == buf.count(b'"finish_reason":null', 0, end)
+                    and buf.find(b'"usage"', 0, end) < 0) \
+                    or _SUMMARY_FIELD.search(buf, 0, end) is None:
+                return
+        for block in buf[:end].split(b"\n\n"):
+            if b"data:" not in block:
+                continue
+            data = b"\n".join(line[5:].removeprefix(b" ") for line in block.split(b"\n")
+                              if line.startswith(b"data:"))
+            if self._first or _has_summary_field(data):
+                self._parse(data)
+
+    def _parse(self, data: bytes) -> None:
+        try:
+            obj = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return  # [DONE], or not JSON
+        if not isinstance(obj, dict) or ("error" in obj and "choices" not in obj):
+            return
+        self._first = False
+        self.id = self.id or obj.get("id")
+        self.model = self.model or obj.get("model")
+        usage = obj.get("usage")
+        if usage and isinstance(usage, dict):
+            self.usage = usage
+        for choice in obj.get("choices") or ():
+            if isinstance(choice, dict) and choice.get("finish_reason"):
+                self._finish[choice.get("index", 0)] = choice["finish_reason"]
+
+    def finish_reasons(self) -> list[str]:
+        return [r for _, r in sorted(self._finish.items())]
+
+    def completion(self) -> dict[str, Any]:
+        """``{"id", "model", "choices": [{"index", "finish_reason"}], "usage"?}``."""
+        out: dict[str, Any] = {"id": self.id, "model": self.model,
+                               "choices": [{"index": i, "finish_reason": r}
+                                           for i, r in sorted(self._finish.items())]}
+        if self.usage is not None:
+            out["usage"] = self.usage
         return out
