@@ -22,18 +22,43 @@ milliseconds once, and look-ups afterwards are dictionary hits.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from hashlib import blake2b
 from heapq import nlargest
 from math import log
 
-from gateway.context import GroundingContext
-from gateway.quantities import DateRef, Quantity, date_matches, extract_dates, extract_numbers
-from gateway.quantities import number_in
-from gateway.textutil import STOPWORDS, TO_SPACE, Span, has_camel_glue, negation_cues
-from gateway.textutil import split_sentences, tokenize, variants
+from cachetools import LRUCache
 
-__all__ = ["INDEX_KEY", "IndexedSentence", "Match", "TextIndex", "build_index", "context_index"]
+from gateway.context import GroundingContext
+from gateway.quantities import (
+    DateRef,
+    Quantity,
+    date_matches,
+    extract_dates,
+    extract_numbers,
+    number_in,
+)
+from gateway.textutil import (
+    STOPWORDS,
+    TO_SPACE,
+    Span,
+    has_camel_glue,
+    negation_cues,
+    split_sentences,
+    tokenize,
+    variants,
+)
+
+__all__ = [
+    "INDEX_KEY",
+    "IndexCache",
+    "IndexedSentence",
+    "Match",
+    "TextIndex",
+    "build_index",
+    "context_index",
+]
 
 RAREST_WORDS = 6
 """Candidate sentences for a match come from this many of the rarest words."""
@@ -133,6 +158,11 @@ class TextIndex:
                 gained[sid] = gained.get(sid, 0.0) + idf
         for posting in found[RAREST_WORDS:]:
             idf = log((n + 1) / len(posting)) + 1.0
+            if len(posting) <= len(gained):  # walk the shorter side
+                for sid in posting:
+                    if sid in gained:
+                        gained[sid] += idf
+                continue
             for sid in gained:
                 i = bisect_left(posting, sid)
                 if i < len(posting) and posting[i] == sid:
@@ -215,8 +245,59 @@ def _maybe_spelled(text: str) -> bool:
                                    "thousand", "million", "billion"))
 
 
-def context_index(context: GroundingContext) -> TextIndex:
-    """The request's context index, built on first use and memoized per request."""
-    return context.memo(  # type: ignore[no-any-return]
-        INDEX_KEY, lambda: build_index((d.id, d.text) for d in context.documents)
-    )
+class IndexCache:
+    """A bounded LRU of context indexes, shared across requests (RAG systems resend
+    the same documents and system prompts constantly).
+
+    Keyed by a digest of the documents' ids and texts; bounded by the number of
+    characters indexed (an index costs about 35 bytes per character of context).
+    Indexes are never mutated after :func:`build_index`, so one may serve many
+    requests. Not thread-safe: layers run on the event loop. Owned by a layer
+    instance, never module-level.
+    """
+
+    def __init__(self, max_chars: int) -> None:
+        self.max_chars = max_chars
+        self._lru: LRUCache[bytes, TextIndex] | None = (
+            LRUCache(maxsize=max_chars, getsizeof=_indexed_chars) if max_chars > 0 else None)
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, docs: Sequence[tuple[str, str]]) -> TextIndex:
+        """The index of ``docs``, built on a miss (too large to keep: built, not kept)."""
+        if self._lru is None:
+            return build_index(docs)
+        h = blake2b(digest_size=16)
+        for doc_id, text in docs:
+            for part in (doc_id, text):
+                data = part.encode("utf-8", "surrogatepass")
+                h.update(len(data).to_bytes(8, "little"))
+                h.update(data)
+        key = h.digest()
+        index = self._lru.get(key)
+        if index is not None:
+            self.hits += 1
+            return index
+        self.misses += 1
+        index = build_index(docs)
+        if _indexed_chars(index) <= self.max_chars:
+            self._lru[key] = index
+        return index
+
+
+def _indexed_chars(index: TextIndex) -> int:
+    return max(1, sum(len(s.text) for s in index.sentences))
+
+
+def context_index(context: GroundingContext, cache: IndexCache | None = None) -> TextIndex:
+    """The request's context index, built on first use and memoized per request.
+
+    With ``cache``, a context already indexed by an earlier request is reused
+    (*warm*); otherwise the index is built inside the request (*cold*).
+    """
+
+    def build() -> TextIndex:
+        docs = [(d.id, d.text) for d in context.documents]
+        return build_index(docs) if cache is None else cache.get(docs)
+
+    return context.memo(INDEX_KEY, build)  # type: ignore[no-any-return]

@@ -84,8 +84,9 @@ TO_SPACE = str.maketrans({c: " " for c in _PUNCT})
 """``str.translate`` table used by :func:`tokenize` (punctuation -> space)."""
 _CAMEL_GLUE = re.compile(r"(?<=[a-z])(?=[A-Z][a-z])")
 _CAMEL_ANY = re.compile(r"[a-z](?=[A-Z][a-z])")  # same test, scannable by first character
-_NEG_RE = re.compile(
-    r"\b(?:not|no|never|none|nobody|nothing|neither|nor|cannot|without)\b|n[’']t\b",
+_NEG_RE = re.compile(  # the look-ahead: the letters a cue can start with (fast rejection)
+    r"(?=[ncw])(?:\b(?:not|no|never|none|nobody|nothing|neither|nor|cannot|without)\b"
+    r"|n[’']t\b)",
     re.IGNORECASE,
 )
 

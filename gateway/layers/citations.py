@@ -55,7 +55,7 @@ from gateway.scoring.binding import (
     recency_weight,
     verification_status,
 )
-from gateway.textindex import TextIndex, build_index, context_index
+from gateway.textindex import IndexCache, TextIndex, build_index, context_index
 from gateway.textutil import content_words, entity_candidates, split_sentences, tokenize
 from gateway.verify.base import Evidence, LayerConfig, LayerResources, LayerResult, VerifyInput
 
@@ -63,6 +63,8 @@ __all__ = ["CitationsConfig", "CitationsLayer", "Pair", "extract_pairs"]
 
 NEUTRAL_SCORE = 0.5
 _VOTERS = 4
+_INDEX_CACHE_CHARS = 1_000_000
+"""Request-document indexes kept across requests (same cache as ``grounding``'s)."""
 
 _DIGITS = re.compile(r"\d[\d,]*(?:\.\d+)?")
 
@@ -130,6 +132,7 @@ class CitationsLayer:
         self.resources = resources or LayerResources()
         self._corpus_index: LRUCache[tuple[str, str], TextIndex] = LRUCache(maxsize=256)
         self._aliases: dict[str, str] | None = None
+        self._indexes = IndexCache(_INDEX_CACHE_CHARS)
 
     async def verify(self, inp: VerifyInput) -> LayerResult:
         cfg = self.config
@@ -189,7 +192,7 @@ class CitationsLayer:
 
     def _new_doc_source(self, i: int, inp: VerifyInput) -> _Source:
         doc = inp.context.documents[i]
-        index = context_index(inp.context)
+        index = context_index(inp.context, self._indexes)
         ranges: list[tuple[int, int]] = inp.context.memo(
             "citations.ranges", lambda: _doc_ranges(index, inp.context.documents))
         lo, hi = ranges[i]

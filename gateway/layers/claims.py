@@ -25,13 +25,14 @@ informational until a policy sets one.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 from pydantic import Field
 
 from gateway.quantities import extract_dates, extract_numbers
-from gateway.textutil import entity_candidates, split_sentences
+from gateway.textutil import Span, entity_candidates, split_sentences
 from gateway.verify.base import Evidence, LayerConfig, LayerResources, LayerResult, VerifyInput
 
 __all__ = [
@@ -67,6 +68,12 @@ REGULATORY_PATTERNS: dict[str, tuple[re.Pattern[str], ...]] = {
     "cfr": (re.compile(r"\b\d{1,2}\s*C\.?F\.?R\.?\s*(?:Part\s*|§\s*)?\d+(?:\.\d+)?"),),
 }
 """Seed 001 Appendix A, ported (acronyms case-sensitive so "far"/"ear" do not match)."""
+_REGULATORY_HINT = re.compile(
+    r"DFARS|FAR|NIST|CMMC|ISO|ITAR|EAR|C\.?F\.?R"
+    r"|(?i:dfars|nist|cmmc|federal acquisition|cybersecurity maturity|international traffic"
+    r"|export administration)"
+)
+"""Text every pattern above needs: when it is absent, none of them is run."""
 
 _DURATION = re.compile(
     r"\b(?:\d+(?:\.\d+)?|a|an|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|"
@@ -203,8 +210,10 @@ def _entity_type(text: str, sentence: str, start: int) -> EntityType:
     return "MISC"
 
 
-def extract_entities(text: str) -> list[ExtractedEntity]:
+def extract_entities(text: str, sentences: list[Span] | None = None) -> list[ExtractedEntity]:
     """Regulations, dates/durations, quantities and named entities, in text order.
+
+    ``sentences`` is ``split_sentences(text)`` when the caller already has it.
 
     Earlier kinds win overlaps (regulations, dates, durations, names, then
     quantities): a regulation's number is not also a quantity, a date's year is not
@@ -220,16 +229,17 @@ def extract_entities(text: str) -> list[ExtractedEntity]:
             out.append(ExtractedEntity(piece, kind, s, e))
             taken[s:e] = b"\x01" * (e - s)
 
-    for patterns in REGULATORY_PATTERNS.values():
-        for pat in patterns:
-            for m in pat.finditer(text):
-                add(m.start(), m.end(), "REGULATION")
+    if _REGULATORY_HINT.search(text):
+        for patterns in REGULATORY_PATTERNS.values():
+            for pat in patterns:
+                for m in pat.finditer(text):
+                    add(m.start(), m.end(), "REGULATION")
     dates = extract_dates(text)
     for d in dates:
         add(d.start, d.end, "DATE")
     for m in _DURATION.finditer(text):
         add(m.start(), m.end(), "DATE")
-    for sent in split_sentences(text):
+    for sent in split_sentences(text) if sentences is None else sentences:
         for span in entity_candidates(sent.text):
             s = sent.start + span.start
             add(s, s + len(span.text), _entity_type(span.text, sent.text, span.start))
@@ -249,10 +259,12 @@ def classify(sentence: str) -> Classification:
 
 def detect_claims(text: str) -> list[FactualClaim]:
     """One :class:`FactualClaim` per sentence with a factual element or an opinion."""
-    entities = extract_entities(text)
+    sentences = split_sentences(text)
+    entities = extract_entities(text, sentences)
+    starts = [e.start for e in entities]
     claims: list[FactualClaim] = []
-    for n, sent in enumerate(split_sentences(text)):
-        mine = tuple(e for e in entities if sent.start <= e.start < sent.end)
+    for n, sent in enumerate(sentences):
+        mine = tuple(entities[bisect_left(starts, sent.start):bisect_left(starts, sent.end)])
         types = tuple(t for t in _PRIORITY if any(_TYPE_OF[e.type] == t for e in mine))
         label = classify(sent.text)
         if not types and label != "opinion":

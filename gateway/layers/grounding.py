@@ -44,9 +44,15 @@ from typing import ClassVar
 from pydantic import Field
 
 from gateway.quantities import extract_dates, extract_numbers
-from gateway.textindex import TextIndex, build_index, context_index
-from gateway.textutil import content_words, entity_candidates, has_negation, split_sentences
-from gateway.textutil import tokenize, variants
+from gateway.textindex import IndexCache, TextIndex, build_index, context_index
+from gateway.textutil import (
+    content_words,
+    entity_candidates,
+    has_negation,
+    split_sentences,
+    tokenize,
+    variants,
+)
 from gateway.verify.base import Evidence, LayerConfig, LayerResources, LayerResult, VerifyInput
 
 __all__ = ["GroundingConfig", "GroundingLayer", "SentenceCheck", "check_answer"]
@@ -77,6 +83,9 @@ class GroundingConfig(LayerConfig):
     """Treat words, numbers and dates of the user question as supported."""
     max_evidence: int = Field(20, ge=0)
     """At most this many sentences are returned as evidence (worst first)."""
+    index_cache_chars: int = Field(1_000_000, ge=0)
+    """Keep the indexes of recently seen contexts, up to this many characters in all
+    (about 35 bytes each), so a resent document is not re-indexed; 0 = off."""
 
 
 @dataclass(slots=True)
@@ -127,7 +136,7 @@ def check_sentence(
         near = frozenset().union(*(ctx.sentences[m.sentence].tokens for m in matches))
         far = sorted(
             w for w in words
-            if w not in missing_set and not any(f in near for f in variants(w))
+            if w not in missing_set and near.isdisjoint(variants(w))
             and not (question is not None and question.resolve(w) is not None)
         )
 
@@ -243,6 +252,7 @@ class GroundingLayer:
     def __init__(self, config: GroundingConfig, resources: LayerResources) -> None:
         self.config = config
         self.resources = resources
+        self._indexes = IndexCache(config.index_cache_chars)
 
     async def verify(self, inp: VerifyInput) -> LayerResult:
         cfg = self.config
@@ -251,7 +261,7 @@ class GroundingLayer:
                 score=NEUTRAL_SCORE, passed=True, skipped=True, label="skipped",
                 explanation="no grounding context: nothing to check against",
             )
-        ctx = context_index(inp.context)
+        ctx = context_index(inp.context, self._indexes)
         question_text = inp.question if cfg.use_question else ""
         question = build_index([("question", question_text)]) if question_text else None
         score, checks = check_answer(inp.response_text, ctx, question, cfg)

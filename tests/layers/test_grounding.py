@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from gateway.context import Document, GroundingContext
 from gateway.layers.grounding import GroundingConfig, GroundingLayer
-from gateway.textindex import INDEX_KEY, TextIndex, build_index
+from gateway.textindex import INDEX_KEY, IndexCache, TextIndex, build_index
 from gateway.verify.base import LayerResources, LayerResult, VerifyInput
 from gateway.verify.registry import resolve
 
@@ -155,3 +155,29 @@ def test_best_matches_do_not_depend_on_word_order() -> None:
     forward = index.best_matches(words, 3)
     assert forward == index.best_matches(list(reversed(words)), 3)
     assert [m.sentence for m in forward] == [0, 1, 2]
+
+
+def test_index_cache_reuses_a_resent_context_and_stays_bounded() -> None:
+    cache = IndexCache(max_chars=len(CONTEXT) + 10)
+    first = cache.get([("ctx", CONTEXT)])
+    assert cache.get([("ctx", CONTEXT)]) is first and cache.hits == 1
+    assert cache.get([("other-id", CONTEXT)]) is not first  # ids are part of the key
+    assert cache.get([("ctx", CONTEXT)]) is not first  # evicted: over max_chars
+    off = IndexCache(max_chars=0)
+    assert off.get([("ctx", CONTEXT)]) is not off.get([("ctx", CONTEXT)])
+
+
+def test_layer_reuses_the_index_across_requests_with_the_same_result() -> None:
+    layer = GroundingLayer(GroundingConfig(), LayerResources())
+    cold = GroundingLayer(GroundingConfig(index_cache_chars=0), LayerResources())
+    answer = "The stadium holds 85,000 spectators. Andre Johnson played for the Houston Texans."
+
+    def request() -> VerifyInput:
+        ctx = GroundingContext(documents=[Document(id="d", text=CONTEXT, kind="system")])
+        return VerifyInput(messages=[], response_text=answer, context=ctx)
+
+    first, second = request(), request()
+    r1, r2 = asyncio.run(layer.verify(first)), asyncio.run(layer.verify(second))
+    assert second.context._cache[INDEX_KEY] is first.context._cache[INDEX_KEY]
+    r0 = asyncio.run(cold.verify(request()))
+    assert r0.score == r1.score == r2.score and r0.failed_claims == r2.failed_claims
