@@ -126,10 +126,13 @@ supported or reasonable inferences.
 For a numeric error also give "answer_value" and "context_value" as plain numbers
 (the value the fact states and the value the context states).
 
+Give each error a "kind", one of: opposite_direction, numeric_deviation,
+fabricated_number, fabricated_fact, unsupported_evaluation, overgeneralization, other.
+
 Reply with JSON only, no prose:
 {"errors": [{"fact": "F1", "level": "contradiction", "severity": "high",
-  "kind": "opposite_direction | numeric_deviation | fabricated_number | fabricated_fact | unsupported_evaluation | overgeneralization | other",
-  "answer_value": 12, "context_value": 10, "explanation": "..."}]}
+  "kind": "numeric_deviation", "answer_value": 12, "context_value": 10,
+  "explanation": "..."}]}
 With no errors: {"errors": []}""")
 
 LOGIC_CHECK_PROMPT = Template("""\
@@ -157,10 +160,12 @@ Report every error separately. Several minor errors each count: do not merge the
 and do not dismiss one because it is small, their cumulative effect matters.
 Report at most $max_errors errors, most severe first.
 
+Give each error a "kind", one of: reversed_causality, sycophancy, overgeneralization,
+missing_step, concept_substitution, other.
+
 Reply with JSON only, no prose:
 {"errors": [{"chain": "R1", "level": "unsupported", "severity": "low",
-  "kind": "reversed_causality | sycophancy | overgeneralization | missing_step | concept_substitution | other",
-  "explanation": "..."}]}
+  "kind": "overgeneralization", "explanation": "..."}]}
 With no errors: {"errors": []}""")
 
 _HIGH_FACT_KINDS = frozenset({"opposite_direction", "fabricated_number"})

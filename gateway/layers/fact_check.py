@@ -14,7 +14,8 @@ Per request:
    (``authority``, ``published``), else ``document_authority`` (request
    documents, recency 1.0) and ``default_authority`` (corpus, recency 0.5).
 3. **Labels** — **one** judge call labels every (claim, passage) pair
-   ``supporting`` / ``contradicting`` / ``contextual`` with a relevance in [0, 1].
+   ``supporting`` / ``contradicting`` / ``contextual`` with a relevance in [0, 1]
+   (a pair the reply leaves out stays ``contextual``: no weight either way).
 4. **Verdict** (deterministic, :mod:`gateway.scoring.evidence`) — quality
    ``0.30·authority + 0.25·recency + 0.25·relevance + 0.20·specificity``
    (specificity = the passage's word coverage of the claim), weights
