@@ -60,8 +60,9 @@ class LayerOutcome:
 
     @property
     def counted(self) -> bool:
-        """Whether this outcome takes part in the decision (ran, not skipped)."""
-        return self.error is None and not self.skipped
+        """Whether this outcome takes part in the decision: it ran, was not skipped,
+        and has a weight (``weight: 0`` makes a layer report-only)."""
+        return self.error is None and not self.skipped and self.weight > 0
 
     def header_value(self) -> str:
         """``key=0.91:pass`` for the ``x-verity-layers`` header."""

@@ -20,7 +20,8 @@ For one answer and one policy (:func:`run_pipeline`):
    policy's profile for the level, else seed 000's profile); else ``marginal`` when
    the mean ≥ ``marginal_at``; else ``fail``. ``mean``: bands from the mean alone.
    Layers reporting a seed 002 credit score map through ``decision.zones``; the
-   worse band wins. Skipped layers (``result.skipped``) are not counted.
+   worse band wins. Skipped layers (``result.skipped``) and report-only layers
+   (``weight: 0``) are not counted.
 """
 
 from __future__ import annotations
@@ -130,12 +131,9 @@ def decide(outcomes: Sequence[LayerOutcome], *, decision: DecisionSpec, min_conf
                for o in counted if not o.passed]
     score: float | None = None
     band: Band = "pass"
-    if counted:
+    if counted:  # every counted outcome has weight > 0
         total_w = sum(o.weight for o in counted)
-        if total_w > 0:
-            score = sum((o.score or 0.0) * o.weight for o in counted) / total_w
-        else:
-            score = sum((o.score or 0.0) for o in counted) / len(counted)
+        score = sum((o.score or 0.0) * o.weight for o in counted) / total_w
         ok = score >= min_confidence
         if decision.combine == "all_passed":
             ok = ok and all(o.passed for o in counted)

@@ -38,7 +38,12 @@ def test_profiles_keep_seed_layers_and_limits_behind_model_free_layers() -> None
 
 def test_model_free_layers_are_registered_and_runnable_filters() -> None:
     assert set(MODEL_FREE_LAYERS) <= set(known())
-    assert RISK_PROFILES["critical"].runnable(known()) == MODEL_FREE_LAYERS
+    critical = RISK_PROFILES["critical"]
+    # Only registered layers are runnable, in profile order (model-based ones join as
+    # they are registered).
+    assert critical.runnable(MODEL_FREE_LAYERS) == MODEL_FREE_LAYERS
+    assert critical.runnable(known()) == tuple(n for n in critical.layers if n in known())
+    assert critical.runnable(known())[:3] == MODEL_FREE_LAYERS
     assert RISK_PROFILES["low"].runnable(["semantic-entropy"]) == ("semantic-entropy",)
 
 
