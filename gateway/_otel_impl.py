@@ -120,10 +120,14 @@ class _Upstream(UpstreamTrace):
 
     def headers(self) -> Headers:
         if self._headers is None:
-            carrier: dict[str, str] = {}
-            self._trace.tel.propagator.inject(carrier, context=set_span_in_context(self._span))
-            self._headers = [(k.encode("latin-1"), v.encode("latin-1"))
-                             for k, v in carrier.items()]
+            # What TraceContextTextMapPropagator.inject writes, without the context
+            # object and carrier round trip.
+            ctx = self._span.get_span_context()
+            self._headers = [(b"traceparent", b"00-%032x-%016x-%02x" % (
+                ctx.trace_id, ctx.span_id, ctx.trace_flags))]
+            if ctx.trace_state:
+                self._headers.append((b"tracestate",
+                                      ctx.trace_state.to_header().encode("latin-1")))
         return self._headers
 
     def first_chunk(self) -> None:

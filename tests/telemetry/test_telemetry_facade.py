@@ -364,3 +364,15 @@ def test_ratio_sampler_respects_sampled_parent(otlp_receiver: OTLPReceiver) -> N
     otel.start_request(scope(), "/dropped").end(200)
     otel.shutdown()
     assert [s.name for s in otlp_receiver.spans()] == ["POST /kept"]
+
+
+def test_tracestate_is_forwarded_upstream(otel: Telemetry) -> None:
+    traceparent = f"00-{CALLER_TRACE}-{CALLER_SPAN}-01".encode()
+    trace = otel.start_request(scope((b"traceparent", traceparent),
+                                     (b"tracestate", b"vendor=abc,other=1")), "/x")
+    with trace.upstream(model="m", provider="openai", server_address="u", stream=False) as up:
+        sent = dict(up.headers())
+    trace.end(200)
+    assert sent[b"traceparent"].startswith(f"00-{CALLER_TRACE}-".encode())
+    assert sent[b"traceparent"].endswith(b"-01")
+    assert sent[b"tracestate"] == b"vendor=abc,other=1"
