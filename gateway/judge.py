@@ -67,8 +67,8 @@ class _CachingJudge:
 
     async def complete(self, messages: Sequence[Mapping[str, Any]], *,
                        temperature: float = 0.0, max_tokens: int = 512, n: int = 1,
-                       model: str | None = None) -> JudgeReply:
-        name = self.config.model or model
+                       model: str | None = None, override: str | None = None) -> JudgeReply:
+        name = override or self.config.model or model
         if not name:
             raise JudgeError("no judge model: set judge.model or pass the request's model")
         key = None

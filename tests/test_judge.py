@@ -90,3 +90,19 @@ def test_create_judge_follows_config() -> None:
     assert create_judge(load_settings(environ={})) is None
     with pytest.raises(ConfigError, match="judge.upstream"):
         load_settings(environ={}, overrides={**base, "judge": {"upstream": "zzz"}})
+
+
+async def test_model_precedence_override_then_configured_then_request(
+        upstream: ServedUpstream) -> None:
+    configured = _judge(upstream, model="judge-m", cache_size=0)
+    bare = _judge(upstream, cache_size=0)
+    msgs = [{"role": "user", "content": "which model?"}]
+    try:
+        await configured.complete(msgs, model="request-m", override="layer-m")
+        await configured.complete(msgs, model="request-m")
+        await bare.complete(msgs, model="request-m")
+    finally:
+        await configured.aclose()
+        await bare.aclose()
+    sent = [r["json"]["model"] for r in upstream.requests]
+    assert sent == ["layer-m", "judge-m", "request-m"]

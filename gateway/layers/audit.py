@@ -243,10 +243,10 @@ class _Calls:
     models: list[str] = field(default_factory=list)
 
     async def json(self, system: str, user: str, *, model: str | None,
-                   max_tokens: int) -> Any:
+                   max_tokens: int, override: str | None = None) -> Any:
         reply = await self.judge.complete(
             [{"role": "system", "content": system}, {"role": "user", "content": user}],
-            temperature=0.0, max_tokens=max_tokens, model=model or None)
+            temperature=0.0, max_tokens=max_tokens, model=model or None, override=override)
         self.n += 1
         self.cost += reply.cost
         self.cached += reply.cached
@@ -420,6 +420,7 @@ class AuditLayer:
         facts, chains = parse_decomposition(data, cfg.max_facts, cfg.max_chains)
 
         # Phases 2 and 3, concurrently.
+        # The seed's run/verify profiles: verify_model wins over judge.model for phases 2-3.
         verify_model = cfg.verify_model or inp.model
         threshold_pct = f"{cfg.numeric_deviation_threshold * 100:g}"
 
@@ -430,7 +431,7 @@ class AuditLayer:
                 FACT_CHECK_PROMPT.substitute(threshold_pct=threshold_pct,
                                              max_errors=cfg.max_errors_per_phase),
                 f"{MARK_FACTS}\n\nCONTEXT:\n{ctx}\n\nFACTS:\n{_numbered(facts)}",
-                model=verify_model, max_tokens=cfg.max_tokens)
+                model=inp.model, override=cfg.verify_model, max_tokens=cfg.max_tokens)
             return parse_errors(reply, "fact", cfg.max_errors_per_phase)
 
         async def logic_check() -> list[AuditError]:
@@ -440,7 +441,7 @@ class AuditLayer:
                 LOGIC_CHECK_PROMPT.substitute(max_errors=cfg.max_errors_per_phase),
                 f"{MARK_LOGIC}\n\nCONTEXT:\n{ctx}\n\nUSER QUESTION:\n{inp.question}\n\n"
                 f"ANSWER:\n{answer}\n\nREASONING:\n{_numbered(chains, chains=True)}",
-                model=verify_model, max_tokens=cfg.max_tokens)
+                model=inp.model, override=cfg.verify_model, max_tokens=cfg.max_tokens)
             return parse_errors(reply, "logic", cfg.max_errors_per_phase)
 
         tasks = [asyncio.ensure_future(fact_check()), asyncio.ensure_future(logic_check())]

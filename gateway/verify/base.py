@@ -146,8 +146,9 @@ class LayerUnavailable(Exception):
 class Judge(Protocol):
     """A model a layer may call. Implemented in ``gateway.judge``.
 
-    ``model`` overrides the configured judge model (default: the configured one,
-    else the request's model, which layers pass as ``inp.model``). Replies at
+    The model called is ``override`` (a layer's own model setting, e.g. the audit
+    layer's ``verify_model``), else the configured ``judge.model``, else ``model``
+    (layers pass the request's model, ``inp.model``). Replies at
     temperature 0 may come from a cache (``JudgeReply.cached``). Failures raise
     :class:`JudgeError`; the pipeline treats them per the policy's ``on_error``.
     """
@@ -155,6 +156,7 @@ class Judge(Protocol):
     async def complete(
         self, messages: Sequence[Mapping[str, Any]], *, temperature: float = 0.0,
         max_tokens: int = 512, n: int = 1, model: str | None = None,
+        override: str | None = None,
     ) -> JudgeReply: ...
 
 
