@@ -34,13 +34,8 @@ def add_parser(sub: Any) -> None:
 
 def check(paths: list[Path]) -> tuple[list[str], list[str]]:
     """(OK lines, error lines) for ``paths``."""
-    from gateway.policy.loader import (
-        FileState,
-        PolicyError,
-        assemble,
-        load_policy_text,
-        policy_files,
-    )
+    from gateway.policy.loader import PolicyError, load_policy_text, policy_files
+    from gateway.policy.store import FileState, assemble
 
     ok: list[str] = []
     bad: list[str] = []

@@ -1,4 +1,5 @@
-"""Policies: the strict schema (``models``), loading and reload (``loader``), selection
+"""Policies: the strict schema (``models``), loading one file (``loader``, errors with
+file/key/line from ``locate``), a reloadable directory (``store``), selection
 (``select``). See ``docs/policies.md``.
 
 Names are re-exported lazily so that importing ``gateway.policy.models`` (which the
@@ -19,6 +20,7 @@ __all__ = [
 _HOME = {
     "PolicySpec": "gateway.policy.models",
     "PolicySet": "gateway.policy.select",
+    "PolicyStore": "gateway.policy.store",
     "Selection": "gateway.policy.select",
     "select_policy": "gateway.policy.select",
 }

@@ -1,7 +1,7 @@
 """The verification engine: policy selection, inline and shadow handling, audit.
 
 :func:`open_engine` (called by the app lifespan) loads the policies directory into
-a :class:`~gateway.policy.loader.PolicyStore`, starts its reload watcher, the
+a :class:`~gateway.policy.store.PolicyStore`, starts its reload watcher, the
 shadow queue and the audit sink, and yields a :class:`VerityEngine`. A policies
 directory that does not exist yields ``None`` (pure pass-through; ``/readyz`` is
 ready); an empty one yields an engine that selects nothing until a file appears.
@@ -38,7 +38,8 @@ from gateway.audit import AuditSink, open_audit_sink
 from gateway.context import extract_context
 from gateway.corpus import CorpusError, load_corpus
 from gateway.judge import create_judge
-from gateway.policy.loader import Policy, PolicyStore, ResolvedLayer
+from gateway.policy.loader import Policy, ResolvedLayer
+from gateway.policy.store import PolicyStore
 from gateway.policy.select import Selection, select_policy
 from gateway.proxy import ChatExchange, _maybe_json
 from gateway.shadow import ShadowJob, ShadowQueue

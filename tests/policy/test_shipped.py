@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from gateway.policy.loader import PolicyStore, load_policy_file, policy_files
+from gateway.policy.loader import load_policy_file, policy_files
 from gateway.policy.select import select_policy
+from gateway.policy.store import PolicyStore
 from gateway.settings import default_policies_dir
 from gateway.types import RequestInfo
 

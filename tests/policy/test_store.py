@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.policy.loader import PolicyStore
+from gateway.policy.store import PolicyStore
 
 Write = Callable[[str, str], Path]
 

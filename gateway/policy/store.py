@@ -1,0 +1,241 @@
+"""A directory of policies, reloadable while serving.
+
+:class:`PolicyStore` owns one policies directory. A file that breaks keeps its
+last good version live (and is reported in :attr:`PolicyStore.errors` and
+:meth:`PolicyStore.status`); the set-level rules (unique names, one default,
+``candidates`` naming known policies) are checked across files by
+:func:`assemble`, which ``gateway policy check`` uses too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import threading
+import types
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gateway.policy.loader import Policy, _read, load_policy_text, policy_files
+from gateway.policy.locate import PolicyError, _locate, _parse_yaml
+from gateway.policy.select import PolicySet
+
+__all__ = ["FileState", "PolicyStore", "assemble"]
+
+log = logging.getLogger("gateway.policy")
+
+
+@dataclass(slots=True)
+class FileState:
+    """What the store knows about one file: its newest parse and its last good version."""
+
+    digest: str = ""
+    text: str = ""
+    parsed: Policy | None = None
+    error: PolicyError | None = None
+    good: Policy | None = None
+    good_text: str = ""
+
+
+def assemble(states: Mapping[str, FileState], prefer: Sequence[str] = ()
+             ) -> tuple[dict[str, Policy], dict[str, str]]:
+    """Pick the live version of every file and apply the cross-file rules.
+
+    Returns (file -> live policy, file -> error message). For each file the
+    newest parse is tried, then its last good version. Names must be unique and
+    only one policy may be ``default``: on a clash the file in ``prefer`` (the
+    ones already live) or else the earlier file name keeps it. ``candidates``
+    naming unknown policies are an error for that file, but it stays live.
+    """
+    first = set(prefer)
+    live: dict[str, Policy] = {}
+    texts: dict[str, str] = {}
+    owner: dict[str, str] = {}
+    default_file: str | None = None
+    messages: dict[str, list[str]] = {}
+    for file in sorted(states, key=lambda f: (f not in first, f)):
+        st = states[file]
+        msgs = messages.setdefault(file, [st.error.describe()] if st.error else [])
+        options = [(st.parsed, st.text)] if st.parsed is not None else []
+        if st.good is not None and st.good is not st.parsed:
+            options.append((st.good, st.good_text))
+        for policy, text in options:
+            root = _parse_yaml(text, file)[0]
+            if policy.name in owner:
+                key, line = _locate(root, ("name",))
+                problem = PolicyError(file, key if policy.spec.name else "", line,
+                                      f"policy name {policy.name!r} is already used by "
+                                      f"{owner[policy.name]}")
+            elif policy.spec.default and default_file is not None:
+                key, line = _locate(root, ("default",))
+                problem = PolicyError(file, key, line, f"more than one `default: true` policy "
+                                                       f"(also {default_file})")
+            else:
+                live[file], texts[file], owner[policy.name] = policy, text, file
+                if policy.spec.default:
+                    default_file = file
+                break
+            if policy is st.parsed:
+                msgs.append(str(problem))
+    for file, policy in live.items():
+        for i, cand in enumerate(policy.spec.candidates):
+            if cand in owner and cand != policy.name:
+                continue
+            key, line = _locate(_parse_yaml(texts[file], file)[0], ("candidates", i))
+            why = ("a policy cannot be its own candidate" if cand == policy.name else
+                   f"unknown policy {cand!r} (known: {', '.join(sorted(owner))})")
+            messages[file].append(str(PolicyError(file, key, line, why)))
+    return live, {f: "\n".join(m) for f, m in messages.items() if m}
+
+
+class PolicyStore:
+    """The policies of one directory, reloadable while serving.
+
+    Files are polled (:meth:`watch`): each pass re-reads every policy file and
+    compares content hashes, so edits, atomic renames and Kubernetes ConfigMap
+    symlink swaps are all seen, whatever the file system's mtime granularity.
+    A file that stops loading keeps its last good version live.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = Path(directory)
+        self._states: dict[str, FileState] = {}
+        self._live: dict[str, Policy] = {}
+        self._policies = PolicySet(())
+        self._errors: dict[str, str] = {}
+        self._loaded = False
+        self._scanned_ok = False
+        self._lock = threading.Lock()
+
+    @property
+    def policies(self) -> PolicySet:
+        """Live policies by name (immutable snapshot; replaced on reload)."""
+        return self._policies
+
+    @property
+    def errors(self) -> Mapping[str, str]:
+        """File -> error message for every file with a problem."""
+        return types.MappingProxyType(self._errors)
+
+    def get(self, name: str) -> Policy | None:
+        return self._policies.get(name)
+
+    def load(self) -> None:
+        """Initial scan: good files are loaded, broken ones recorded in :attr:`errors`."""
+        self.reload()
+
+    def reload(self) -> bool:
+        """Rescan the directory; return True if any policy or error changed."""
+        with self._lock:
+            return self._reload()
+
+    def _scan(self) -> dict[str, FileState] | str:
+        try:
+            paths = policy_files(self.directory)
+        except OSError as exc:
+            return f"cannot read policies directory: {exc.strerror or exc}"
+        states: dict[str, FileState] = {}
+        for path in paths:
+            file = str(path)
+            old = self._states.get(file, FileState())
+            try:
+                text = _read(path)
+            except PolicyError as exc:
+                states[file] = FileState(error=exc, good=old.good, good_text=old.good_text)
+                continue
+            digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+            if digest == old.digest:
+                states[file] = old
+                continue
+            st = FileState(digest=digest, text=text, good=old.good, good_text=old.good_text)
+            try:
+                st.parsed = load_policy_text(text, file, name=path.stem, path=path)
+            except PolicyError as exc:
+                st.error = exc
+            states[file] = st
+        return states
+
+    def _reload(self) -> bool:
+        scanned = self._scan()
+        if isinstance(scanned, str):
+            # Keep serving what we have: a directory that vanished mid-swap is not "no policies".
+            errors = {str(self.directory): scanned}
+            live, states = self._live, self._states
+        else:
+            states = scanned
+            live, errors = assemble(states, prefer=list(self._live))
+            for file, policy in live.items():
+                if policy is states[file].parsed:
+                    states[file].good, states[file].good_text = policy, states[file].text
+        changed = (not self._loaded or errors != self._errors
+                   or {f: p.version for f, p in live.items()}
+                   != {f: p.version for f, p in self._live.items()})
+        self._log(live, errors, states)
+        self._scanned_ok = self._scanned_ok or not isinstance(scanned, str)
+        self._states, self._live, self._errors, self._loaded = states, live, errors, True
+        if changed:
+            self._policies = PolicySet(live.values())
+        return changed
+
+    def _log(self, live: Mapping[str, Policy], errors: Mapping[str, str],
+             states: Mapping[str, FileState]) -> None:
+        for file, policy in live.items():
+            before = self._live.get(file)
+            if before is None or before.version != policy.version:
+                log.info("policy %r %s from %s (version %s)", policy.name,
+                         "reloaded" if before else "loaded", file, policy.version)
+        for file, before in self._live.items():
+            if file not in live:
+                log.warning("policy %r from %s is no longer served", before.name, file)
+        for file, message in errors.items():
+            if self._errors.get(file) == message:
+                continue  # already reported: do not repeat it on every poll
+            kept = live.get(file)
+            st = states.get(file)
+            if kept is None:
+                tail = "no version of it is served"
+            elif st is not None and kept is st.parsed:
+                tail = f"policy {kept.name!r} is served as written"
+            else:
+                tail = f"the last good version ({kept.version}) of policy {kept.name!r} stays live"
+            log.error("policy file problem; %s:\n%s", tail, message)
+        for file in self._errors:
+            if file not in errors:
+                log.info("policy file %s: problem fixed", file)
+
+    async def watch(self, interval: float = 1.0) -> None:
+        """Call :meth:`reload` every ``interval`` seconds until cancelled."""
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await asyncio.to_thread(self.reload)
+            except Exception:  # keep watching: the next pass may succeed
+                log.exception("policy reload failed; the current policies stay live")
+
+    def status(self) -> tuple[bool, dict[str, Any]]:
+        """(ready, detail) for ``/readyz``: ready once loaded with no file never loaded."""
+        broken: dict[str, Any] = {}
+        for file, message in self._errors.items():
+            st = self._states.get(file)
+            policy = self._live.get(file)
+            broken[file] = {
+                "error": message,
+                "serving": policy.version if policy is not None else None,
+                "serving_last_good": (policy is not None and st is not None
+                                      and policy is not st.parsed),
+            }
+        directory = str(self.directory)
+        ready = self._loaded and all(
+            self._scanned_ok if f == directory else b["serving"] is not None
+            for f, b in broken.items())
+        return ready, {
+            "directory": str(self.directory),
+            "loaded": self._loaded,
+            "policies": {p.name: {"file": f, "version": p.version, "mode": p.spec.mode,
+                                  "default": p.spec.default}
+                         for f, p in sorted(self._live.items())},
+            "broken": broken,
+        }
