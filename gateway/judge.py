@@ -188,6 +188,7 @@ def create_judge(settings: Settings, telemetry: Telemetry | None = None) -> Judg
     if cfg.base_url:
         key = os.environ.get(cfg.api_key_env) if cfg.api_key_env else None
         base_url: str = cfg.base_url
+        kind = cfg.kind or "openai"
     else:
         upstream = next((u for u in settings.upstreams if u.name == cfg.upstream),
                         None) if cfg.upstream else (settings.upstreams[0]
@@ -195,8 +196,11 @@ def create_judge(settings: Settings, telemetry: Telemetry | None = None) -> Judg
         if upstream is None:
             return None
         key, base_url = upstream.api_key(), upstream.base_url
-    if cfg.kind == "anthropic":
-        return AnthropicJudge(cfg, key, cfg.base_url)
+        kind = cfg.kind or upstream.kind
+    if kind == "anthropic":
+        # The SDK adds /v1/messages itself; our base URLs include /v1.
+        root = base_url.rstrip("/").removesuffix("/v1")
+        return AnthropicJudge(cfg, key, root)
     judge = OpenAIJudge(cfg, base_url, key)
     if telemetry is not None:
         telemetry.instrument_httpx(judge.client)

@@ -107,7 +107,9 @@ class JudgeConfig(_Strict):
     (and ``kind: anthropic`` for Anthropic's Messages API).
     """
 
-    kind: Literal["openai", "anthropic"] = "openai"
+    kind: Literal["openai", "anthropic"] | None = None
+    """API of the judge endpoint; None: the judge upstream's own kind (``openai``
+    with ``base_url``)."""
     upstream: str | None = None
     """Upstream name used for judge calls (default: the first upstream)."""
     base_url: str | None = None

@@ -106,3 +106,17 @@ async def test_model_precedence_override_then_configured_then_request(
         await bare.aclose()
     sent = [r["json"]["model"] for r in upstream.requests]
     assert sent == ["layer-m", "judge-m", "request-m"]
+
+
+def test_judge_kind_follows_its_upstream() -> None:
+    from gateway.judge import AnthropicJudge
+
+    s = load_settings(environ={}, overrides={"upstreams": [
+        {"name": "claude", "kind": "anthropic", "base_url": "http://127.0.0.1:1/v1"}]})
+    judge = create_judge(s)
+    assert isinstance(judge, AnthropicJudge)
+    assert str(judge._client.base_url).rstrip("/") == "http://127.0.0.1:1"
+    s = load_settings(environ={}, overrides={
+        "upstreams": [{"name": "claude", "kind": "anthropic", "base_url": "http://127.0.0.1:1/v1"}],
+        "judge": {"base_url": "http://127.0.0.1:2/v1"}})
+    assert isinstance(create_judge(s), OpenAIJudge)
