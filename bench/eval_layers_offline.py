@@ -41,10 +41,10 @@ from gateway.textindex import TextIndex, build_index, context_index  # noqa: E40
 from gateway.verify.base import LayerResources, VerifyInput  # noqa: E402
 
 GRID: dict[str, tuple[float, ...]] = {
-    "word_weight": (0.3, 0.6, 1.0),
-    "entity_weight": (0.2, 0.4, 0.8),
-    "number_weight": (0.3, 0.6),
-    "max_weight": (0.0, 0.5, 1.0),
+    "share_weight": (0.0, 0.25, 0.5),
+    "count_scale": (2.0, 4.0),
+    "rare_weight": (0.5, 1.0),
+    "contradiction_boost": (1.0, 2.0),
 }
 """The only tuned constants of the grounding layer (plus the threshold)."""
 

@@ -25,11 +25,18 @@ not supported are the ``failed_claims``. The answer's risk pools the sentences::
            + entity_weight * unsupported entities / entities
            + number_weight * unsupported numbers and dates / numbers and dates
            + contradiction_weight * [any sentence contradicted]
-    risk   = max_weight * worst_sentence_risk + (1 - max_weight) * min(1, pooled)
-    score  = 1 - risk
+    share    = max_weight * worst_sentence_risk + (1 - max_weight) * min(1, pooled)
+    evidence = contradiction_boost * [any sentence contradicted]
+             + share_weight * share
+             + (1 - exp(-U / count_scale))
+             + rare_weight * (1 - exp(-R / count_scale))
+    score    = exp(-evidence)
 
-(a sentence's own risk is the same formula over that sentence alone). Shares,
-not counts, so a longer answer is not more suspicious for being longer.
+where U counts the content words found neither in the context nor the question,
+and R those of them with at least ``rare_min_length`` letters plus the unsupported
+numbers and dates (specific tokens). A sentence's own risk (for ranking evidence)
+is the share formula over that sentence alone. Counts rather than shares make one
+threshold work across short QA spans, dialogue turns and multi-sentence summaries.
 
 ``passed`` means *no evidence of error* at ``threshold``; it never means
 "verified" — this layer only sees surface overlap (see ``docs/layers.md`` for what
@@ -39,6 +46,7 @@ it is blind to). With no context the layer is skipped (neutral score, passed).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import exp
 from typing import ClassVar
 
 from pydantic import Field
@@ -63,7 +71,7 @@ NEUTRAL_SCORE = 0.5
 class GroundingConfig(LayerConfig):
     """Typed config of the ``grounding`` layer (unknown keys are errors)."""
 
-    threshold: float = Field(0.2, ge=0.0, le=1.0)
+    threshold: float = Field(0.27, ge=0.0, le=1.0)
     """``passed`` iff score >= threshold. The default flags <= 5% of faithful HaluEval
     dev answers (see docs/layers.md); raise it to catch more at more false alarms."""
     sentence_threshold: float = Field(0.5, ge=0.0, le=1.0)
@@ -75,6 +83,16 @@ class GroundingConfig(LayerConfig):
     contradiction_weight: float = Field(1.0, ge=0.0)
     max_weight: float = Field(0.0, ge=0.0, le=1.0)
     """Blend between the worst sentence (1.0) and the weighted mean sentence (0.0)."""
+    share_weight: float = Field(0.25, ge=0.0)
+    """Weight of the pooled share risk (the formula above) in the answer's evidence."""
+    count_scale: float = Field(4.0, gt=0.0)
+    """Unsupported-word counts saturate on this scale: ``1 - exp(-count / count_scale)``."""
+    rare_weight: float = Field(0.5, ge=0.0)
+    """Extra weight of unsupported *long* words (rare-looking: names, terms)."""
+    rare_min_length: int = Field(7, ge=1)
+    """Letters from which an unsupported word counts as rare-looking."""
+    contradiction_boost: float = Field(2.0, ge=0.0)
+    """Evidence added when any sentence is contradicted (on top of the share risk)."""
     negation_min_coverage: float = Field(0.6, ge=0.0, le=1.0)
     """Coverage of the best context sentence needed before a negation flip counts."""
     local_window: int = Field(3, ge=0)
@@ -224,8 +242,20 @@ def check_answer(
                                       else 0.0)
     )
     worst = max(c.risk for c in checks)
-    risk = cfg.max_weight * worst + (1.0 - cfg.max_weight) * min(1.0, pooled)
-    return max(0.0, min(1.0, 1.0 - risk)), checks
+    share_risk = cfg.max_weight * worst + (1.0 - cfg.max_weight) * min(1.0, pooled)
+    # Counts, not shares: a faithful short answer and a faithful long one both have
+    # few words absent from the context *and* the question; what grows with a
+    # fabrication is how many there are, and rare-looking (long) ones weigh more.
+    unsupported = [w for c in checks for w in c.unsupported_words]
+    rare = sum(1 for w in unsupported if len(w) >= cfg.rare_min_length)
+    rare += sum(len(c.unsupported_values) for c in checks)  # a number/date is specific
+    evidence = (
+        cfg.contradiction_boost * (1.0 if any(c.status == "contradicted" for c in checks) else 0.0)
+        + cfg.share_weight * share_risk
+        + 1.0 - exp(-len(unsupported) / cfg.count_scale)
+        + cfg.rare_weight * (1.0 - exp(-rare / cfg.count_scale))
+    )
+    return exp(-evidence), checks
 
 
 def _reason(c: SentenceCheck) -> str:

@@ -181,3 +181,37 @@ def test_layer_reuses_the_index_across_requests_with_the_same_result() -> None:
     assert second.context._cache[INDEX_KEY] is first.context._cache[INDEX_KEY]
     r0 = asyncio.run(cold.verify(request()))
     assert r0.score == r1.score == r2.score and r0.failed_claims == r2.failed_claims
+
+
+def test_more_unsupported_words_mean_lower_score_without_saturating() -> None:
+    one = run("Andre Johnson played for the Houston Texans with grit.")
+    four = run("Andre Johnson played for the Houston Texans with grit, flair, pace and guile.")
+    many = run("Andre Johnson played for the Houston Texans with grit, flair, pace, guile, "
+               "poise, nerve, verve, zest and heart.")
+    assert 1.0 > one.score > four.score > many.score > 0.0
+    # The ordering comes from the counts, not only from the share of unsupported words.
+    counts_only = [run(a.evidence[0].text, share_weight=0.0).score for a in (one, four, many)]
+    assert counts_only[0] > counts_only[1] > counts_only[2]
+
+
+def test_long_unsupported_words_weigh_more_than_short_ones() -> None:
+    short = "Andre Johnson played for the Houston Texans in Zuba."
+    long_ = "Andre Johnson played for the Houston Texans in Zanzibarovia."
+    assert run(long_).score < run(short).score
+    assert run(long_, rare_weight=0.0).score == run(short, rare_weight=0.0).score
+
+
+def test_a_contradiction_adds_evidence_beyond_the_share() -> None:
+    contradicted = "The stadium holds 85,000 spectators."
+    assert run(contradicted).score < run(contradicted, contradiction_boost=0.0).score
+    supported = "The stadium holds 72,000 spectators."
+    assert run(supported).score == run(supported, contradiction_boost=0.0).score == 1.0
+    # One wrong number outweighs several merely unsupported common words.
+    assert run(contradicted).score < run("The stadium holds 72,000 loud, happy fans.").score
+
+
+def test_unsupported_numbers_count_as_specific_evidence() -> None:
+    words = "Zorblax Quintavious founded Mars Colony with robots."
+    with_values = "Zorblax Quintavious founded Mars Colony 9 in 3012 with 400 trillion robots."
+    assert run(with_values).score < run(words).score
+    assert not run(with_values).passed
