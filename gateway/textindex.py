@@ -6,17 +6,24 @@ per-request memo under :data:`INDEX_KEY`, so ``grounding``, ``claims`` and
 ``citations`` all reuse one build. :func:`build_index` indexes any texts (the
 grounding layer also indexes the user question with it).
 
-What is indexed, per sentence of every document:
+What is indexed, per sentence of every document, when the index is built:
 
 - its raw lower-cased tokens (for "does this word occur anywhere"),
 - an inverted index *content word -> sentence ids* (for "which context sentence
-  best matches this answer sentence" without comparing every pair),
-- whether it contains a negation cue,
-- the numbers and dates it states (normalized, see :mod:`gateway.quantities`).
+  best matches this answer sentence" without comparing every pair).
+
+What is found only when a layer first asks (the answer decides what is needed),
+then memoized on the index:
+
+- the numbers and dates of the documents (normalized, see
+  :mod:`gateway.quantities`): scanned over whole documents, as before, but only
+  once something asks :meth:`TextIndex.has_number` / ``has_date`` /
+  ``numbers_of`` / ``dates_of`` — an answer without numbers or dates never pays;
+- whether a sentence contains a negation cue (:meth:`TextIndex.negated`), per
+  sentence — only best-matching sentences are ever asked.
 
 Cost is linear in the context length; the build is pure Python over a few C-level
-string operations per sentence, so a 10,000-word context indexes in a few
-milliseconds once, and look-ups afterwards are dictionary hits.
+string operations per sentence, and look-ups afterwards are dictionary hits.
 """
 
 from __future__ import annotations
@@ -44,7 +51,7 @@ from gateway.textutil import (
     TO_SPACE,
     Span,
     has_camel_glue,
-    negation_cues,
+    has_negation,
     split_sentences,
     tokenize,
     variants,
@@ -71,9 +78,6 @@ INDEX_KEY = "gateway.textindex"
 class IndexedSentence:
     text: str
     doc_id: str
-    negated: bool
-    numbers: list[Quantity] = field(default_factory=list)
-    dates: list[DateRef] = field(default_factory=list)
     tokens: frozenset[str] = frozenset()
     """Its lower-cased tokens."""
 
@@ -89,26 +93,78 @@ class Match:
 
 
 @dataclass(slots=True)
+class _Doc:
+    """What the lazy per-document work needs: the text and where its sentences are."""
+
+    text: str
+    base: int
+    """Id of its first sentence."""
+    starts: list[int]
+    """Offset of each of its sentences in ``text``."""
+
+
+@dataclass(slots=True)
+class _Facts:
+    """Numbers and dates of every document, found on first use (see :meth:`TextIndex.facts`)."""
+
+    numbers: list[float]
+    """Every stated value, ascending (for :meth:`TextIndex.has_number`)."""
+    dates: list[DateRef]
+    dates_by_decade: dict[int, list[DateRef]]
+    """Dates with a year, keyed by ``year // 10``; undated ones (``"May 5"``) under -1."""
+    by_sentence: dict[int, tuple[list[Quantity], list[DateRef]]]
+    """Sentence id -> its numbers and dates (only sentences that state any)."""
+
+
+_NO_FACTS: tuple[list[Quantity], list[DateRef]] = ([], [])
+
+
+@dataclass(slots=True)
 class TextIndex:
+    """Sentences, tokens and postings are built up front; numbers, dates and negation
+    are found on first use (most answers need few of them, some none), memoized, and
+    equal to what a full up-front scan would give."""
+
     sentences: list[IndexedSentence]
     vocab: frozenset[str]
     postings: dict[str, list[int]]
-    numbers: list[float]
-    """Every stated value, ascending (for :meth:`has_number`)."""
-    dates: list[DateRef]
-    dates_by_decade: dict[int, list[DateRef]] = field(default_factory=dict)
-    """Dates with a year, keyed by ``year // 10``; undated ones (``"May 5"``) under -1."""
+    docs: list[_Doc] = field(default_factory=list)
+    _facts: _Facts | None = None
+    _negated: dict[int, bool] = field(default_factory=dict)
+
+    def facts(self) -> _Facts:
+        """Numbers and dates of all documents (scanned once, on the first call)."""
+        if self._facts is None:
+            self._facts = _scan_facts(self.docs)
+        return self._facts
+
+    def numbers_of(self, sid: int) -> list[Quantity]:
+        """The numbers stated in sentence ``sid`` (not inside a date), in text order."""
+        return self.facts().by_sentence.get(sid, _NO_FACTS)[0]
+
+    def dates_of(self, sid: int) -> list[DateRef]:
+        """The dates stated in sentence ``sid``, in text order."""
+        return self.facts().by_sentence.get(sid, _NO_FACTS)[1]
+
+    def negated(self, sid: int) -> bool:
+        """Whether sentence ``sid`` contains a negation cue (memoized per sentence)."""
+        neg = self._negated.get(sid)
+        if neg is None:
+            neg = self._negated[sid] = has_negation(self.sentences[sid].text)
+        return neg
 
     def has_number(self, q: Quantity) -> bool:
         """Whether a value matching ``q`` (precision-aware) is stated anywhere."""
-        return number_in(q, self.numbers)
+        return number_in(q, self.facts().numbers)
 
     def has_date(self, d: DateRef) -> bool:
         """Whether a date compatible with ``d`` is stated anywhere."""
+        facts = self.facts()
         if d.year is None:
-            return date_matches(d, self.dates)
-        near = self.dates_by_decade.get(d.year // 10, [])
-        return date_matches(d, near) or date_matches(d, self.dates_by_decade.get(-1, []))
+            return date_matches(d, facts.dates)
+        by_decade = facts.dates_by_decade
+        near = by_decade.get(d.year // 10, [])
+        return date_matches(d, near) or date_matches(d, by_decade.get(-1, []))
 
     def __bool__(self) -> bool:
         return bool(self.sentences)
@@ -181,19 +237,15 @@ def build_index(docs: Iterable[tuple[str, str]]) -> TextIndex:
     sentences: list[IndexedSentence] = []
     vocab: set[str] = set()
     postings: dict[str, list[int]] = {}
-    numbers: list[float] = []
-    dates: list[DateRef] = []
+    kept: list[_Doc] = []
     for doc_id, text in docs:
         spans = split_sentences(text)
         if not spans:
             continue
-        base = len(sentences)
-        starts = [s.start for s in spans]
-        negated = _negated_sentences(text, starts)
+        kept.append(_Doc(text, len(sentences), [s.start for s in spans]))
         for span, toks in zip(spans, _sentence_tokens(text, spans)):
             sid = len(sentences)
-            sentences.append(IndexedSentence(span.text, doc_id, sid - base in negated,
-                                             tokens=toks))
+            sentences.append(IndexedSentence(span.text, doc_id, toks))
             vocab |= toks
             for tok in toks - STOPWORDS:
                 posting = postings.get(tok)
@@ -201,18 +253,37 @@ def build_index(docs: Iterable[tuple[str, str]]) -> TextIndex:
                     postings[tok] = [sid]
                 else:
                     posting.append(sid)
+    return TextIndex(sentences, frozenset(vocab), postings, kept)
+
+
+def _scan_facts(docs: list[_Doc]) -> _Facts:
+    """Numbers and dates of whole documents (so patterns see the same text as always),
+    each assigned to the sentence it starts in."""
+    numbers: list[float] = []
+    dates: list[DateRef] = []
+    by_sentence: dict[int, tuple[list[Quantity], list[DateRef]]] = {}
+
+    def slot(doc: _Doc, start: int) -> tuple[list[Quantity], list[DateRef]]:
+        sid = doc.base + bisect_right(doc.starts, start) - 1
+        got = by_sentence.get(sid)
+        if got is None:
+            got = by_sentence[sid] = ([], [])
+        return got
+
+    for doc in docs:
+        text = doc.text
         if any(ch.isdigit() for ch in text) or _maybe_spelled(text):
             doc_dates = extract_dates(text)
             for d in doc_dates:
-                sentences[base + bisect_right(starts, d.start) - 1].dates.append(d)
+                slot(doc, d.start)[1].append(d)
             dates += doc_dates
             for q in extract_numbers(text, doc_dates):
-                sentences[base + bisect_right(starts, q.start) - 1].numbers.append(q)
+                slot(doc, q.start)[0].append(q)
                 numbers.append(q.value)
     by_decade: dict[int, list[DateRef]] = {}
     for d in dates:
         by_decade.setdefault(d.year // 10 if d.year is not None else -1, []).append(d)
-    return TextIndex(sentences, frozenset(vocab), postings, sorted(numbers), dates, by_decade)
+    return _Facts(sorted(numbers), dates, by_decade, by_sentence)
 
 
 def _sentence_tokens(text: str, spans: list[Span]) -> list[frozenset[str]]:
@@ -228,16 +299,6 @@ def _sentence_tokens(text: str, spans: list[Span]) -> list[frozenset[str]]:
     return [frozenset(low[s.start:s.end].split()) for s in spans]
 
 
-def _negated_sentences(text: str, starts: list[int]) -> set[int]:
-    """Positions (in ``starts``) of the sentences with a negation cue: one pass over the text.
-
-    Cues are single words, so a cue never straddles two sentences, and a sentence is
-    bounded by whitespace or punctuation, so word boundaries are the same as in the
-    sentence alone.
-    """
-    return {bisect_right(starts, m.start()) - 1 for m in negation_cues(text)}
-
-
 def _maybe_spelled(text: str) -> bool:
     low = text.lower()
     return any(w in low for w in ("two", "three", "four", "five", "six", "seven", "eight",
@@ -251,8 +312,8 @@ class IndexCache:
 
     Keyed by a digest of the documents' ids and texts; bounded by the number of
     characters indexed (an index costs about 35 bytes per character of context).
-    Indexes are never mutated after :func:`build_index`, so one may serve many
-    requests. Not thread-safe: layers run on the event loop. Owned by a layer
+    An index only ever fills its memos (facts, negation), deterministically, so one
+    may serve many requests. Not thread-safe: layers run on the event loop. Owned by a layer
     instance, never module-level.
     """
 

@@ -105,9 +105,9 @@ class _Source:
     def facts(self) -> tuple[list[float], set[float], list[DateRef], set[float]]:
         """Numbers, their set, dates, and every number-or-date-part (built once)."""
         if self._facts is None:
-            sents = self.index.sentences[self.lo:self.hi]
-            values = [q.value for s in sents for q in s.numbers]
-            dates = [d for s in sents for d in s.dates]
+            index, sids = self.index, range(self.lo, self.hi)
+            values = [q.value for sid in sids for q in index.numbers_of(sid)]
+            dates = [d for sid in sids for d in index.dates_of(sid)]
             parts = {float(p) for d in dates for p in (d.year, d.day) if p is not None}
             self._facts = (values, set(values), dates, set(values) | parts)
         return self._facts

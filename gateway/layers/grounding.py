@@ -167,18 +167,20 @@ def check_sentence(
     for d in dates:
         if not (ctx.has_date(d) or (question is not None and question.has_date(d))):
             bad_values.append(d.text)
-            if best is not None and best.dates:
+            if match is not None and ctx.dates_of(match.sentence):
                 contradicted_value = True
     for q in numbers:
         if not (ctx.has_number(q) or (question is not None and question.has_number(q))):
             bad_values.append(q.text)
-            if best is not None and any(
-                n.kind == q.kind and (not q.unit or n.unit == q.unit) for n in best.numbers
+            if match is not None and any(
+                n.kind == q.kind and (not q.unit or n.unit == q.unit)
+                for n in ctx.numbers_of(match.sentence)
             ):
                 contradicted_value = True
 
     flip = best is not None and match is not None and _negation_flip(
-        text, words, best.text, best.negated, match.coverage, cfg.negation_min_coverage)
+        text, words, best.text, ctx.negated(match.sentence), match.coverage,
+        cfg.negation_min_coverage)
     contradicted = flip or contradicted_value
     risk = (
         cfg.word_weight * ((len(missing) + len(far)) / len(words) if words else 0.0)
