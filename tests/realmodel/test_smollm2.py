@@ -72,6 +72,7 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         try:
             base = f"http://127.0.0.1:{port}/v1"
             _wait_ready(base, proc, log_path)
+            _smoke(base, proc, log_path)
             yield base
         finally:
             proc.terminate()
@@ -97,6 +98,26 @@ def _wait_ready(base: str, proc: subprocess.Popen[bytes], log_path: Path) -> Non
             time.sleep(0.25)
     tail = log_path.read_text(errors="replace")[-2000:]
     pytest.fail(f"llama_cpp.server did not come up (exit code {proc.poll()}):\n{tail}")
+
+
+def _smoke(base: str, proc: subprocess.Popen[bytes], log_path: Path) -> None:
+    """One direct completion, so a broken llama.cpp build fails here, by name, and not
+    as an upstream 502 inside a gateway test."""
+    body = {"model": ALIAS, "max_tokens": 8,
+            "messages": [{"role": "user", "content": "Say hello."}]}
+    try:
+        with httpx.Client(timeout=120.0) as http:
+            if http.post(f"{base}/chat/completions", json=body).status_code == 200:
+                return
+    except httpx.HTTPError:
+        pass
+    try:
+        code = proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        code = None
+    tail = log_path.read_text(errors="replace")[-1500:]
+    pytest.fail(f"llama_cpp.server failed its first completion (exit code {code}; -11 is a "
+                f"segfault of the llama-cpp-python build, not of the gateway):\n{tail}")
 
 
 @pytest.fixture(scope="module")
