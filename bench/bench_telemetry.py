@@ -1,6 +1,6 @@
 """Telemetry overhead: pass-through with OTLP exporting vs telemetry disabled.
 
-    .venv/bin/python bench/bench_telemetry.py                 # ~4 minutes
+    .venv/bin/python bench/bench_telemetry.py                 # ~5 minutes
     .venv/bin/python bench/bench_telemetry.py --latencies 50 --concurrency 1 --duration 3
 
 Runs the shared pass-through matrix (``bench/run_passthrough.py``: mock upstream,
@@ -10,6 +10,10 @@ then with ``OTEL_EXPORTER_OTLP_ENDPOINT`` pointing at a loopback OTLP/HTTP sink
 (every request sampled and exported: traces, metrics every 5 s, logs). The sink is
 a separate process pinned with the mock, answers 200 with an empty protobuf
 response and counts bytes, so the gateway really serializes and ships everything.
+The "on" gateway runs with the defaults a deployment gets (no HTTP CLIENT span:
+``VERITY_OTEL_HTTP_SPANS`` unset; exemplars off); pass ``--gateway-env``-style
+variables through ``OTEL_*``/``VERITY_*`` in this process's environment to
+measure another setting.
 
 Prints a Markdown table of gateway p50 / p99 latency, requests/s and gateway CPU
 per request, off vs on, and the p50 added by telemetry.
@@ -137,7 +141,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"telemetry on (OTLP/HTTP to 127.0.0.1:{port})", file=sys.stderr)
             args.gateway_env = [f"OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:{port}",
                                 "OTEL_SERVICE_NAME=verity-bench",
-                                "OTEL_METRIC_EXPORT_INTERVAL=5000"]
+                                "OTEL_METRIC_EXPORT_INTERVAL=5000",
+                                *(f"{k}={v}" for k, v in os.environ.items()
+                                  if k.startswith(("OTEL_", "VERITY_OTEL_")))]
             on = rp.run_matrix(args, pin, Path(tmp), log)
         exports, size = sink_stats(port)
     finally:
