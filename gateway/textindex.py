@@ -62,6 +62,7 @@ __all__ = [
     "IndexCache",
     "IndexedSentence",
     "Match",
+    "RangeFacts",
     "TextIndex",
     "build_index",
     "context_index",
@@ -116,6 +117,17 @@ class _Facts:
     """Sentence id -> its numbers and dates (only sentences that state any)."""
 
 
+@dataclass(frozen=True, slots=True)
+class RangeFacts:
+    """Numbers and dates of a range of sentences (e.g. one document)."""
+
+    values: list[float]
+    value_set: set[float]
+    dates: list[DateRef]
+    parts: set[float]
+    """Every value, year and day: a claim whose digit runs are all here needs no parse."""
+
+
 _NO_FACTS: tuple[list[Quantity], list[DateRef]] = ([], [])
 
 
@@ -131,6 +143,7 @@ class TextIndex:
     docs: list[_Doc] = field(default_factory=list)
     _facts: _Facts | None = None
     _negated: dict[int, bool] = field(default_factory=dict)
+    _ranges: dict[tuple[int, int], RangeFacts] = field(default_factory=dict)
 
     def facts(self) -> _Facts:
         """Numbers and dates of all documents (scanned once, on the first call)."""
@@ -145,6 +158,19 @@ class TextIndex:
     def dates_of(self, sid: int) -> list[DateRef]:
         """The dates stated in sentence ``sid``, in text order."""
         return self.facts().by_sentence.get(sid, _NO_FACTS)[1]
+
+    def range_facts(self, lo: int, hi: int) -> RangeFacts:
+        """Numbers and dates of sentences ``lo..hi-1`` (memoized per range)."""
+        got = self._ranges.get((lo, hi))
+        if got is None:
+            by_sentence = self.facts().by_sentence
+            found = [by_sentence[sid] for sid in sorted(by_sentence) if lo <= sid < hi]
+            values = [q.value for numbers, _ in found for q in numbers]
+            dates = [d for _, dates in found for d in dates]
+            parts = {float(p) for d in dates for p in (d.year, d.day) if p is not None}
+            got = self._ranges[(lo, hi)] = RangeFacts(values, set(values), dates,
+                                                      set(values) | parts)
+        return got
 
     def negated(self, sid: int) -> bool:
         """Whether sentence ``sid`` contains a negation cue (memoized per sentence)."""

@@ -46,7 +46,7 @@ from cachetools import LRUCache
 from pydantic import Field
 
 from gateway.layers._citation_pairs import Pair, candidates, checkable, extract_pairs, norm
-from gateway.quantities import DateRef, date_matches, extract_dates, extract_numbers, number_matches
+from gateway.quantities import date_matches, extract_dates, extract_numbers, number_matches
 from gateway.scoring.binding import (
     BoundSource,
     SourceAuthority,
@@ -55,7 +55,7 @@ from gateway.scoring.binding import (
     recency_weight,
     verification_status,
 )
-from gateway.textindex import IndexCache, TextIndex, build_index, context_index
+from gateway.textindex import IndexCache, RangeFacts, TextIndex, build_index, context_index
 from gateway.textutil import content_words, entity_candidates, split_sentences, tokenize
 from gateway.verify.base import Evidence, LayerConfig, LayerResources, LayerResult, VerifyInput
 
@@ -100,17 +100,10 @@ class _Source:
     authority: float
     recency: float
     kind: str
-    _facts: tuple[list[float], set[float], list[DateRef], set[float]] | None = None
 
-    def facts(self) -> tuple[list[float], set[float], list[DateRef], set[float]]:
-        """Numbers, their set, dates, and every number-or-date-part (built once)."""
-        if self._facts is None:
-            index, sids = self.index, range(self.lo, self.hi)
-            values = [q.value for sid in sids for q in index.numbers_of(sid)]
-            dates = [d for sid in sids for d in index.dates_of(sid)]
-            parts = {float(p) for d in dates for p in (d.year, d.day) if p is not None}
-            self._facts = (values, set(values), dates, set(values) | parts)
-        return self._facts
+    def facts(self) -> RangeFacts:
+        """Numbers and dates of the source (memoized on its index, across requests)."""
+        return self.index.range_facts(self.lo, self.hi)
 
 
 @dataclass(slots=True)
@@ -318,7 +311,8 @@ def _analyze(claim: str) -> _Claim:
 
 def _missing_quantities(claim: str, src: _Source) -> list[str]:
     """Numbers and dates stated in ``claim`` that ``src`` does not back (rounding-aware)."""
-    values, vset, dates, _ = src.facts()
+    facts = src.facts()
+    values, vset, dates = facts.values, facts.value_set, facts.dates
     claim_dates = extract_dates(claim)
     out = [d.text for d in claim_dates if not date_matches(d, dates)]
     return out + [q.text for q in extract_numbers(claim, claim_dates)
@@ -347,7 +341,7 @@ def _support(claim: str, info: _Claim, src: _Source, cfg: CitationsConfig) -> _C
     if cfg.min_overlap <= coverage < 1.0:  # all words found => every entity's words found
         missing += [e.text for e in entity_candidates(claim)
                     if not content_words(tokenize(e.text)) <= found]
-    if info.runs and not all(r in src.facts()[3] for r in info.runs):
+    if info.runs and not all(r in src.facts().parts for r in info.runs):
         missing += _missing_quantities(claim, src)
     relevance = coverage * 0.5 ** len(missing)
     best = max(votes, key=lambda sid: (votes[sid], -sid)) if votes else None

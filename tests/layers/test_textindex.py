@@ -68,3 +68,14 @@ def test_has_date_uses_decades_and_undated_dates() -> None:
     assert index.has_date(extract_dates("in 1995")[0])  # "the 1990s"
     assert index.has_date(extract_dates("May 5, 2001")[0])  # "May 5" (no year)
     assert not index.has_date(extract_dates("June 6, 2001")[0])
+
+
+def test_range_facts_cover_only_their_sentences_and_are_memoized() -> None:
+    index = build_index(DOCS)
+    numbers, dates, _ = _full_scan()
+    lo, hi = 4, 6  # document "b"
+    got = index.range_facts(lo, hi)
+    assert got.values == [q.value for ns in numbers[lo:hi] for q in ns] == [12.0]
+    assert got.dates == [d for ds in dates[lo:hi] for d in ds]
+    assert got.parts == {12.0, 1990.0}
+    assert index.range_facts(lo, hi) is got
