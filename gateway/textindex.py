@@ -28,7 +28,7 @@ string operations per sentence, and look-ups afterwards are dictionary hits.
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from hashlib import blake2b
@@ -144,6 +144,9 @@ class TextIndex:
     _facts: _Facts | None = None
     _negated: dict[int, bool] = field(default_factory=dict)
     _ranges: dict[tuple[int, int], RangeFacts] = field(default_factory=dict)
+    _idf: dict[int, float] = field(default_factory=dict)
+    """Posting length -> IDF weight."""
+    _posting_sets: dict[str, frozenset[int]] = field(default_factory=dict)
 
     def facts(self) -> _Facts:
         """Numbers and dates of all documents (scanned once, on the first call)."""
@@ -204,6 +207,12 @@ class TextIndex:
                 return form
         return None
 
+    def _posting_set(self, form: str, posting: list[int]) -> frozenset[int]:
+        got = self._posting_sets.get(form)
+        if got is None:
+            got = self._posting_sets[form] = frozenset(posting)
+        return got
+
     def best_match(self, words: Iterable[str]) -> Match | None:
         """The sentence sharing the most IDF weight with ``words`` (content words)."""
         top = self.best_matches(words, 1)
@@ -220,35 +229,34 @@ class TextIndex:
             return []
         max_idf = log(n + 1) + 1.0
         total = 0.0
-        found: list[list[int]] = []
+        found: list[tuple[list[int], str]] = []
+        postings, idf_of = self.postings, self._idf
         for word in sorted(words):  # set order varies per process (hash seed): sort
             form = self.resolve(word)
-            posting = self.postings.get(form) if form is not None else None
+            posting = postings.get(form) if form is not None else None
             if not posting:
                 total += max_idf
                 continue
-            total += log((n + 1) / len(posting)) + 1.0
-            found.append(posting)
+            idf = idf_of.get(len(posting))
+            if idf is None:
+                idf = idf_of[len(posting)] = log((n + 1) / len(posting)) + 1.0
+            total += idf
+            found.append((posting, form))  # type: ignore[arg-type]  # form is set here
         # Candidates come from the rarest words only, so a word that occurs in every
         # sentence never makes this O(sentences); common words still count in `total`
         # and in the gain of candidates that contain them.
-        found.sort(key=len)  # stable: ties keep the sorted word order
+        found.sort(key=lambda pf: len(pf[0]))  # stable: ties keep the sorted word order
         gained: dict[int, float] = {}
-        for posting in found[:RAREST_WORDS]:
-            idf = log((n + 1) / len(posting)) + 1.0
+        for posting, _ in found[:RAREST_WORDS]:
+            idf = idf_of[len(posting)]
             for sid in posting:
                 gained[sid] = gained.get(sid, 0.0) + idf
-        for posting in found[RAREST_WORDS:]:
-            idf = log((n + 1) / len(posting)) + 1.0
-            if len(posting) <= len(gained):  # walk the shorter side
-                for sid in posting:
-                    if sid in gained:
-                        gained[sid] += idf
-                continue
-            for sid in gained:
-                i = bisect_left(posting, sid)
-                if i < len(posting) and posting[i] == sid:
-                    gained[sid] += idf
+        for posting, form in found[RAREST_WORDS:]:
+            idf = idf_of[len(posting)]
+            # Only the candidates' sums change, each in the same (posting) order, so
+            # the hits may come in any order; the intersection runs in C.
+            for sid in self._posting_set(form, posting).intersection(gained):
+                gained[sid] += idf
         if not gained or total <= 0:
             return []
         if k == 1:
