@@ -34,9 +34,9 @@ Contract (what callers do):
   carries what the HTTP span would).
 
 When telemetry is on, the OpenTelemetry implementation lives in
-``gateway._otel_impl`` (imported only by :func:`create_telemetry`, so a gateway
-without an endpoint never imports the SDK); every name it emits is in
-``gateway.semconv``.
+``gateway._otel_impl`` and the ``gateway._otel_*`` modules beside it (imported
+only by :func:`create_telemetry`, so a gateway without an endpoint never imports
+the SDK); every name it emits is in ``gateway.semconv``.
 """
 
 from __future__ import annotations
