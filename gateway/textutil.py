@@ -83,7 +83,9 @@ _PUNCT = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~“”‘’–—…«»·•£€�
 TO_SPACE = str.maketrans({c: " " for c in _PUNCT})
 """``str.translate`` table used by :func:`tokenize` (punctuation -> space)."""
 _CAMEL_GLUE = re.compile(r"(?<=[a-z])(?=[A-Z][a-z])")
-_CAMEL_ANY = re.compile(r"[a-z](?=[A-Z][a-z])")  # same test, scannable by first character
+# Same test, starting at the capital: a pattern that opens with a character class gets
+# the regex engine's fast scan to the (rare) capitals instead of an attempt per letter.
+_CAMEL_ANY = re.compile(r"[A-Z](?<=[a-z][A-Z])(?=[a-z])")
 _NEG_RE = re.compile(  # the look-ahead: the letters a cue can start with (fast rejection)
     r"(?=[ncw])(?:\b(?:not|no|never|none|nobody|nothing|neither|nor|cannot|without)\b"
     r"|n[’']t\b)",
@@ -198,12 +200,11 @@ def _split_ok(text: str, cut: int, end: int) -> bool:
 
 
 def _append_span(out: list[Span], text: str, start: int, end: int) -> None:
-    while start < end and text[start].isspace():
-        start += 1
-    while end > start and text[end - 1].isspace():
-        end -= 1
-    if end > start:
-        out.append(Span(text[start:end], start, end))
+    piece = text[start:end]
+    kept = piece.strip()  # str.strip() strips exactly the characters str.isspace() accepts
+    if kept:
+        start += len(piece) - len(piece.lstrip())
+        out.append(Span(kept, start, start + len(kept)))
 
 
 def tokenize(text: str) -> list[str]:

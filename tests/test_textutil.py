@@ -135,3 +135,24 @@ def test_sentence_ends_glued_newline_and_quotes() -> None:
     assert texts("He said go! Then left.\nNext line  \n  third") == [
         "He said go!", "Then left.", "Next line", "third"]
     assert texts("wait... Then more.Glued here") == ["wait...", "Then more.", "Glued here"]
+
+
+def test_camel_glue_check_agrees_with_the_plain_pattern() -> None:
+    import random
+    import re
+
+    from gateway.textutil import has_camel_glue
+
+    plain = re.compile(r"[a-z](?=[A-Z][a-z])")
+    rng = random.Random(3)
+    for _ in range(20_000):
+        s = "".join(rng.choice("aAbZz .Q1é") for _ in range(rng.randint(0, 12)))
+        assert has_camel_glue(s) is (plain.search(s) is not None), s
+    assert has_camel_glue("RomanceStep") and not has_camel_glue("NASA Step")
+
+
+def test_sentence_spans_trim_every_kind_of_whitespace() -> None:
+    text = "\u00a0\u2003One here.\u3000\x1c Two there.\u0085"
+    spans = split_sentences(text)
+    assert [s.text for s in spans] == ["One here.", "Two there."]
+    assert all(text[s.start:s.end] == s.text for s in spans)
