@@ -51,6 +51,7 @@ from gateway.textutil import (
     TO_SPACE,
     Span,
     has_camel_glue,
+    entity_candidates,
     has_negation,
     split_sentences,
     tokenize,
@@ -58,12 +59,16 @@ from gateway.textutil import (
 )
 
 __all__ = [
+    "ANSWER_KEY",
     "INDEX_KEY",
+    "AnswerSentence",
     "IndexCache",
     "IndexedSentence",
     "Match",
     "RangeFacts",
     "TextIndex",
+    "analyze_answer",
+    "answer_sentences",
     "build_index",
     "context_index",
 ]
@@ -73,6 +78,8 @@ RAREST_WORDS = 6
 
 INDEX_KEY = "gateway.textindex"
 """Memo key of the context index in ``GroundingContext.memo``."""
+ANSWER_KEY = "gateway.answer"
+"""Memo key prefix of :func:`answer_sentences`."""
 
 
 @dataclass(slots=True)
@@ -382,6 +389,26 @@ class IndexCache:
 
 def _indexed_chars(index: TextIndex) -> int:
     return max(1, sum(len(s.text) for s in index.sentences))
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerSentence:
+    """One sentence of an answer and its entity candidates (shared by the layers)."""
+
+    span: Span
+    entities: tuple[Span, ...]
+    """``entity_candidates(span.text)``."""
+
+
+def analyze_answer(answer: str) -> list[AnswerSentence]:
+    """The sentences of ``answer`` with their entity candidates."""
+    return [AnswerSentence(s, tuple(entity_candidates(s.text))) for s in split_sentences(answer)]
+
+
+def answer_sentences(context: GroundingContext, answer: str) -> list[AnswerSentence]:
+    """:func:`analyze_answer`, once per request (``grounding`` and ``claims`` both need it)."""
+    return context.memo(f"{ANSWER_KEY}:{answer}",  # type: ignore[no-any-return]
+                        lambda: analyze_answer(answer))
 
 
 def context_index(context: GroundingContext, cache: IndexCache | None = None) -> TextIndex:

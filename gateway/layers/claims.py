@@ -26,12 +26,14 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 from pydantic import Field
 
 from gateway.quantities import extract_dates, extract_numbers
+from gateway.textindex import AnswerSentence, analyze_answer, answer_sentences
 from gateway.textutil import Span, entity_candidates, split_sentences
 from gateway.verify.base import Evidence, LayerConfig, LayerResources, LayerResult, VerifyInput
 
@@ -210,10 +212,13 @@ def _entity_type(text: str, sentence: str, start: int) -> EntityType:
     return "MISC"
 
 
-def extract_entities(text: str, sentences: list[Span] | None = None) -> list[ExtractedEntity]:
+def extract_entities(
+    text: str, sentences: Sequence[Span] | Sequence[AnswerSentence] | None = None
+) -> list[ExtractedEntity]:
     """Regulations, dates/durations, quantities and named entities, in text order.
 
-    ``sentences`` is ``split_sentences(text)`` when the caller already has it.
+    ``sentences`` is ``split_sentences(text)`` or ``analyze_answer(text)`` when the
+    caller already has it (the latter carries the entity candidates too).
 
     Earlier kinds win overlaps (regulations, dates, durations, names, then
     quantities): a regulation's number is not also a quantity, a date's year is not
@@ -239,8 +244,12 @@ def extract_entities(text: str, sentences: list[Span] | None = None) -> list[Ext
         add(d.start, d.end, "DATE")
     for m in _DURATION.finditer(text):
         add(m.start(), m.end(), "DATE")
-    for sent in split_sentences(text) if sentences is None else sentences:
-        for span in entity_candidates(sent.text):
+    for item in split_sentences(text) if sentences is None else sentences:
+        if isinstance(item, AnswerSentence):
+            sent, spans = item.span, item.entities
+        else:
+            sent, spans = item, entity_candidates(item.text)
+        for span in spans:
             s = sent.start + span.start
             add(s, s + len(span.text), _entity_type(span.text, sent.text, span.start))
     for q in extract_numbers(text, dates):
@@ -257,10 +266,17 @@ def classify(sentence: str) -> Classification:
     return "verifiable"
 
 
-def detect_claims(text: str) -> list[FactualClaim]:
-    """One :class:`FactualClaim` per sentence with a factual element or an opinion."""
-    sentences = split_sentences(text)
-    entities = extract_entities(text, sentences)
+def detect_claims(
+    text: str, analyzed: Sequence[AnswerSentence] | None = None
+) -> list[FactualClaim]:
+    """One :class:`FactualClaim` per sentence with a factual element or an opinion.
+
+    ``analyzed`` is ``analyze_answer(text)`` when the caller already has it.
+    """
+    if analyzed is None:
+        analyzed = analyze_answer(text)
+    sentences = [a.span for a in analyzed]
+    entities = extract_entities(text, analyzed)
     starts = [e.start for e in entities]
     claims: list[FactualClaim] = []
     for n, sent in enumerate(sentences):
@@ -295,7 +311,8 @@ class ClaimsLayer:
 
     async def verify(self, inp: VerifyInput) -> LayerResult:
         cfg = self.config
-        claims = detect_claims(inp.response_text)
+        claims = detect_claims(inp.response_text,
+                               answer_sentences(inp.context, inp.response_text))
         factual = [c for c in claims if c.types]
         assertive = [c for c in factual if c.classification == "verifiable"]
         by_class = {k: sum(1 for c in claims if c.classification == k)

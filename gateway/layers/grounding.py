@@ -45,6 +45,7 @@ it is blind to). With no context the layer is skipped (neutral score, passed).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from math import exp
 from typing import ClassVar
@@ -52,15 +53,16 @@ from typing import ClassVar
 from pydantic import Field
 
 from gateway.quantities import extract_dates, extract_numbers
-from gateway.textindex import IndexCache, TextIndex, build_index, context_index
-from gateway.textutil import (
-    content_words,
-    entity_candidates,
-    has_negation,
-    split_sentences,
-    tokenize,
-    variants,
+from gateway.textindex import (
+    AnswerSentence,
+    IndexCache,
+    TextIndex,
+    analyze_answer,
+    answer_sentences,
+    build_index,
+    context_index,
 )
+from gateway.textutil import Span, content_words, entity_candidates, has_negation, tokenize, variants
 from gateway.verify.base import Evidence, LayerConfig, LayerResources, LayerResult, VerifyInput
 
 __all__ = ["GroundingConfig", "GroundingLayer", "SentenceCheck", "check_answer"]
@@ -133,18 +135,23 @@ def _supported(word: str, ctx: TextIndex, question: TextIndex | None) -> bool:
 
 
 def check_sentence(
-    text: str, ctx: TextIndex, question: TextIndex | None, cfg: GroundingConfig
+    text: str, ctx: TextIndex, question: TextIndex | None, cfg: GroundingConfig,
+    entities: Sequence[Span] | None = None,
 ) -> SentenceCheck:
-    """Check one answer sentence against the context index (and question index)."""
+    """Check one answer sentence against the context index (and question index).
+
+    ``entities`` is ``entity_candidates(text)`` when the caller already has it.
+    """
     words = content_words(tokenize(text))
     missing = sorted(w for w in words if not _supported(w, ctx, question))
     missing_set = set(missing)
 
     bad_entities: list[str] = []
-    entities = entity_candidates(text)
-    for ent in entities:
-        if content_words(tokenize(ent.text)) & missing_set:
-            bad_entities.append(ent.text)
+    entities = entity_candidates(text) if entities is None else entities
+    if missing_set:  # otherwise no entity can have an unsupported word
+        for ent in entities:
+            if content_words(tokenize(ent.text)) & missing_set:
+                bad_entities.append(ent.text)
 
     matches = ctx.best_matches(words, max(1, cfg.local_window)) if words else []
     match = matches[0] if matches else None
@@ -224,10 +231,16 @@ def _negation_flip(text: str, words: set[str], ctx_text: str, ctx_negated: bool,
 
 
 def check_answer(
-    answer: str, ctx: TextIndex, question: TextIndex | None, cfg: GroundingConfig
+    answer: str, ctx: TextIndex, question: TextIndex | None, cfg: GroundingConfig,
+    sentences: Sequence[AnswerSentence] | None = None,
 ) -> tuple[float, list[SentenceCheck]]:
-    """Score an answer: ``(score in [0, 1], per-sentence checks)``; higher = better grounded."""
-    checks = [check_sentence(s.text, ctx, question, cfg) for s in split_sentences(answer)]
+    """Score an answer: ``(score in [0, 1], per-sentence checks)``; higher = better grounded.
+
+    ``sentences`` is ``analyze_answer(answer)`` when the caller already has it.
+    """
+    if sentences is None:
+        sentences = analyze_answer(answer)
+    checks = [check_sentence(s.span.text, ctx, question, cfg, s.entities) for s in sentences]
     if not checks:
         return 1.0, []
     words = sum(c.weight for c in checks)
@@ -296,7 +309,8 @@ class GroundingLayer:
         ctx = context_index(inp.context, self._indexes)
         question_text = inp.question if cfg.use_question else ""
         question = build_index([("question", question_text)]) if question_text else None
-        score, checks = check_answer(inp.response_text, ctx, question, cfg)
+        score, checks = check_answer(inp.response_text, ctx, question, cfg,
+                                     answer_sentences(inp.context, inp.response_text))
         counts = {s: sum(1 for c in checks if c.status == s)
                   for s in ("supported", "unsupported", "contradicted")}
         failed = [c for c in checks if c.status != "supported"]

@@ -79,3 +79,19 @@ def test_range_facts_cover_only_their_sentences_and_are_memoized() -> None:
     assert got.dates == [d for ds in dates[lo:hi] for d in ds]
     assert got.parts == {12.0, 1990.0}
     assert index.range_facts(lo, hi) is got
+
+
+def test_answer_sentences_are_analyzed_once_per_request() -> None:
+    from gateway.context import GroundingContext
+    from gateway.textindex import analyze_answer, answer_sentences
+    from gateway.textutil import entity_candidates
+
+    answer = "Andre Johnson played for the Houston Texans. He was born in 1981."
+    got = analyze_answer(answer)
+    assert [a.span for a in got] == split_sentences(answer)
+    assert [list(a.entities) for a in got] == [entity_candidates(s.text)
+                                              for s in split_sentences(answer)]
+    ctx = GroundingContext(documents=[])
+    first = answer_sentences(ctx, answer)
+    assert first == got and answer_sentences(ctx, answer) is first
+    assert answer_sentences(ctx, answer + " More.") is not first
