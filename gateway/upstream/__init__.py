@@ -2,7 +2,8 @@
 
 - ``client`` — OpenAI-compatible upstreams (``kind: openai``), the hot path;
 - ``anthropic`` — Anthropic's Messages API (``kind: anthropic``), translated by
-  ``openai_anthropic`` to and from OpenAI's shapes.
+  ``openai_anthropic`` (requests) and ``anthropic_openai`` (responses, errors,
+  streams) to and from OpenAI's shapes.
 
 :func:`open_client` picks the class for an upstream's ``kind``.
 """

@@ -14,7 +14,8 @@ do not know the difference:
 
 Anthropic errors come back in the OpenAI error shape with the same status (529 ->
 503), response headers such as ``retry-after`` kept. The translation itself is in
-:mod:`gateway.upstream.openai_anthropic`.
+:mod:`gateway.upstream.openai_anthropic` (requests) and
+:mod:`gateway.upstream.anthropic_openai` (responses, errors, streams).
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ import orjson
 
 from gateway.errors import InvalidJSON, InvalidRequest, UpstreamError
 from gateway.settings import UpstreamConfig
-from gateway.upstream import openai_anthropic as tr
+from gateway.upstream import anthropic_openai as to_openai
+from gateway.upstream import openai_anthropic as to_anthropic
 from gateway.upstream.client import RawHeaders, UpstreamClient, UpstreamResponse
 
 __all__ = ["AnthropicResponse", "AnthropicUpstreamClient"]
@@ -61,7 +63,7 @@ class AnthropicResponse(UpstreamResponse):
                 "text/event-stream"):
             mode = "stream"
         self._mode: Mode = mode
-        self.status = tr.map_status(raw.status) if raw is not None else (status or 200)
+        self.status = to_openai.map_status(raw.status) if raw is not None else (status or 200)
         headers: RawHeaders = [h for h in raw.headers if h[0] != b"content-type"] \
             if raw is not None else []
         if raw is not None and not any(k == b"x-request-id" for k, _ in headers):
@@ -89,7 +91,7 @@ class AnthropicResponse(UpstreamResponse):
         assert self._raw is not None
         data = await self._raw.read()
         if self._mode == "error":
-            _, body = tr.error_to_openai(self._raw.status, data)
+            _, body = to_openai.error_to_openai(self._raw.status, data)
             self._body = orjson.dumps(body)
             return self._body
         try:
@@ -98,8 +100,8 @@ class AnthropicResponse(UpstreamResponse):
             parsed = None
         if not isinstance(parsed, dict):
             raise UpstreamError("anthropic upstream answered with a body that is not JSON")
-        out = tr.models_to_openai(parsed) if self._mode == "models" else tr.message_to_chat(
-            parsed)
+        out = (to_openai.models_to_openai(parsed) if self._mode == "models"
+               else to_openai.message_to_chat(parsed))
         self._body = orjson.dumps(out)
         return self._body
 
@@ -107,7 +109,8 @@ class AnthropicResponse(UpstreamResponse):
         if self._mode != "stream" or self._raw is None:
             yield await self.read()
             return
-        translator = tr.StreamTranslator(include_usage=self._include_usage, model=self._model)
+        translator = to_openai.StreamTranslator(include_usage=self._include_usage,
+                                                model=self._model)
         async for chunk in self._raw.iter_chunks():
             out = translator.feed(chunk)
             if out:
@@ -142,7 +145,7 @@ class AnthropicUpstreamClient(UpstreamClient):
 
     def build_headers(self, client_headers: Iterable[tuple[bytes, bytes]],
                       use_own_key: bool, extra: RawHeaders | None = None) -> dict[str, str]:
-        out = {"anthropic-version": tr.ANTHROPIC_VERSION, "content-type": _JSON}
+        out = {"anthropic-version": to_anthropic.ANTHROPIC_VERSION, "content-type": _JSON}
         key = self._api_key if use_own_key else None
         for k, v in client_headers:
             if k in _FORWARD:
@@ -165,9 +168,10 @@ class AnthropicUpstreamClient(UpstreamClient):
         """Translate and send one OpenAI-style request; return once headers arrive."""
         if path == "/chat/completions" and method == "POST":
             payload = await _json_object(body)
-            request = tr.chat_to_messages(payload)
+            request = to_anthropic.chat_to_messages(payload)
             raw = await super().send("POST", "/messages", headers, orjson.dumps(request))
-            return AnthropicResponse(raw, "chat", include_usage=tr.include_usage(payload),
+            return AnthropicResponse(raw, "chat",
+                                     include_usage=to_anthropic.include_usage(payload),
                                      model=str(payload.get("model") or ""))
         if path == "/models" and method == "GET":
             raw = await super().send("GET", "/models", headers, None, "limit=1000")
@@ -175,8 +179,8 @@ class AnthropicUpstreamClient(UpstreamClient):
         if not isinstance(body, (bytes, type(None))):
             async for _ in body:  # drain an upload we will not send
                 pass
-        return AnthropicResponse(None, "static", status=404,
-                                 body=orjson.dumps(tr.unsupported_path(f"{method} /v1{path}")))
+        body_404 = to_anthropic.unsupported_path(f"{method} /v1{path}")
+        return AnthropicResponse(None, "static", status=404, body=orjson.dumps(body_404))
 
 
 async def _json_object(body: bytes | AsyncIterator[bytes] | None) -> dict[str, Any]:
