@@ -57,6 +57,7 @@ class KeywordLayer:
     """Fail answers containing blocked entries or missing required ones."""
 
     name: ClassVar[str] = "keyword"
+    cpu_only: ClassVar[bool] = True
     Config: ClassVar[type[LayerConfig]] = KeywordConfig
 
     def __init__(self, config: KeywordConfig, resources: LayerResources | None = None) -> None:

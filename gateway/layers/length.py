@@ -34,6 +34,7 @@ class LengthLayer:
     """Pass answers whose stripped length is within ``[min_chars, max_chars]``."""
 
     name: ClassVar[str] = "length"
+    cpu_only: ClassVar[bool] = True
     Config: ClassVar[type[LayerConfig]] = LengthConfig
 
     def __init__(self, config: LengthConfig, resources: LayerResources | None = None) -> None:

@@ -26,6 +26,15 @@ for context-based layers it means "no evidence of error", never "verified".
 CPU-only layers should be fast (about a millisecond); they run on the event
 loop. A layer that needs a model uses ``resources.judge`` (may be ``None`` when
 no judge is configured: then raise :class:`LayerUnavailable`).
+
+Optionally, a model-free layer whose ``verify`` never awaits anything declares::
+
+        cpu_only: ClassVar[bool] = True
+
+When every layer a request runs says so, the pipeline runs them one after the
+other in the calling task, without a task and an ``asyncio.timeout`` each (a
+timeout cannot interrupt synchronous work anyway). Without it (the default) a
+layer runs in its own task under its timeout.
 """
 
 from __future__ import annotations

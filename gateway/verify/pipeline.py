@@ -8,7 +8,11 @@ For one answer and one policy (:func:`run_pipeline`):
    layer of the policy. They run **concurrently**, each inside ``trace.layer(key)``
    and under ``min(timeout_ms, remaining budget.total_ms, profile max_latency_ms)``.
    Past ``budget.max_cost`` (judge USD already spent by this request) layers are
-   skipped.
+   skipped. When every selected layer is ``cpu_only`` (``gateway.verify.base``)
+   they run one after the other in the calling task instead — no task and no
+   ``asyncio.timeout`` per layer, which could not interrupt synchronous work
+   anyway (concurrent tasks of such layers run one after the other too). The
+   budget is still checked before each layer and each layer's latency recorded.
 3. **Errors** — a layer that raises, times out, is :class:`LayerUnavailable` or
    finds no time left in the budget gets an error outcome. ``on_error: fail_open``
    leaves it out of the decision (counted as ``fail_open``); ``fail_closed`` makes
@@ -34,7 +38,7 @@ from typing import TYPE_CHECKING
 
 from gateway.policy.models import Calibration, DecisionSpec
 from gateway.scoring.credit import zone
-from gateway.telemetry import RequestTrace, Telemetry
+from gateway.telemetry import LayerSpan, RequestTrace, Telemetry
 from gateway.verify.base import Layer, LayerResult, LayerUnavailable, VerifyInput
 from gateway.verify.calibration import Calibrator, PlattParams, platt
 from gateway.verify.outcome import BAND_ORDER, Band, LayerOutcome, Verification
@@ -49,6 +53,7 @@ LayerFactory = Callable[["ResolvedLayer"], Layer]
 """Returns the (cached) layer instance for a resolved layer of a policy."""
 
 _CALIBRATOR = Calibrator()
+_NOOP_RESULT = LayerSpan.result
 
 
 @dataclass(slots=True)
@@ -91,6 +96,39 @@ def min_confidence_for(policy: Policy, level: str) -> float:
     return RISK_PROFILES[level].min_confidence
 
 
+@dataclass(frozen=True, slots=True)
+class _LevelPlan:
+    """What a policy runs at one risk level; computed once per policy object."""
+
+    layers: tuple[ResolvedLayer, ...]
+    cap_ms: float | None
+    min_confidence: float
+    inline: bool
+    """Every layer is ``cpu_only``: run them in the calling task, untimed."""
+
+
+_PLANS: dict[int, tuple[Policy, dict[str, _LevelPlan]]] = {}
+_PLANS_MAX = 256
+
+
+def _level_plan(policy: Policy, level: str) -> _LevelPlan:
+    entry = _PLANS.get(id(policy))
+    if entry is None or entry[0] is not policy:
+        if len(_PLANS) >= _PLANS_MAX:  # reloads make new policy objects: stay bounded
+            _PLANS.clear()
+        entry = _PLANS[id(policy)] = (policy, {})
+    plan = entry[1].get(level)
+    if plan is None:
+        profile = policy.spec.risk.profiles.get(level)  # type: ignore[call-overload]
+        layers = select_layers(policy, level)
+        plan = entry[1][level] = _LevelPlan(
+            layers=layers,
+            cap_ms=float(profile.max_latency_ms) if profile and profile.max_latency_ms else None,
+            min_confidence=min_confidence_for(policy, level),
+            inline=all(getattr(rl.cls, "cpu_only", False) is True for rl in layers))
+    return plan
+
+
 async def run_pipeline(policy: Policy, inp: VerifyInput, *, layer_for: LayerFactory,
                        trace: RequestTrace, telemetry: Telemetry,
                        budget: Budget | None = None) -> Verification:
@@ -98,19 +136,21 @@ async def run_pipeline(policy: Policy, inp: VerifyInput, *, layer_for: LayerFact
     spec = policy.spec
     budget = budget or Budget.for_policy(policy)
     level = spec.risk.level if spec.risk.level != "assess" else assess_risk(inp.response_text)
-    profile = spec.risk.profiles.get(level)  # type: ignore[call-overload]
-    cap_ms = float(profile.max_latency_ms) if profile and profile.max_latency_ms else None
-    selected = select_layers(policy, level)
-    outcomes = list(await asyncio.gather(*(
-        _run_layer(rl, inp, layer_for, trace, budget, cap_ms) for rl in selected)))
+    plan = _level_plan(policy, level)
+    cap_ms = plan.cap_ms
+    if plan.inline:
+        outcomes = [await _run_layer(rl, inp, layer_for, trace, budget, cap_ms, timed=False)
+                    for rl in plan.layers]
+    else:
+        outcomes = list(await asyncio.gather(*(
+            _run_layer(rl, inp, layer_for, trace, budget, cap_ms) for rl in plan.layers)))
     budget.spent_cost += sum(o.cost for o in outcomes)
     errors = [o for o in outcomes if o.error is not None]
-    attrs = {"policy": policy.name}
     if errors:
         name = "fail_closed" if spec.on_error == "fail_closed" else "fail_open"
         for o in errors:
-            telemetry.count(name, 1, {**attrs, "layer": o.key})
-    min_conf = min_confidence_for(policy, level)
+            telemetry.count(name, 1, {"policy": policy.name, "layer": o.key})
+    min_conf = plan.min_confidence
     verdict, score, reasons = decide(outcomes, decision=spec.decision, min_confidence=min_conf,
                                      fail_closed=spec.on_error == "fail_closed")
     claims: list[str] = []
@@ -161,7 +201,8 @@ def decide(outcomes: Sequence[LayerOutcome], *, decision: DecisionSpec, min_conf
 
 
 async def _run_layer(rl: ResolvedLayer, inp: VerifyInput, layer_for: LayerFactory,
-                     trace: RequestTrace, budget: Budget, cap_ms: float | None) -> LayerOutcome:
+                     trace: RequestTrace, budget: Budget, cap_ms: float | None, *,
+                     timed: bool = True) -> LayerOutcome:
     spec = rl.spec
     out = LayerOutcome(key=rl.key, name=rl.name, weight=spec.weight)
     with trace.layer(rl.key) as span:
@@ -177,7 +218,10 @@ async def _run_layer(rl: ResolvedLayer, inp: VerifyInput, layer_for: LayerFactor
                 out.error, out.error_type = "time budget exhausted", "timeout"
             else:
                 layer = layer_for(rl)
-                async with asyncio.timeout(timeout_ms / 1000):
+                if timed:
+                    async with asyncio.timeout(timeout_ms / 1000):
+                        result = await layer.verify(inp)
+                else:
                     result = await layer.verify(inp)
                 _fill(out, result, spec.calibration)
         except TimeoutError:
@@ -187,7 +231,8 @@ async def _run_layer(rl: ResolvedLayer, inp: VerifyInput, layer_for: LayerFactor
         except Exception as exc:  # a broken layer is an outcome, not a crash
             out.error, out.error_type = f"{type(exc).__name__}: {exc}", type(exc).__name__
         out.latency_ms = (time.perf_counter() - t0) * 1000
-        span.result(out.to_dict())
+        if type(span).result is not _NOOP_RESULT:  # the no-op span: skip building the dict
+            span.result(out.to_dict())
     return out
 
 

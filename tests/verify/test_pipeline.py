@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
-
 from engine import support
+
 from gateway.context import GroundingContext
 from gateway.policy.loader import ResolvedLayer, load_policy_text
 from gateway.policy.models import DecisionSpec
 from gateway.telemetry import LayerSpan, RequestTrace
 from gateway.verify import registry
-from gateway.verify.base import Layer, LayerResources, LayerUnavailable, VerifyInput
+from gateway.verify.base import Layer, LayerResources, LayerResult, LayerUnavailable, VerifyInput
 from gateway.verify.outcome import LayerOutcome, Verification
 from gateway.verify.pipeline import Budget, decide, run_pipeline
 
@@ -230,3 +231,61 @@ def test_decide_with_nothing_counted_passes() -> None:
 def test_outcome_layer_header_value() -> None:
     assert LayerOutcome("g", "g", score=0.912, passed=True).header_value() == "g=0.91:pass"
     assert LayerOutcome("g", "g", error="x").header_value() == "g=error"
+
+
+class CpuLayer(support.SkipLayer):
+    """A ``cpu_only`` layer that notes the task it ran in and burns ``ms`` synchronously."""
+
+    name = "cpu"
+    cpu_only = True
+    tasks: ClassVar[list[asyncio.Task[Any] | None]] = []
+
+    async def verify(self, inp: VerifyInput) -> Any:
+        CpuLayer.tasks.append(asyncio.current_task())
+        time.sleep(0.005)  # noqa: ASYNC251 -- synchronous work, longer than the budget below
+        return LayerResult(score=1.0, passed=True)
+
+
+def _run_in_task(policy_yaml: str, budget: Budget | None = None,
+                 trace: RequestTrace | None = None) -> tuple[Verification, Any]:
+    CpuLayer.tasks = []
+
+    async def go() -> tuple[Verification, Any]:
+        policy = load_policy_text(policy_yaml, name="p")
+        inp = VerifyInput(messages=[], response_text="x", context=GroundingContext())
+        v = await run_pipeline(policy, inp, layer_for=_factory, trace=trace or RequestTrace(),
+                               telemetry=support.RecordingTelemetry(), budget=budget)
+        return v, asyncio.current_task()
+
+    return asyncio.run(go())
+
+
+def test_cpu_only_layers_run_in_the_calling_task_inside_their_spans(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(registry.LAYERS, "cpu", f"{__name__}:CpuLayer")
+    registry.resolve.cache_clear()
+    trace = RecordingTrace()
+    v, caller = _run_in_task("layers: [{name: cpu, id: a}, {name: cpu, id: b}]", trace=trace)
+    assert CpuLayer.tasks == [caller, caller]
+    assert [o.key for o in v.layers] == ["a", "b"] and v.verdict == "pass"
+    assert [name for name, _ in trace.layers] == ["a", "b"]
+    assert all(o.latency_ms > 0 for o in v.layers)
+
+
+def test_cpu_only_layers_check_the_budget_before_each_layer(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(registry.LAYERS, "cpu", f"{__name__}:CpuLayer")
+    registry.resolve.cache_clear()
+    v, _ = _run_in_task("layers: [{name: cpu, id: a}, {name: cpu, id: b}]",
+                        budget=Budget(total_ms=1.0))
+    assert v.layers[0].passed and v.layers[0].error is None
+    assert v.layers[1].error == "time budget exhausted"
+
+
+def test_a_layer_without_cpu_only_keeps_every_layer_in_its_own_task(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(registry.LAYERS, "cpu", f"{__name__}:CpuLayer")
+    registry.resolve.cache_clear()
+    v, caller = _run_in_task("layers: [{name: cpu}, {name: sleep, config: {ms: 1}}]")
+    assert len(CpuLayer.tasks) == 1 and CpuLayer.tasks[0] is not caller
+    assert v.verdict == "pass"
