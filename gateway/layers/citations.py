@@ -118,6 +118,7 @@ class CitationsLayer:
     """Check that cited sources exist and contain what the citing claim says."""
 
     name: ClassVar[str] = "citations"
+    cpu_only: ClassVar[bool] = True
     Config: ClassVar[type[LayerConfig]] = CitationsConfig
 
     def __init__(self, config: CitationsConfig, resources: LayerResources | None = None) -> None:

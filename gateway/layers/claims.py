@@ -303,6 +303,7 @@ class ClaimsLayer:
     """Detects and classifies factual claims (see module doc); no context needed."""
 
     name: ClassVar[str] = "claims"
+    cpu_only: ClassVar[bool] = True
     Config: ClassVar[type[LayerConfig]] = ClaimsConfig
 
     def __init__(self, config: ClaimsConfig, resources: LayerResources) -> None:

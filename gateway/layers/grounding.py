@@ -292,6 +292,7 @@ class GroundingLayer:
     """Checks an answer against the request's grounding context (see module doc)."""
 
     name: ClassVar[str] = "grounding"
+    cpu_only: ClassVar[bool] = True
     Config: ClassVar[type[LayerConfig]] = GroundingConfig
 
     def __init__(self, config: GroundingConfig, resources: LayerResources) -> None:
