@@ -32,6 +32,7 @@ Score: mean over checked claims of VERIFIED 1, PARTIAL 0.5, UNVERIFIABLE
 ``passed`` iff no claim is CONTRADICTED or OUTDATED (those are the
 ``failed_claims``). No verifiable claim: skipped. Judge calls per request: 1
 (0 when no claim has evidence; 2 with ``auto_correct`` and something to correct).
+The prompt texts are in :mod:`gateway.layers._fact_check_prompts` (re-exported here).
 """
 
 from __future__ import annotations
@@ -45,6 +46,12 @@ from typing import Any, ClassVar, Literal, cast
 from pydantic import Field
 
 from gateway.judge import parse_json_reply
+from gateway.layers._fact_check_prompts import (
+    CORRECT_PROMPT,
+    LABEL_PROMPT,
+    MARK_CORRECT,
+    MARK_LABEL,
+)
 from gateway.layers.claims import FactualClaim, detect_claims
 from gateway.scoring.binding import SourceAuthority, authority_weight, parse_date, recency_weight
 from gateway.scoring.evidence import EvidenceItem, Verdict, VerdictResult, assess
@@ -65,36 +72,9 @@ __all__ = ["CORRECT_PROMPT", "LABEL_PROMPT", "FactCheckConfig", "FactCheckLayer"
 
 Kind = Literal["supporting", "contradicting", "contextual"]
 
-MARK_LABEL = "[verity:fact-check:label]"
-MARK_CORRECT = "[verity:fact-check:correct]"
-"""Markers, the first line of each call's user message (tests route on them)."""
-
 NEUTRAL_SCORE = 0.5
 KEY_EVIDENCE = 3
 """Seed 004: key supporting / contradicting evidence kept per claim."""
-
-LABEL_PROMPT = """\
-You are a fact checker. Each numbered PAIR holds a CLAIM taken from an AI answer and
-an EVIDENCE passage taken from a source. Decide, from the passage alone (not from
-your own knowledge), what the passage says about the claim:
-- "supporting": the passage states the claim or something that entails it (same
-  values, names, dates and direction).
-- "contradicting": the passage states something incompatible with the claim (a
-  different value, date or name, or the opposite direction).
-- "contextual": related, but it neither confirms nor refutes the claim.
-Also give "relevance" in [0, 1]: how directly the passage addresses this claim
-(1 = about exactly this claim, 0 = unrelated).
-
-Reply with JSON only, one entry per pair, no prose:
-{"pairs": [{"id": "P1", "label": "supporting", "relevance": 0.9}]}"""
-
-CORRECT_PROMPT = """\
-You correct claims that the evidence shows to be wrong or out of date. For each
-numbered CLAIM, write the corrected claim: change only what its EVIDENCE
-contradicts, keep everything else, and state nothing the evidence does not say.
-
-Reply with JSON only, no prose:
-{"corrections": [{"id": "c1", "corrected": "..."}]}"""
 
 _SCORES = {Verdict.VERIFIED: 1.0, Verdict.PARTIAL: 0.5, Verdict.CONTRADICTED: 0.0,
            Verdict.OUTDATED: 0.0}
