@@ -156,3 +156,11 @@ def test_sentence_spans_trim_every_kind_of_whitespace() -> None:
     spans = split_sentences(text)
     assert [s.text for s in spans] == ["One here.", "Two there."]
     assert all(text[s.start:s.end] == s.text for s in spans)
+
+
+def test_number_words_keep_their_stated_form_on_the_ascii_fast_path() -> None:
+    (q,) = extract_numbers("TWENTY-FIVE Percent rose")
+    assert (q.value, q.kind, q.text) == (25, "percent", "TWENTY-FIVE Percent")
+    # Non-ASCII text takes the case-insensitive pattern: same values, same offsets.
+    (r,) = extract_numbers("TWENTY-FIVE Percent rosé")
+    assert (r.value, r.kind, r.text, r.start, r.end) == (25, "percent", q.text, q.start, q.end)

@@ -76,6 +76,11 @@ _REGULATORY_HINT = re.compile(
     r"|export administration)"
 )
 """Text every pattern above needs: when it is absent, none of them is run."""
+_REGULATORY_CASED = re.compile(r"DFARS|FAR|NIST|CMMC|ISO|ITAR|EAR|C\.?F\.?R")
+_REGULATORY_FOLDED = re.compile(r"dfars|nist|cmmc|federal acquisition|cybersecurity maturity"
+                                r"|international traffic|export administration")
+"""The two halves of the hint, the second for lower-cased ASCII text: patterns that
+open with a literal let the engine jump between candidate first letters."""
 
 _DURATION = re.compile(
     r"\b(?:\d+(?:\.\d+)?|a|an|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|"
@@ -89,6 +94,12 @@ _DURATION = re.compile(
     r"winter)\s+of\s+\d{4}\b",
     _I,
 )
+
+_DURATION_UNITS = re.compile(
+    r"second|minute|hour|day|week|month|year|decade|centur|season|tomorrow|spring|summer"
+    r"|autumn|fall|winter"
+)
+"""Every duration match contains one of these (lower-cased ASCII text only)."""
 
 _ORG_WORDS = frozenset(
     "inc inc. corp corp. corporation company co co. ltd ltd. llc plc university college institute "
@@ -149,6 +160,11 @@ _HEDGE = re.compile(
     r"up to|as many as|nearly|almost|more than|less than|at least)\b",
     _I,
 )
+# On ASCII text, ignoring case is exactly lower-casing the text (the patterns are lower
+# case), and the engine runs these about 2.5x faster without IGNORECASE.
+_DURATION_ASCII = re.compile(_DURATION.pattern)
+_OPINION_ASCII = re.compile(_OPINION.pattern)
+_HEDGE_ASCII = re.compile(_HEDGE.pattern)
 _TYPE_OF: dict[str, ClaimType] = {
     "PERSON": "named_entity", "ORG": "named_entity", "LOCATION": "named_entity",
     "MISC": "named_entity", "DATE": "temporal", "NUMBER": "quantitative",
@@ -234,7 +250,8 @@ def extract_entities(
             out.append(ExtractedEntity(piece, kind, s, e))
             taken[s:e] = b"\x01" * (e - s)
 
-    if _REGULATORY_HINT.search(text):
+    ascii_low = text.lower() if text.isascii() else None  # same offsets as ``text``
+    if _may_cite_regulation(text, ascii_low):
         for patterns in REGULATORY_PATTERNS.values():
             for pat in patterns:
                 for m in pat.finditer(text):
@@ -242,7 +259,13 @@ def extract_entities(
     dates = extract_dates(text)
     for d in dates:
         add(d.start, d.end, "DATE")
-    for m in _DURATION.finditer(text):
+    if ascii_low is None:
+        durations = _DURATION.finditer(text)
+    elif _DURATION_UNITS.search(ascii_low):
+        durations = _DURATION_ASCII.finditer(ascii_low)
+    else:
+        durations = iter(())
+    for m in durations:
         add(m.start(), m.end(), "DATE")
     for item in split_sentences(text) if sentences is None else sentences:
         if isinstance(item, AnswerSentence):
@@ -257,11 +280,22 @@ def extract_entities(
     return sorted(out, key=lambda e: e.start)
 
 
+def _may_cite_regulation(text: str, ascii_low: str | None) -> bool:
+    """``_REGULATORY_HINT.search(text)``; ``ascii_low`` is ``text.lower()`` if ASCII."""
+    if ascii_low is None:
+        return _REGULATORY_HINT.search(text) is not None
+    return bool(_REGULATORY_CASED.search(text) or _REGULATORY_FOLDED.search(ascii_low))
+
+
 def classify(sentence: str) -> Classification:
     """``opinion`` beats ``hedged`` beats ``verifiable`` (see the module docstring)."""
-    if _OPINION.search(sentence):
+    if sentence.isascii():
+        text, opinion, hedge = sentence.lower(), _OPINION_ASCII, _HEDGE_ASCII
+    else:
+        text, opinion, hedge = sentence, _OPINION, _HEDGE
+    if opinion.search(text):
         return "opinion"
-    if _HEDGE.search(sentence):
+    if hedge.search(text):
         return "hedged"
     return "verifiable"
 

@@ -137,3 +137,28 @@ def test_layer_threshold_fails_assertive_answers() -> None:
 def test_layer_without_claims_scores_one() -> None:
     r = run("Sure, happy to help with that!", threshold=0.9)
     assert r.score == 1.0 and r.passed and r.label == "no_claims"
+
+
+def test_ascii_fast_paths_agree_with_the_case_insensitive_patterns() -> None:
+    import random
+
+    from gateway.layers import claims
+
+    for fast, slow in ((claims._DURATION_ASCII, claims._DURATION),
+                       (claims._OPINION_ASCII, claims._OPINION),
+                       (claims._HEDGE_ASCII, claims._HEDGE)):
+        assert fast.pattern == slow.pattern and not any(c.isupper() for c in fast.pattern)
+    words = ("In my opinion THE BEST 3 Years ago Last WEEK may About 30 I Think DFARS "
+             "Federal Acquisition nist Cmmc great Yesterday since Spring of 1999 21st Century "
+             "reportedly nearly . ,").split()
+    rng = random.Random(5)
+    for _ in range(3000):
+        text = " ".join(rng.choice(words) for _ in range(rng.randint(1, 12)))
+        spans = [(m.start(), m.end()) for m in claims._DURATION.finditer(text)]
+        assert [(e.start, e.end) for e in extract_entities(text) if e.type == "DATE"
+                and (e.start, e.end) in spans] == [(e.start, e.end) for e in
+                                                   extract_entities(text + " é")
+                                                   if e.type == "DATE" and (e.start, e.end) in spans]
+        assert claims.classify(text) == claims.classify(text + " é")
+        assert claims._may_cite_regulation(text, text.lower()) is bool(
+            claims._REGULATORY_HINT.search(text))
