@@ -1,13 +1,19 @@
 """The audit store: one record per verification outcome.
 
 :class:`AuditSink` is the contract (``write(record)``, ``close()``). ``write`` is
-called on the event loop for every outcome, so it must never block: the default
-:class:`JsonlAuditSink` hands the record to a writer thread that scrubs, encodes and appends it
+called on the event loop for every outcome, so it must never block. A record is
+a mapping, or an object with ``to_dict()`` (the engine hands over its
+``Outcome`` as is and does not touch it afterwards): the sink builds the mapping
+when it needs it — the null sink never does. The default :class:`JsonlAuditSink`
+hands the record to a writer thread that builds, scrubs, encodes and appends it
 to ``settings.audit.path`` (one ``orjson`` line per outcome, created with mode
-0600) and flushes after each batch; :meth:`JsonlAuditSink.close` writes what is
-queued, flushes and joins the thread.
+0600). The thread wakes on the first record of a batch, lets more arrive for
+``flush_interval`` seconds (0.05 by default: one wake-up and one ``write`` per
+batch, not per record), writes and flushes the batch; :meth:`JsonlAuditSink.flush`
+and :meth:`JsonlAuditSink.close` cut the wait short. :meth:`JsonlAuditSink.close`
+writes what is queued, flushes and joins the thread.
 
-Records are scrubbed before they are queued: any mapping key that names a
+Records are scrubbed before they are written: any mapping key that names a
 credential (``authorization``, ``api_key``, ``api-key``, ``x-api-key``,
 ``cookie``) is removed at any depth. Message content appears only when the
 policy turned ``telemetry.record_content`` on (the engine decides; see
@@ -26,8 +32,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import orjson
 
-__all__ = ["AuditSink", "JsonlAuditSink", "MemoryAuditSink", "NullAuditSink", "open_audit_sink",
-           "scrub"]
+__all__ = ["AuditRecord", "AuditSink", "JsonlAuditSink", "MemoryAuditSink", "NullAuditSink",
+           "open_audit_sink", "scrub"]
 
 log = logging.getLogger("gateway.audit")
 
@@ -35,11 +41,23 @@ _SECRET_KEYS = frozenset({"authorization", "api_key", "api-key", "x-api-key", "a
                           "cookie", "set-cookie", "proxy-authorization"})
 
 
+class _Recordable(Protocol):
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+AuditRecord = Mapping[str, Any] | _Recordable
+"""A record as handed to :meth:`AuditSink.write`: the mapping, or what builds it."""
+
+
+def as_mapping(record: AuditRecord) -> Mapping[str, Any]:
+    return record if isinstance(record, Mapping) else record.to_dict()
+
+
 @runtime_checkable
 class AuditSink(Protocol):
     """Where outcome records go. ``write`` must not block the event loop."""
 
-    def write(self, record: Mapping[str, Any]) -> None: ...
+    def write(self, record: AuditRecord) -> None: ...
 
     def close(self) -> None: ...
 
@@ -63,7 +81,7 @@ def scrub(value: Any) -> Any:
 class NullAuditSink:
     """Discards records (``audit.path: null``)."""
 
-    def write(self, record: Mapping[str, Any]) -> None:
+    def write(self, record: AuditRecord) -> None:
         pass
 
     def close(self) -> None:
@@ -76,8 +94,8 @@ class MemoryAuditSink:
     def __init__(self) -> None:
         self.records: list[dict[str, Any]] = []
 
-    def write(self, record: Mapping[str, Any]) -> None:
-        self.records.append(scrub(record))
+    def write(self, record: AuditRecord) -> None:
+        self.records.append(scrub(as_mapping(record)))
 
     def close(self) -> None:
         pass
@@ -89,8 +107,10 @@ _STOP = object()
 class JsonlAuditSink:
     """Append-only JSONL file written by a background thread."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, flush_interval: float = 0.05) -> None:
         self.path = Path(path)
+        self.flush_interval = flush_interval
+        self._wake = threading.Event()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         self._file = os.fdopen(fd, "ab")
@@ -101,11 +121,13 @@ class JsonlAuditSink:
         self._thread = threading.Thread(target=self._run, name="audit-writer", daemon=True)
         self._thread.start()
 
-    def write(self, record: Mapping[str, Any]) -> None:
-        """Queue ``record`` (the caller must not mutate it afterwards); scrubbing and
-        encoding happen on the writer thread."""
+    def write(self, record: AuditRecord) -> None:
+        """Queue ``record`` (the caller must not mutate it afterwards); building,
+        scrubbing and encoding happen on the writer thread."""
         if self._closed:
-            log.warning("audit sink closed; record %s not written", record.get("audit_id"))
+            log.warning("audit sink closed; record %s not written",
+                        getattr(record, "audit_id", None) if not isinstance(record, Mapping)
+                        else record.get("audit_id"))
             return
         self._queue.put(record)
 
@@ -113,6 +135,7 @@ class JsonlAuditSink:
         """Wait until everything written so far is on disk (tests, shutdown)."""
         done = threading.Event()
         self._queue.put(done)
+        self._wake.set()
         done.wait(timeout)
 
     def close(self) -> None:
@@ -120,12 +143,16 @@ class JsonlAuditSink:
             return
         self._closed = True
         self._queue.put(_STOP)
+        self._wake.set()
         self._thread.join()
         self._file.close()
 
     def _run(self) -> None:
         while True:
             item = self._queue.get()
+            if self.flush_interval > 0:  # gather a batch: puts meanwhile wake nobody
+                self._wake.wait(self.flush_interval)
+                self._wake.clear()
             batch = [item]
             while True:  # take whatever else is already queued: one flush per batch
                 try:
@@ -141,9 +168,10 @@ class JsonlAuditSink:
                     entry.set()
                 else:
                     try:
-                        self._file.write(orjson.dumps(scrub(entry), default=str) + b"\n")
+                        self._file.write(orjson.dumps(scrub(as_mapping(entry)), default=str)
+                                         + b"\n")
                         self.written += 1
-                    except (OSError, TypeError):
+                    except Exception:  # the writer thread outlives a bad record
                         self.errors += 1
                         log.exception("audit write failed")
             self._flush()

@@ -59,6 +59,9 @@ __all__ = ["VerityEngine", "open_engine", "verity_headers"]
 
 log = logging.getLogger("gateway.engine")
 
+_NOOP_DECISION = RequestTrace.decision
+_NOOP_COUNT = Telemetry.count
+
 Headers = list[tuple[bytes, bytes]]
 
 
@@ -189,18 +192,22 @@ class VerityEngine:
         }
         trace.content(messages, output, redact)
 
-    def finish(self, outcome: Outcome, trace: RequestTrace, *,
-               write: bool = True) -> dict[str, Any]:
-        """Close the record: ``trace.decision``, metrics, and the audit (unless deferred)."""
+    def finish(self, outcome: Outcome, trace: RequestTrace, *, write: bool = True) -> None:
+        """Close the record: ``trace.decision``, metrics, and the audit (unless deferred).
+
+        The audit sink gets the outcome itself and builds the record off the event
+        loop (or never: the null sink); nothing may change ``outcome`` after it is
+        written. The no-op trace's ``decision`` gets no record built for it.
+        """
         outcome.finish()
-        record = outcome.to_dict()
-        trace.decision(record)
-        self.telemetry.count("verifications", 1, {
-            "policy": outcome.policy, "mode": outcome.mode,
-            "verdict": outcome.verdict or "none", "action": outcome.action or "none"})
+        if type(trace).decision is not _NOOP_DECISION:
+            trace.decision(outcome.to_dict())
+        if type(self.telemetry).count is not _NOOP_COUNT:
+            self.telemetry.count("verifications", 1, {
+                "policy": outcome.policy, "mode": outcome.mode,
+                "verdict": outcome.verdict or "none", "action": outcome.action or "none"})
         if write:
-            self.audit.write(record)
-        return record
+            self.audit.write(outcome)
 
     # ---- candidates ----------------------------------------------------------------------
 
@@ -221,14 +228,14 @@ class VerityEngine:
                                                                     shadow_trace))
             finally:
                 shadow_trace.end(200)
-                self.audit.write(outcome.to_dict())
+                self.audit.write(outcome)
 
         def dropped(why: str) -> None:
             names = {c.name for c in outcome.candidates}
             outcome.candidates.extend(CandidateOutcome(c.name, c.version, error=why)
                                       for c in plan.candidates if c.name not in names)
             shadow_trace.end(0, f"shadow_{why}")  # never started: write the record here
-            self.audit.write(outcome.to_dict())
+            self.audit.write(outcome)
 
         self.shadow.submit(ShadowJob(run, dropped, kind="candidates"))
         return True

@@ -126,9 +126,9 @@ def _detail(outcome: Outcome) -> dict[str, Any]:
 def _conclude(engine: VerityEngine, x: ChatExchange, plan: Selection,
               completion: dict[str, Any], outcome: Outcome) -> None:
     """After the response: decision, metrics, candidates, audit."""
-    record = engine.finish(outcome, x.trace, write=False)
+    engine.finish(outcome, x.trace, write=False)
     if not engine.submit_candidates(x, plan, completion, outcome):
-        engine.audit.write(record)
+        engine.audit.write(outcome)
 
 
 async def _send_error(x: ChatExchange, applied: Applied, headers: Headers) -> None:
