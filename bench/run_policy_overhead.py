@@ -111,12 +111,14 @@ def run(args: argparse.Namespace, pin: bool, workdir: Path, log: Path) -> list[d
                                            "p50_ms": s["p50_ms"], "p99_ms": s["p99_ms"],
                                            "ttfc_p50_ms": s["ttfc_p50_ms"],
                                            "errors": s["errors"],
-                                           "cpu_ms_per_req": round(1000 * cpu["gateway"] / n, 3)}
+                                           "cpu_ms_per_req": round(1000 * cpu["gateway"] / n, 3),
+                                           "foreign_cpu_s": round(cpu.get("foreign", 0.0), 2)}
                                     rows.append(row)
                                     print(f"  {latency:>4g} ms {row['mode']:<6} c={c:<3} "
                                           f"{name:<11} {row['rps']:>8.1f} rps  "
                                           f"p50 {row['p50_ms']} ms  p99 {row['p99_ms']} ms  "
                                           f"cpu {row['cpu_ms_per_req']} ms/req  "
+                                          f"foreign {row['foreign_cpu_s']} s  "
                                           f"errors {row['errors']}", file=sys.stderr, flush=True)
                             time.sleep(0.5)  # let the shadow queue finish before reading it
                             shadow = _readyz(gport).get("shadow")
@@ -177,6 +179,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--requests", type=int, default=50_000)
     p.add_argument("--no-ramp", action="store_true")
     p.add_argument("--chunks", type=int, default=20)
+    p.add_argument("--quiet-wait", type=float, default=0.0, metavar="S",
+                   help="wait up to S seconds before each cell for the box to go quiet "
+                        "(run_passthrough's --quiet-wait)")
+    p.add_argument("--quiet-threshold", type=float, default=0.15, metavar="CPUS")
     p.add_argument("--no-pin", action="store_true")
     p.add_argument("--gateway-cpus", default="0")
     p.add_argument("--mock-cpus", default="1")
