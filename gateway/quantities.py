@@ -97,6 +97,8 @@ engine matches about 2.5x faster without IGNORECASE."""
 _WORD_HINTS = ("zero", "two", "thre", "four", "five", "six", "seven", "eight", "nine", "ten",
                "eleven", "twel", "fift", "twent", "thirt", "fort", "eight", "dozen", "hundred",
                "thousand", "million", "billion", "trillion", "one")
+_WORD_HINT = re.compile("|".join(_WORD_HINTS))
+"""``any(h in low for h in _WORD_HINTS)`` as one scan (literal-first: fast)."""
 _UNIT_AFTER = re.compile(r"\s*([A-Za-z]+)")
 _DIGIT = re.compile(r"\d")
 """Every date form and every non-word number contains one (same ``\\d`` as the patterns)."""
@@ -174,7 +176,7 @@ def extract_numbers(text: str, dates: Iterable[DateRef] | None = None) -> list[Q
     i = 0  # matches come in text order: walk the date spans alongside (linear, not O(n*m))
     matches = list(_NUMBER_DIGITS.finditer(text)) if digits else []
     low = text.lower()
-    if any(h in low for h in _WORD_HINTS):
+    if _WORD_HINT.search(low):
         if text.isascii():
             matches += _NUMBER_WORDS_ASCII.finditer(low)  # same offsets: lower() keeps length
         else:

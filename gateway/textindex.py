@@ -32,7 +32,6 @@ from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from hashlib import blake2b
-from heapq import nlargest
 from math import log
 
 from cachetools import LRUCache
@@ -269,7 +268,8 @@ class TextIndex:
         if k == 1:
             best = max(gained, key=lambda sid: (gained[sid], -sid))
             return [Match(best, gained[best] / total)]
-        top = nlargest(k, gained, key=lambda sid: (gained[sid], -sid))
+        # The keys are unique (sid), so this equals heapq.nlargest, with the sort in C.
+        top = sorted(gained, key=lambda sid: (gained[sid], -sid), reverse=True)[:k]
         return [Match(sid, gained[sid] / total) for sid in top]
 
 

@@ -164,3 +164,14 @@ def test_number_words_keep_their_stated_form_on_the_ascii_fast_path() -> None:
     # Non-ASCII text takes the case-insensitive pattern: same values, same offsets.
     (r,) = extract_numbers("TWENTY-FIVE Percent rosé")
     assert (r.value, r.kind, r.text, r.start, r.end) == (25, "percent", q.text, q.start, q.end)
+
+
+def test_number_word_hint_scan_equals_the_substring_checks() -> None:
+    import random
+
+    from gateway.quantities import _WORD_HINT, _WORD_HINTS
+
+    rng = random.Random(11)
+    for _ in range(5000):
+        s = "".join(rng.choice("twoneighfvrzxusd ") for _ in range(rng.randint(0, 10)))
+        assert bool(_WORD_HINT.search(s)) is any(h in s for h in _WORD_HINTS), s
