@@ -78,6 +78,36 @@ def scrub(value: Any) -> Any:
     return value
 
 
+_SHAPES: dict[tuple[Any, ...], bool] = {}
+"""Key tuple of a dict -> whether one of the keys names a credential (bounded)."""
+_SHAPES_MAX = 4096
+
+
+def _has_secret(value: Any) -> bool:
+    """Whether :func:`scrub` would remove anything from ``value`` (allocates nothing
+    for the record shapes seen before)."""
+    t = type(value)
+    if t is dict:
+        shape = tuple(value)
+        bad = _SHAPES.get(shape)
+        if bad is None:
+            bad = any(type(k) is str and k.lower() in _SECRET_KEYS for k in shape)
+            if len(_SHAPES) < _SHAPES_MAX:
+                _SHAPES[shape] = bad
+        if bad:
+            return True
+        return any(type(v) not in _SCALARS and _has_secret(v) for v in value.values())
+    if t is list or t is tuple:
+        return any(type(v) not in _SCALARS and _has_secret(v) for v in value)
+    return isinstance(value, Mapping)  # another mapping type: let scrub() copy it
+
+
+def _scrubbed(record: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``record`` itself when it holds no credential key (it is encoded right away),
+    else :func:`scrub`'s copy."""
+    return scrub(record) if _has_secret(record) else record
+
+
 class NullAuditSink:
     """Discards records (``audit.path: null``)."""
 
@@ -168,7 +198,7 @@ class JsonlAuditSink:
                     entry.set()
                 else:
                     try:
-                        self._file.write(orjson.dumps(scrub(as_mapping(entry)), default=str)
+                        self._file.write(orjson.dumps(_scrubbed(as_mapping(entry)), default=str)
                                          + b"\n")
                         self.written += 1
                     except Exception:  # the writer thread outlives a bad record

@@ -13,10 +13,11 @@
 
 from __future__ import annotations
 
+import os
+import threading
 import time
-import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 __all__ = ["Band", "CandidateOutcome", "LayerOutcome", "Outcome", "Verification", "new_audit_id",
@@ -26,12 +27,40 @@ Band = Literal["pass", "marginal", "fail"]
 BAND_ORDER: dict[str, int] = {"pass": 0, "marginal": 1, "fail": 2}
 
 
+_ID_POOL = 4096  # bytes: 256 ids per os.urandom call
+_id_bytes = b""
+_id_pos = _ID_POOL
+_id_lock = threading.Lock()
+_ID_CLEAR = ~((0xF000 << 64) | (0xC000 << 48))
+_ID_SET = (0x4000 << 64) | (0x8000 << 48)  # version 4, RFC 4122 variant
+
+
 def new_audit_id() -> str:
-    return uuid.uuid4().hex
+    """A random (version 4) UUID as 32 hex digits, like ``uuid.uuid4().hex``.
+
+    The random bytes come from ``os.urandom`` 256 ids at a time: one system call
+    (and one release of the GIL) per 256 requests instead of one per request.
+    """
+    global _id_bytes, _id_pos
+    with _id_lock:
+        if _id_pos >= _ID_POOL:
+            _id_bytes, _id_pos = os.urandom(_ID_POOL), 0
+        pos = _id_pos
+        _id_pos = pos + 16
+    n = int.from_bytes(_id_bytes[pos:pos + 16], "big")
+    return f"{(n & _ID_CLEAR) | _ID_SET:032x}"
+
+
+def _reset_ids() -> None:  # a forked child must not repeat its parent's ids
+    global _id_bytes, _id_pos
+    _id_bytes, _id_pos = b"", _ID_POOL
+
+
+os.register_at_fork(after_in_child=_reset_ids)
 
 
 def utc_now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 @dataclass(slots=True)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import orjson
 
 from gateway.audit import JsonlAuditSink, MemoryAuditSink, NullAuditSink
-from gateway.verify.outcome import Outcome
+from gateway.verify.outcome import Outcome, new_audit_id
 
 
 def _outcome() -> Outcome:
@@ -39,3 +40,11 @@ def test_memory_and_null_sinks_take_an_outcome() -> None:
     memory.write(o)
     assert memory.records == [{**o.to_dict(), "content": {"output": "x", "headers": {}}}]
     NullAuditSink().write(o)
+
+
+def test_audit_ids_are_unique_uuid4_hex() -> None:
+    ids = [new_audit_id() for _ in range(2000)]  # spans several urandom pools
+    assert len(set(ids)) == len(ids)
+    for audit_id in ids[:300]:
+        u = uuid.UUID(hex=audit_id)
+        assert u.hex == audit_id and u.version == 4 and u.variant == uuid.RFC_4122
