@@ -138,23 +138,25 @@ def extract_dates(text: str) -> list[DateRef]:
     if _DIGIT.search(text) is None:
         return out  # cheap prefilter: most sentences state no date
     for m in _DATE.finditer(text):
-        g = m.groupdict()
-        if g["iy"]:
-            ref = DateRef(int(g["iy"]), int(g["im"]), int(g["id"]))
-        elif g["am"]:
-            ref = DateRef(_year(g["ay"]), _month(g["am"]), int(g["ad"]))
-        elif g["bm"]:
-            ref = DateRef(_year(g["by"]), _month(g["bm"]), int(g["bd"]))
-        elif g["cm"]:
-            ref = DateRef(int(g["cy"]), _month(g["cm"]))
-        elif g["dc"] or g["ds"]:
-            year = int(g["dc"]) if g["dc"] else 1900 + int(g["ds"])
-            ref = DateRef(year, decade=True)
+        # The last group that matched names the branch (groups never nest).
+        last = m.lastgroup
+        day: int | None = None
+        decade = False
+        if last == "id":
+            year, month, day = int(m["iy"]), int(m["im"]), int(m["id"])
+        elif last == "ad" or last == "ay":
+            year, month, day = _year(m["ay"]), _month(m["am"]), int(m["ad"])
+        elif last == "bm" or last == "by":
+            year, month, day = _year(m["by"]), _month(m["bm"]), int(m["bd"])
+        elif last == "cy":
+            year, month = int(m["cy"]), _month(m["cm"])
+        elif last == "dc" or last == "ds":
+            year, month, decade = int(m["dc"]) if last == "dc" else 1900 + int(m["ds"]), None, True
         else:
-            ref = DateRef(int(g["y"]))
-        if ref.day is not None and not 1 <= ref.day <= 31:
+            year, month = int(m["y"]), None
+        if day is not None and not 1 <= day <= 31:
             continue
-        out.append(DateRef(ref.year, ref.month, ref.day, ref.decade, m.group(0), m.start(), m.end()))
+        out.append(DateRef(year, month, day, decade, m.group(0), m.start(), m.end()))
     return out
 
 

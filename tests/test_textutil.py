@@ -76,10 +76,18 @@ def test_entity_candidates() -> None:
     ("in 1981 he", (1981, None, None, False)),
     ("the 1990s", (1990, None, None, True)),
     ("the '90s", (1990, None, None, True)),
+    ("on 5th May, he", (None, 5, 5, False)),
+    ("on Sept. 9, 1999", (1999, 9, 9, False)),
 ])
 def test_dates_are_normalized(text: str, expected: tuple[object, ...]) -> None:
     [d] = extract_dates(text)
     assert (d.year, d.month, d.day, d.decade) == expected
+
+
+def test_dates_keep_their_text_and_offsets_and_drop_impossible_days() -> None:
+    text = "From May 35 to 1999-12-31, then 7 June."
+    assert [(d.text, d.start, d.end, d.day) for d in extract_dates(text)] == [
+        ("1999-12-31", 15, 25, 31), ("7 June.", 32, 39, 7)]
 
 
 def test_date_matching_allows_partial_dates_and_decades() -> None:
