@@ -267,7 +267,7 @@ def test_gateway_runs_nli_with_the_configured_judge_and_blocks_a_contradiction(
     gw = make_gateway(policies_dir=str(tmp_path), reload_policies=False,
                       judge={"model": "scripted-large", "cache_size": 0})
     client = make_client(gw.base_url)
-    system = {"role": "system", "content": "The Eiffel Tower is a 330 metres tall tower in Paris."}
+    system: Any = {"role": "system", "content": "The Eiffel Tower is a 330 metres tall tower in Paris."}
 
     raw = client.chat.completions.with_raw_response.create(
         model=MODEL, messages=[system, {"role": "user", "content": "Where is the Eiffel Tower?"}])

@@ -45,7 +45,7 @@ class SamplingUpstream(ScriptedUpstream):
     def answer(self, headers: Mapping[str, str], user_text: str) -> str:
         if user_text.startswith(QUESTION) and self.samples:
             return self.samples.pop(0)
-        return super().answer(headers, user_text)  # type: ignore[arg-type]
+        return super().answer(headers, user_text)
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +58,7 @@ def sampler_server() -> Iterator[ServedUpstream]:
 @pytest.fixture
 def sampler(sampler_server: ServedUpstream) -> ServedUpstream:
     sampler_server.reset()
-    sampler_server.app.samples.clear()  # type: ignore[attr-defined]
+    sampler_server.app.samples.clear()
     return sampler_server
 
 
@@ -81,7 +81,7 @@ def layer(judge: OpenAIJudge | None, **config: Any) -> SemanticEntropyLayer:
 
 
 def sample(upstream: ServedUpstream, *texts: str) -> None:
-    upstream.app.samples[:] = list(texts)  # type: ignore[attr-defined]
+    upstream.app.samples[:] = list(texts)
 
 
 def bodies(upstream: ServedUpstream) -> list[dict[str, Any]]:
@@ -213,7 +213,7 @@ async def test_unusable_clustering_replies_raise_judge_error(
 async def test_the_request_conversation_is_resampled_as_plain_turns(
         sampler: ServedUpstream, judge: OpenAIJudge) -> None:
     sample(sampler, *["Paris."] * 2)
-    messages = [{"role": "developer", "content": "Answer briefly."},
+    messages: list[dict[str, Any]] = [{"role": "developer", "content": "Answer briefly."},
                 {"role": "assistant", "content": None, "tool_calls": [{"id": "t"}]},
                 {"role": "tool", "tool_call_id": "t", "content": "France: capital Paris"},
                 {"role": "user", "content": [{"type": "text", "text": QUESTION}]}]
