@@ -140,6 +140,8 @@ def extract_dates(text: str) -> list[DateRef]:
     for m in _DATE.finditer(text):
         # The last group that matched names the branch (groups never nest).
         last = m.lastgroup
+        year: int | None
+        month: int | None
         day: int | None = None
         decade = False
         if last == "id":

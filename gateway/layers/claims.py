@@ -267,6 +267,7 @@ def extract_entities(
         durations = iter(())
     for m in durations:
         add(m.start(), m.end(), "DATE")
+    spans: Sequence[Span]
     for item in split_sentences(text) if sentences is None else sentences:
         if isinstance(item, AnswerSentence):
             sent, spans = item.span, item.entities

@@ -62,7 +62,14 @@ from gateway.textindex import (
     build_index,
     context_index,
 )
-from gateway.textutil import Span, content_words, entity_candidates, has_negation, tokenize, variants
+from gateway.textutil import (
+    Span,
+    content_words,
+    entity_candidates,
+    has_negation,
+    tokenize,
+    variants,
+)
 from gateway.verify.base import Evidence, LayerConfig, LayerResources, LayerResult, VerifyInput
 
 __all__ = ["GroundingConfig", "GroundingLayer", "SentenceCheck", "check_answer"]

@@ -11,8 +11,8 @@ from gateway.textindex import build_index
 from gateway.textutil import negation_cues, split_sentences
 
 DOCS = [
-    ("a", "On July 11, 1981 Andre Johnson was born. He did not play in 1999.\n"
-          "The team won 12 games and $3.5 million. Nobody scored twenty-five points."),
+    ("a", ("On July 11, 1981 Andre Johnson was born. He did not play in 1999.\n"
+           "The team won 12 games and $3.5 million. Nobody scored twenty-five points.")),
     ("b", "No dates here at all. Revenue rose 12% in the 1990s; it never fell."),
     ("c", "   "),  # no sentences: skipped
     ("d", "Dr. Smith wasn't there on May 5. Three hundred people came."),
