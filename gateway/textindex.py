@@ -28,7 +28,6 @@ string operations per sentence, and look-ups afterwards are dictionary hits.
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from hashlib import blake2b
@@ -37,14 +36,8 @@ from math import log
 from cachetools import LRUCache
 
 from gateway.context import GroundingContext
-from gateway.quantities import (
-    DateRef,
-    Quantity,
-    date_matches,
-    extract_dates,
-    extract_numbers,
-    number_in,
-)
+from gateway.quantities import DateRef, Quantity, date_matches, number_in
+from gateway.textfacts import NO_FACTS, DocText, Facts, RangeFacts, scan_facts
 from gateway.textutil import (
     STOPWORDS,
     TO_SPACE,
@@ -100,44 +93,6 @@ class Match:
 
 
 @dataclass(slots=True)
-class _Doc:
-    """What the lazy per-document work needs: the text and where its sentences are."""
-
-    text: str
-    base: int
-    """Id of its first sentence."""
-    starts: list[int]
-    """Offset of each of its sentences in ``text``."""
-
-
-@dataclass(slots=True)
-class _Facts:
-    """Numbers and dates of every document, found on first use (see :meth:`TextIndex.facts`)."""
-
-    numbers: list[float]
-    """Every stated value, ascending (for :meth:`TextIndex.has_number`)."""
-    dates: list[DateRef]
-    dates_by_decade: dict[int, list[DateRef]]
-    """Dates with a year, keyed by ``year // 10``; undated ones (``"May 5"``) under -1."""
-    by_sentence: dict[int, tuple[list[Quantity], list[DateRef]]]
-    """Sentence id -> its numbers and dates (only sentences that state any)."""
-
-
-@dataclass(frozen=True, slots=True)
-class RangeFacts:
-    """Numbers and dates of a range of sentences (e.g. one document)."""
-
-    values: list[float]
-    value_set: set[float]
-    dates: list[DateRef]
-    parts: set[float]
-    """Every value, year and day: a claim whose digit runs are all here needs no parse."""
-
-
-_NO_FACTS: tuple[list[Quantity], list[DateRef]] = ([], [])
-
-
-@dataclass(slots=True)
 class TextIndex:
     """Sentences, tokens and postings are built up front; numbers, dates and negation
     are found on first use (most answers need few of them, some none), memoized, and
@@ -146,27 +101,27 @@ class TextIndex:
     sentences: list[IndexedSentence]
     vocab: frozenset[str]
     postings: dict[str, list[int]]
-    docs: list[_Doc] = field(default_factory=list)
-    _facts: _Facts | None = None
+    docs: list[DocText] = field(default_factory=list)
+    _facts: Facts | None = None
     _negated: dict[int, bool] = field(default_factory=dict)
     _ranges: dict[tuple[int, int], RangeFacts] = field(default_factory=dict)
     _idf: dict[int, float] = field(default_factory=dict)
     """Posting length -> IDF weight."""
     _posting_sets: dict[str, frozenset[int]] = field(default_factory=dict)
 
-    def facts(self) -> _Facts:
+    def facts(self) -> Facts:
         """Numbers and dates of all documents (scanned once, on the first call)."""
         if self._facts is None:
-            self._facts = _scan_facts(self.docs)
+            self._facts = scan_facts(self.docs)
         return self._facts
 
     def numbers_of(self, sid: int) -> list[Quantity]:
         """The numbers stated in sentence ``sid`` (not inside a date), in text order."""
-        return self.facts().by_sentence.get(sid, _NO_FACTS)[0]
+        return self.facts().by_sentence.get(sid, NO_FACTS)[0]
 
     def dates_of(self, sid: int) -> list[DateRef]:
         """The dates stated in sentence ``sid``, in text order."""
-        return self.facts().by_sentence.get(sid, _NO_FACTS)[1]
+        return self.facts().by_sentence.get(sid, NO_FACTS)[1]
 
     def range_facts(self, lo: int, hi: int) -> RangeFacts:
         """Numbers and dates of sentences ``lo..hi-1`` (memoized per range)."""
@@ -278,12 +233,12 @@ def build_index(docs: Iterable[tuple[str, str]]) -> TextIndex:
     sentences: list[IndexedSentence] = []
     vocab: set[str] = set()
     postings: dict[str, list[int]] = {}
-    kept: list[_Doc] = []
+    kept: list[DocText] = []
     for doc_id, text in docs:
         spans = split_sentences(text)
         if not spans:
             continue
-        kept.append(_Doc(text, len(sentences), [s.start for s in spans]))
+        kept.append(DocText(text, len(sentences), [s.start for s in spans]))
         for span, toks in zip(spans, _sentence_tokens(text, spans)):
             sid = len(sentences)
             sentences.append(IndexedSentence(span.text, doc_id, toks))
@@ -297,36 +252,6 @@ def build_index(docs: Iterable[tuple[str, str]]) -> TextIndex:
     return TextIndex(sentences, frozenset(vocab), postings, kept)
 
 
-def _scan_facts(docs: list[_Doc]) -> _Facts:
-    """Numbers and dates of whole documents (so patterns see the same text as always),
-    each assigned to the sentence it starts in."""
-    numbers: list[float] = []
-    dates: list[DateRef] = []
-    by_sentence: dict[int, tuple[list[Quantity], list[DateRef]]] = {}
-
-    def slot(doc: _Doc, start: int) -> tuple[list[Quantity], list[DateRef]]:
-        sid = doc.base + bisect_right(doc.starts, start) - 1
-        got = by_sentence.get(sid)
-        if got is None:
-            got = by_sentence[sid] = ([], [])
-        return got
-
-    for doc in docs:
-        text = doc.text
-        if any(ch.isdigit() for ch in text) or _maybe_spelled(text):
-            doc_dates = extract_dates(text)
-            for d in doc_dates:
-                slot(doc, d.start)[1].append(d)
-            dates += doc_dates
-            for q in extract_numbers(text, doc_dates):
-                slot(doc, q.start)[0].append(q)
-                numbers.append(q.value)
-    by_decade: dict[int, list[DateRef]] = {}
-    for d in dates:
-        by_decade.setdefault(d.year // 10 if d.year is not None else -1, []).append(d)
-    return _Facts(sorted(numbers), dates, by_decade, by_sentence)
-
-
 def _sentence_tokens(text: str, spans: list[Span]) -> list[frozenset[str]]:
     """``frozenset(tokenize(span.text))`` for every span, lower-casing the text once.
 
@@ -338,13 +263,6 @@ def _sentence_tokens(text: str, spans: list[Span]) -> list[frozenset[str]]:
     if len(low) != len(text) or "\u03a3" in text or has_camel_glue(text):
         return [frozenset(tokenize(s.text)) for s in spans]
     return [frozenset(low[s.start:s.end].split()) for s in spans]
-
-
-def _maybe_spelled(text: str) -> bool:
-    low = text.lower()
-    return any(w in low for w in ("two", "three", "four", "five", "six", "seven", "eight",
-                                   "nine", "ten", "twelve", "twenty", "dozen", "hundred",
-                                   "thousand", "million", "billion"))
 
 
 class IndexCache:
