@@ -43,6 +43,8 @@ __all__ = ["HoldBack", "is_sse", "read_all", "relay_accumulating", "synthesize"]
 
 Headers = list[tuple[bytes, bytes]]
 
+_NOOP_RESPONSE = UpstreamTrace.response
+
 
 def is_sse(resp: UpstreamResponse) -> bool:
     return resp.content_type.startswith("text/event-stream")
@@ -75,7 +77,8 @@ async def relay_accumulating(x: ChatExchange, resp: UpstreamResponse, up: Upstre
         x.status, ok = err.status, False
         await _body(x, encode_event(err.body()))
     else:
-        up.response(resp.status, acc.completion())
+        if type(up).response is not _NOOP_RESPONSE:  # no completion dict for the no-op
+            up.response(resp.status, acc.completion())
     x.watcher.disarm()
     await _body(x, b"", more=False)
     return acc if ok and acc.error is None else None
@@ -96,7 +99,8 @@ async def read_all(resp: UpstreamResponse, up: UpstreamTrace) -> tuple[bytes, St
     except UpstreamError as err:
         up.error(type(err).__name__)
         raise
-    up.response(resp.status, acc.completion())
+    if type(up).response is not _NOOP_RESPONSE:
+        up.response(resp.status, acc.completion())
     return b"".join(parts), acc
 
 
@@ -189,7 +193,8 @@ class HoldBack:
             self.error = err
             self.x.status = err.status
         else:
-            up.response(resp.status, self.acc.completion())
+            if type(up).response is not _NOOP_RESPONSE:
+                up.response(resp.status, self.acc.completion())
 
     def completion(self) -> dict[str, Any]:
         return self.acc.completion()
