@@ -160,22 +160,23 @@ class Proxy:
             watcher.disarm()
         return exchange.status
 
-    def upstream_headers(self, x: ChatExchange, extra: list[tuple[bytes, bytes]]) -> dict[str, str]:
-        return x.upstream.build_headers(x.scope["headers"], use_own_key=self.auth.enabled,
-                                        extra=extra)
-
     @asynccontextmanager
     async def call_upstream(self, x: ChatExchange, body: bytes, *, stream: bool,
                             path: str = "/chat/completions",
-                            model: str | None = None
+                            model: str | None = None, upstream: UpstreamClient | None = None
                             ) -> AsyncIterator[tuple[UpstreamResponse, UpstreamTrace]]:
-        """Open one upstream call inside its CLIENT span; the response is released after."""
-        with x.trace.upstream(model=model or x.info.model, provider=x.upstream.config.kind,
-                              server_address=x.upstream.server_address, stream=stream,
-                              server_url=x.upstream.base_url) as up:
+        """Open one upstream call inside its CLIENT span; the response is released after.
+
+        ``upstream`` defaults to the one the request was routed to."""
+        target = upstream or x.upstream
+        with x.trace.upstream(model=model or x.info.model, provider=target.config.kind,
+                              server_address=target.server_address, stream=stream,
+                              server_url=target.base_url) as up:
             try:
-                resp = await x.upstream.send("POST", path, self.upstream_headers(x, up.headers()),
-                                             body)
+                resp = await target.send(
+                    "POST", path, target.build_headers(x.scope["headers"],
+                                                       use_own_key=self.auth.enabled,
+                                                       extra=up.headers()), body)
             except UpstreamError as err:
                 up.error(type(err).__name__)
                 raise
@@ -188,10 +189,14 @@ class Proxy:
                 resp.release()
 
     async def complete(self, x: ChatExchange, payload: dict[str, Any]) -> tuple[int, Any, bytes]:
-        """Non-streaming call with ``payload``; return (status, parsed JSON or None, raw)."""
+        """Non-streaming call with ``payload``; return (status, parsed JSON or None, raw).
+
+        A payload naming another model (a regenerate ``fallback_model``) is routed by it."""
         body = orjson.dumps(payload)
-        async with self.call_upstream(x, body, stream=False,
-                                      model=str(payload.get("model") or x.info.model)) as (resp, up):
+        model = str(payload.get("model") or x.info.model)
+        target = x.upstream if model == x.info.model else self.route(model)
+        async with self.call_upstream(x, body, stream=False, model=model,
+                                      upstream=target) as (resp, up):
             raw = await resp.read()
             parsed = _maybe_json(raw)
             up.response(resp.status, parsed if isinstance(parsed, dict) else None)
