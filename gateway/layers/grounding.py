@@ -45,6 +45,7 @@ it is blind to). With no context the layer is skipped (neutral score, passed).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from math import exp
@@ -66,7 +67,7 @@ from gateway.textutil import (
     Span,
     content_words,
     entity_candidates,
-    has_negation,
+    negation_cues,
     tokenize,
     variants,
 )
@@ -135,6 +136,28 @@ class SentenceCheck:
     source_span: str | None
 
 
+# Possibility modals right before a negation: "this may not happen" hedges, it does not
+# assert the opposite of the context.
+_HEDGE_BEFORE = re.compile(r"\b(?:may|might)\s+$", re.IGNORECASE)
+# First/second person: a sentence about the speakers ("I do not like comedies") with no
+# entity, number or date is an opinion or chit-chat, not a claim about the context.
+_PERSONAL = frozenset(["i", "i'm", "im", "me", "my", "mine", "we", "our", "us", "you", "your", "yours"])
+
+
+def _asserted_negation(text: str) -> bool:
+    """``has_negation`` minus hedged cues ("may not", "might not")."""
+    return any(not _HEDGE_BEFORE.search(text[: m.start()]) for m in negation_cues(text))
+
+
+def _personal_opinion(tokens: Sequence[str], n_entities: int, n_values: int) -> bool:
+    return n_entities == 0 and n_values == 0 and not _PERSONAL.isdisjoint(tokens)
+
+
+def _in_name(start: int, end: int, entities: Sequence[Span]) -> bool:
+    """A spelled-out value inside a capitalized name ("World War Two") is a name."""
+    return any(e.start <= start and end <= e.end for e in entities)
+
+
 def _supported(word: str, ctx: TextIndex, question: TextIndex | None) -> bool:
     if ctx.resolve(word) is not None:
         return True
@@ -149,7 +172,8 @@ def check_sentence(
 
     ``entities`` is ``entity_candidates(text)`` when the caller already has it.
     """
-    words = content_words(tokenize(text))
+    tokens = tokenize(text)
+    words = content_words(tokens)
     missing = sorted(w for w in words if not _supported(w, ctx, question))
     missing_set = set(missing)
 
@@ -181,20 +205,26 @@ def check_sentence(
     for d in dates:
         if not (ctx.has_date(d) or (question is not None and question.has_date(d))):
             bad_values.append(d.text)
-            if match is not None and ctx.dates_of(match.sentence):
+            if match is not None and ctx.dates_of(match.sentence) and not (
+                    not any(ch.isdigit() for ch in d.text) and _in_name(d.start, d.end, entities)):
                 contradicted_value = True
     for q in numbers:
         if not (ctx.has_number(q) or (question is not None and question.has_number(q))):
             bad_values.append(q.text)
-            if match is not None and any(
+            if match is not None and not (
+                not any(ch.isdigit() for ch in q.text) and _in_name(q.start, q.end, entities)
+            ) and any(
                 n.kind == q.kind and (not q.unit or n.unit == q.unit)
                 for n in ctx.numbers_of(match.sentence)
             ):
                 contradicted_value = True
 
-    flip = best is not None and match is not None and _negation_flip(
-        text, words, best.text, ctx.negated(match.sentence), match.coverage,
-        cfg.negation_min_coverage)
+    flip = (
+        best is not None and match is not None
+        and not _personal_opinion(tokens, len(entities), n_values)
+        and _negation_flip(text, words, best.text, ctx.negated(match.sentence),
+                           match.coverage, cfg.negation_min_coverage)
+    )
     contradicted = flip or contradicted_value
     risk = (
         cfg.word_weight * ((len(missing) + len(far)) / len(words) if words else 0.0)
@@ -229,7 +259,7 @@ def _negation_flip(text: str, words: set[str], ctx_text: str, ctx_negated: bool,
     """
     if len(words) < 3 or coverage < min_coverage:
         return False
-    negated = has_negation(text)
+    negated = _asserted_negation(text)
     if negated == ctx_negated:
         return False
     if negated:

@@ -215,3 +215,41 @@ def test_unsupported_numbers_count_as_specific_evidence() -> None:
     with_values = "Zorblax Quintavious founded Mars Colony 9 in 3012 with 400 trillion robots."
     assert run(with_values).score < run(words).score
     assert not run(with_values).passed
+
+
+# --- contradiction precision: hedges, opinions and number words inside names ----------
+
+def _status(answer: str, context: str) -> str:
+    res = run(answer, context=context, question="What happened?")
+    return res.label
+
+
+def test_hedged_negation_is_not_a_flip() -> None:
+    ctx = "Victoria will attend the graduation ceremony in Dallas this June."
+    assert _status("Victoria will not attend the graduation ceremony in Dallas.", ctx) \
+        == "contradicted"
+    assert _status("Victoria may not attend the graduation ceremony in Dallas.", ctx) \
+        != "contradicted"
+    assert _status("Victoria might not attend the graduation ceremony in Dallas.", ctx) \
+        != "contradicted"
+
+
+def test_first_person_opinion_negation_is_not_a_flip() -> None:
+    ctx = "Romantic comedy films usually have happy endings for the couple."
+    # Same proposition, stated about the context: a flip.
+    assert _status("Romantic comedy films usually do not have happy endings.", ctx) \
+        == "contradicted"
+    # The speaker's own taste, no entity or number: chit-chat, not a contradiction.
+    assert _status("I do not usually like romantic comedy films with happy endings.", ctx) \
+        != "contradicted"
+
+
+def test_number_word_inside_a_name_does_not_contradict() -> None:
+    ctx = "The castle, with 300 rooms, trained soldiers for the Second World War."
+    assert _status("The castle, with 200 rooms, trained soldiers for the Second World War.",
+                   ctx) == "contradicted"
+    res = run("The castle, with 300 rooms, trained soldiers for World War Two.",
+              context=ctx, question="What happened?")
+    assert res.label != "contradicted"
+    # Still not backed by the context: reported, just not as a contradiction.
+    assert any("Two" in e.reason for e in res.evidence)
