@@ -41,12 +41,15 @@ from gateway.textindex import TextIndex, build_index, context_index  # noqa: E40
 from gateway.verify.base import LayerResources, VerifyInput  # noqa: E402
 
 GRID: dict[str, tuple[float, ...]] = {
-    "share_weight": (0.0, 0.25, 0.5),
     "count_scale": (2.0, 4.0),
-    "rare_weight": (0.5, 1.0),
-    "contradiction_boost": (1.0, 2.0),
+    "length_allowance": (1.0, 1.5, 2.0),
+    "sentence_allowance": (0.5, 1.0),
+    "opinion_weight": (0.25, 1.0),
+    "within_allowance_weight": (0.05, 0.15),
 }
-"""The only tuned constants of the grounding layer (plus the threshold)."""
+"""The only tuned constants of the grounding layer (plus the threshold); the other
+weights stay at their shipped defaults (share_weight 0.25, rare_weight 0.5,
+contradiction_boost 2)."""
 
 
 def verify_input(case: Case) -> VerifyInput:

@@ -48,7 +48,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from math import exp
+from math import exp, log
 from typing import ClassVar
 
 from pydantic import Field
@@ -81,7 +81,7 @@ NEUTRAL_SCORE = 0.5
 class GroundingConfig(LayerConfig):
     """Typed config of the ``grounding`` layer (unknown keys are errors)."""
 
-    threshold: float = Field(0.27, ge=0.0, le=1.0)
+    threshold: float = Field(0.925, ge=0.0, le=1.0)
     """``passed`` iff score >= threshold. The default flags <= 5% of faithful HaluEval
     dev answers (see docs/layers.md); raise it to catch more at more false alarms."""
     sentence_threshold: float = Field(0.5, ge=0.0, le=1.0)
@@ -102,7 +102,19 @@ class GroundingConfig(LayerConfig):
     rare_min_length: int = Field(7, ge=1)
     """Letters from which an unsupported word counts as rare-looking."""
     contradiction_boost: float = Field(2.0, ge=0.0)
-    """Evidence added when any sentence is contradicted (on top of the share risk)."""
+    """Evidence added when any sentence is contradicted (on top of the share risk).
+    Strong evidence: never absorbed by the allowance below."""
+    opinion_weight: float = Field(0.25, ge=0.0, le=1.0)
+    """Weight of unsupported words in first/second-person sentences without entities,
+    numbers or dates ("I hope you enjoy it"): chit-chat, weak evidence."""
+    length_allowance: float = Field(1.5, ge=0.0)
+    """Evidence a faithful answer may carry by chance, per unit of answer/context length
+    ratio (characters, capped at 1): an answer as long as its context must add words."""
+    sentence_allowance: float = Field(1.0, ge=0.0)
+    """Evidence allowed per ``ln(answer sentences)``: novelty accumulates over sentences."""
+    within_allowance_weight: float = Field(0.05, ge=0.0, le=1.0)
+    """Weight of the weak evidence that falls within the allowance (it still ranks
+    answers, but cannot flag one on its own)."""
     negation_min_coverage: float = Field(0.6, ge=0.0, le=1.0)
     """Coverage of the best context sentence needed before a negation flip counts."""
     local_window: int = Field(3, ge=0)
@@ -132,6 +144,8 @@ class SentenceCheck:
     n_entities: int
     n_values: int
     negation_flip: bool
+    opinion: bool
+    """First/second person, no entity, number or date: chit-chat (weak evidence)."""
     source_id: str | None
     source_span: str | None
 
@@ -243,7 +257,7 @@ def check_sentence(
         text=text, status=status, risk=risk, weight=max(1, len(words)),
         unsupported_words=missing, distant_words=far, unsupported_entities=bad_entities,
         unsupported_values=bad_values, n_entities=len(entities), n_values=n_values,
-        negation_flip=flip,
+        negation_flip=flip, opinion=_personal_opinion(tokens, len(entities), n_values),
         source_id=best.doc_id if best is not None else None,
         source_span=best.text if best is not None else None,
     )
@@ -298,16 +312,40 @@ def check_answer(
     # Counts, not shares: a faithful short answer and a faithful long one both have
     # few words absent from the context *and* the question; what grows with a
     # fabrication is how many there are, and rare-looking (long) ones weigh more.
-    unsupported = [w for c in checks for w in c.unsupported_words]
-    rare = sum(1 for w in unsupported if len(w) >= cfg.rare_min_length)
-    rare += sum(len(c.unsupported_values) for c in checks)  # a number/date is specific
-    evidence = (
-        cfg.contradiction_boost * (1.0 if any(c.status == "contradicted" for c in checks) else 0.0)
-        + cfg.share_weight * share_risk
-        + 1.0 - exp(-len(unsupported) / cfg.count_scale)
+    # Chit-chat sentences ("Hope you enjoy it!") count at opinion_weight.
+    n_unsupported = 0.0
+    rare = 0.0
+    for c in checks:
+        w = cfg.opinion_weight if c.opinion else 1.0
+        n_unsupported += w * len(c.unsupported_words)
+        rare += w * sum(1 for u in c.unsupported_words if len(u) >= cfg.rare_min_length)
+        rare += len(c.unsupported_values)  # a number/date is specific
+    weak = (
+        cfg.share_weight * share_risk
+        + 1.0 - exp(-n_unsupported / cfg.count_scale)
         + cfg.rare_weight * (1.0 - exp(-rare / cfg.count_scale))
     )
+    allowance = answer_allowance(answer, ctx, len(checks), cfg)
+    evidence = (
+        cfg.contradiction_boost * (1.0 if any(c.status == "contradicted" for c in checks) else 0.0)
+        + max(0.0, weak - allowance) + cfg.within_allowance_weight * min(weak, allowance)
+    )
     return exp(-evidence), checks
+
+
+def answer_allowance(answer: str, ctx: TextIndex, n_sentences: int,
+                     cfg: GroundingConfig) -> float:
+    """Weak evidence a faithful answer of this shape may carry by chance.
+
+    Grows with the answer/context length ratio (a reply as long as its context must
+    bring in words the context lacks: dialogue turns over a one-line knowledge snippet)
+    and with the number of sentences (unsupported words accumulate over a multi-sentence
+    summary). Only observable request properties: the layer never knows the task.
+    """
+    ctx_chars = sum(len(d.text) for d in ctx.docs)
+    ratio = min(1.0, len(answer) / ctx_chars) if ctx_chars else 1.0
+    return (cfg.length_allowance * ratio
+            + cfg.sentence_allowance * log(max(1, n_sentences)))
 
 
 def _reason(c: SentenceCheck) -> str:

@@ -105,7 +105,8 @@ def test_question_words_count_as_supported() -> None:
     with_q = run(answer, context=ctx, question=q)
     without_q = run(answer, context=ctx, question=q, use_question=False)
     assert with_q.score == 1.0 and with_q.failed_claims == []
-    assert without_q.score < 0.5 and without_q.failed_claims == [answer]
+    assert without_q.score < with_q.score and not without_q.passed
+    assert without_q.failed_claims == [answer]
 
 
 def test_only_the_bad_sentence_fails() -> None:
@@ -197,8 +198,10 @@ def test_more_unsupported_words_mean_lower_score_without_saturating() -> None:
 def test_long_unsupported_words_weigh_more_than_short_ones() -> None:
     short = "Andre Johnson played for the Houston Texans in Zuba."
     long_ = "Andre Johnson played for the Houston Texans in Zanzibarovia."
-    assert run(long_).score < run(short).score
-    assert run(long_, rare_weight=0.0).score == run(short, rare_weight=0.0).score
+    # length_allowance 0: the longer answer would otherwise get a (slightly) larger allowance.
+    assert run(long_, length_allowance=0).score < run(short, length_allowance=0).score
+    assert run(long_, rare_weight=0.0, length_allowance=0).score \
+        == run(short, rare_weight=0.0, length_allowance=0).score
 
 
 def test_a_contradiction_adds_evidence_beyond_the_share() -> None:
@@ -253,3 +256,36 @@ def test_number_word_inside_a_name_does_not_contradict() -> None:
     assert res.label != "contradicted"
     # Still not backed by the context: reported, just not as a contradiction.
     assert any("Two" in e.reason for e in res.evidence)
+
+
+# --- allowance for chance novelty, chit-chat as weak evidence ---------------------------
+
+def test_first_person_chit_chat_is_weak_evidence() -> None:
+    chit = "I really hope you enjoy cooking these wonderful recipes tonight."
+    assert run(chit).score > run(chit, opinion_weight=1.0).score
+    # A claim about a named entity is not chit-chat: opinion_weight does not touch it.
+    claim = "Andre Johnson really enjoys cooking wonderful recipes every night."
+    assert run(claim).score == run(claim, opinion_weight=1.0).score
+
+
+def test_answer_as_long_as_its_context_gets_an_allowance() -> None:
+    snippet = "Andre Johnson played for the Houston Texans."
+    turn = "Andre Johnson played for the Houston Texans, a fun team with loyal fans downtown."
+    on_snippet = run(turn, context=snippet)
+    assert on_snippet.passed
+    assert on_snippet.score > run(turn, context=snippet, length_allowance=0).score
+    # The same reply against the long context: a small length ratio, little allowance.
+    assert run(turn).score < on_snippet.score
+
+
+def test_sentences_get_an_allowance_for_accumulated_novelty() -> None:
+    answer = ("Andre Johnson played for the Houston Texans, a loyal club. "
+              "The stadium holds 72,000 spectators on busy weekends. "
+              "Attendance rose by 12% in 2004 thanks to loud fans.")
+    assert run(answer).score > run(answer, sentence_allowance=0).score
+
+
+def test_a_contradiction_is_strong_evidence_beyond_any_allowance() -> None:
+    ctx = "The stadium holds 72,000 spectators."
+    r = run("The stadium holds 85,000 spectators.", context=ctx)
+    assert not r.passed and r.score < 0.2
