@@ -224,7 +224,7 @@ def test_unsupported_numbers_count_as_specific_evidence() -> None:
 
 def _status(answer: str, context: str) -> str:
     res = run(answer, context=context, question="What happened?")
-    return res.label
+    return res.label or ""
 
 
 def test_hedged_negation_is_not_a_flip() -> None:
