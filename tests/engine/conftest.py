@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import pytest
@@ -52,8 +53,19 @@ class PolicyGateway:
         assert proxy is not None and isinstance(proxy.engine, VerityEngine)
         return proxy.engine
 
-    def audit(self) -> list[dict[str, Any]]:
-        """Every audit record written so far (flushes the writer first)."""
+    def audit(self, expect: int = 0, timeout: float = 5.0) -> list[dict[str, Any]]:
+        """Every audit record written so far (flushes the writer first).
+
+        Inline records are queued after the response is sent, so a test that has
+        just read its response passes ``expect``: wait (bounded) for that many."""
+        deadline = time.monotonic() + timeout
+        while True:
+            records = self._read_audit()
+            if len(records) >= expect or time.monotonic() > deadline:
+                return records
+            time.sleep(0.02)
+
+    def _read_audit(self) -> list[dict[str, Any]]:
         path = Path(self.served.settings.audit.path or "")
         proxy = self.served.app.proxy
         if proxy is not None and isinstance(proxy.engine, VerityEngine):

@@ -62,7 +62,7 @@ def test_regenerate_sends_repair_feedback_naming_failed_claims(
     assert f'1. "{CLAIM}"' in feedback["content"]  # seed 001's repair prompt names the claim
     assert "Paris is the capital" not in feedback["content"]  # only failed claims are listed
 
-    (rec,) = gw.audit()
+    (rec,) = gw.audit(expect=1)
     assert rec["action"] == "regenerate" and rec["attempts"] == 1
     assert [a["verdict"] for a in rec["attempt_history"]] == ["fail", "pass"]
     assert rec["attempt_history"][0]["failed_claims"] == [CLAIM]
@@ -103,7 +103,7 @@ def test_regenerate_falls_back_after_max_attempts_and_fallback_model(
     assert (h["x-verity-action"], h["x-verity-attempts"]) == ("block", "3")
     models = [req["json"]["model"] for req in _chat_requests(upstream)]
     assert models == ["scripted-small", "scripted-small", "scripted-small", "scripted-large"]
-    (rec,) = gw.audit()
+    (rec,) = gw.audit(expect=1)
     assert rec["attempts"] == 3 and "fallback block" in rec["note"]
 
 
@@ -119,7 +119,7 @@ def test_regenerate_in_passthrough_stream_degrades_to_fallback(
     text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
     assert text == BAD + " [unverified]"
     assert len(_chat_requests(upstream)) == 1  # nothing was re-asked
-    (rec,) = gw.audit()
+    (rec,) = gw.audit(expect=1)
     assert rec["action"] == "disclaimer" and "passthrough" in rec["note"]
 
 
@@ -155,7 +155,7 @@ def test_layer_errors_fail_open_or_closed(start_gateway: StartGateway, upstream:
     r = raw.parse()
     h = verity_headers(raw.headers)
     assert h["x-verity-layers"] == f"keyword=1.00:pass,{key}=error"
-    (rec,) = gw.audit()
+    (rec,) = gw.audit(expect=1)
     layer = rec["layers"][1]
     assert layer["key"] == key and layer["error"] == error and layer["score"] is None
     if on_error == "fail_open":

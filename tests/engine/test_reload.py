@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import openai
 import pytest
+from serving import wait_until
 
 from engine.conftest import PolicyGateway, StartGateway
 from engine.support import verity_headers, write_policy
@@ -32,22 +33,27 @@ def _ask(client: openai.OpenAI, text: str) -> tuple[str | None, dict[str, str]]:
     return raw.parse().choices[0].message.content, verity_headers(raw.headers)
 
 
-def _last_version(gw: PolicyGateway) -> str:
-    return str(gw.audit()[-1]["policy_version"])
+def _version_of(gw: PolicyGateway, headers: dict[str, str]) -> str:
+    """The policy version recorded for the request that got ``headers``."""
+    audit_id = headers["x-verity-audit-id"]
+    rec = wait_until(lambda: next((r for r in gw.audit() if r["audit_id"] == audit_id), None),
+                     message="audit record")
+    return str(rec["policy_version"])
 
 
 def test_broken_reload_keeps_last_good_version(start_gateway: StartGateway, upstream: Any,
                                                make_client: Callable[..., openai.OpenAI]) -> None:
     gw = start_gateway({"guard": _guard("alpha")})
     client = make_client(gw.base_url)
-    assert _ask(client, "alpha")[0] == "blocked"
-    good = _last_version(gw)
+    content, headers = _ask(client, "alpha")
+    assert content == "blocked"
+    good = _version_of(gw, headers)
 
     path = write_policy(gw.policies_dir, "guard", "mode: inline\nlayers: [\n")
     assert gw.engine.store.reload()
     content, headers = _ask(client, "alpha")
     assert content == "blocked" and headers["x-verity-policy"] == "guard"
-    assert _last_version(gw) == good  # still the old version
+    assert _version_of(gw, headers) == good  # still the old version
     ready = httpx.get(gw.url + "/readyz")
     assert ready.status_code == 200
     broken = ready.json()["broken"]
@@ -58,8 +64,9 @@ def test_broken_reload_keeps_last_good_version(start_gateway: StartGateway, upst
     write_policy(gw.policies_dir, "guard", _guard("beta"))
     assert gw.engine.store.reload()
     assert _ask(client, "alpha")[0] == "You said: alpha"
-    assert _ask(client, "beta")[0] == "blocked"
-    assert _last_version(gw) != good
+    content, headers = _ask(client, "beta")
+    assert content == "blocked"
+    assert _version_of(gw, headers) != good
     assert httpx.get(gw.url + "/readyz").json()["broken"] == {}
 
 
