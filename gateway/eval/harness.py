@@ -34,7 +34,8 @@ Progress = Callable[[int, int], None]
 class CaseResult:
     case: Case
     score: float | None
-    """The verdict score (higher = more trustworthy); None when the gateway gave none."""
+    """The verdict score (higher = more trustworthy), full precision from the audit
+    record; 1.0 when nothing was checkable ("n/a"); None when the gateway gave none."""
     verdict: str | None
     layers: dict[str, dict[str, Any]] = field(default_factory=dict)
     """layer key -> {"score", "passed", "latency_ms", "credit_score"}."""
@@ -144,16 +145,23 @@ def run_cases(cases: Sequence[Case], policy_path: Path, *, concurrency: int = 8,
         record = records.get(headers.get("x-verity-audit-id", ""))
         for layer in (record or {}).get("layers") or ():
             key = layer.get("key") or layer.get("name")
-            if key:
+            if key:  # the audit record has full precision; headers carry two decimals
                 entry = layers.setdefault(key, {})
-                entry.setdefault("score", layer.get("score"))
+                if layer.get("score") is not None:
+                    entry["score"] = layer["score"]
                 entry["latency_ms"] = layer.get("latency_ms")
                 entry["credit_score"] = layer.get("credit_score")
+        score: float | None = None
+        if record is not None and record.get("score") is not None:
+            score = float(record["score"])
+        elif score_text not in (None, "n/a"):
+            score = float(score_text)  # type: ignore[arg-type]
+        elif score_text == "n/a":
+            score = 1.0  # nothing was checkable (e.g. no context): no evidence of error
         if error is None and score_text is None:
             error = "the gateway returned no x-verity-score (policy not applied?)"
-        results.append(CaseResult(
-            case=case, score=float(score_text) if score_text else None,
-            verdict=headers.get("x-verity-verdict"), layers=layers, error=error))
+        results.append(CaseResult(case=case, score=score, verdict=headers.get("x-verity-verdict"),
+                                  layers=layers, error=error))
     return name, results
 
 

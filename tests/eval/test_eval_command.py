@@ -93,3 +93,16 @@ def test_credit_score_cases_get_a_zone_confusion_matrix(tmp_path: Path) -> None:
     assert sum(zones["matrix"]["BAD"].values()) == 2 and sum(zones["matrix"]["GOOD"].values()) == 1
     assert set(summary["per_source"]) == {"clean", "major_factual", "severe_fabrication"}
     assert 0.0 <= zones["cross_band_rate"] <= 1.0
+
+
+def test_cases_without_context_are_scored_not_errors(tmp_path: Path) -> None:
+    rows = [{"id": f"n-{label}", "source": "chat", "context_input": "", "question": "Hi!",
+             "model_output": answer, "label": label}
+            for label, answer in (("faithful", "Hello there."),
+                                  ("hallucinated", "Paris has 90 million people."))]
+    path = tmp_path / "nocontext.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    proc = _run(str(path), "--json")
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["overall"]["scored"] == 2 and summary["errors"] == []
