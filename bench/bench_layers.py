@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import random
 import statistics
 import sys
@@ -128,6 +129,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--iterations", type=int, default=300)
     ap.add_argument("--context-words", type=int, default=10_000)
     ap.add_argument("--answer-words", type=int, default=1_000)
+    ap.add_argument("--no-gc-freeze", action="store_true",
+                    help="don't gc.freeze() after warm-up (the gateway freezes its start-up "
+                         "heap once ready, gateway/app.py)")
     args = ap.parse_args(argv)
     context, answer = make_request(args.context_words, args.answer_words)
     messages = [{"role": "system", "content": context},
@@ -167,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     for layer in cold:
         run(layer, memoized)
     all_three(warm)
+    if not args.no_gc_freeze:
+        gc.freeze()  # as the served gateway does: start-up objects leave the GC's full passes
     n = args.iterations
     print(f"context {len(context.split())} words, answer {len(answer.split())} words, "
           f"{n} iterations")
