@@ -48,7 +48,7 @@ from gateway.types import RequestInfo
 from gateway.verify.actions import answer_text, band_action
 from gateway.verify.base import Judge, Layer, LayerResources, VerifyInput
 from gateway.verify.outcome import CandidateOutcome, Outcome, Verification
-from gateway.verify.pipeline import Budget, run_pipeline
+from gateway.verify.pipeline import Budget, min_confidence_for, run_pipeline
 from gateway.verify.streaming import is_sse, relay_accumulating
 
 if TYPE_CHECKING:
@@ -79,6 +79,23 @@ def verity_headers(policy: Policy, mode: str, audit_id: str | None = None) -> He
 def is_completion(parsed: Any) -> bool:
     return (isinstance(parsed, dict) and isinstance(parsed.get("choices"), list)
             and bool(parsed["choices"]))
+
+
+def calls_only(completion: Mapping[str, Any]) -> bool:
+    """Choice 0 is tool (or function) calls with no text: nothing for a layer to check."""
+    first = (completion.get("choices") or (None,))[0]
+    message = first.get("message") if isinstance(first, Mapping) else None
+    return (isinstance(message, Mapping)
+            and bool(message.get("tool_calls") or message.get("function_call"))
+            and not answer_text(completion))
+
+
+def _not_verified(policy: Policy, note: str) -> Verification:
+    """A pass with no layers run (``score: null``): the answer flows unchanged."""
+    level = policy.spec.risk.level
+    level = "low" if level == "assess" else level  # what the assessor says of no text
+    return Verification(risk_level=level, layers=[], verdict="pass", score=None,
+                        min_confidence=min_confidence_for(policy, level), note=note)
 
 
 class VerityEngine:
@@ -158,10 +175,13 @@ class VerityEngine:
 
     async def verify(self, policy: Policy, x: ChatExchange, completion: Mapping[str, Any],
                      trace: RequestTrace, budget: Budget | None = None) -> Verification:
+        text = answer_text(completion)
+        if not text and calls_only(completion):  # a tool call: no text to verify
+            return _not_verified(policy, "not verified: the answer is tool calls only")
         messages = x.payload.get("messages") or []
         corpus = self.corpus(policy)
         context = extract_context(messages, policy.spec.context, corpus)
-        inp = VerifyInput(messages=messages, response_text=answer_text(completion),
+        inp = VerifyInput(messages=messages, response_text=text,
                           context=context, model=x.info.model, metadata=x.info.metadata)
         return await run_pipeline(policy, inp, layer_for=self.layer_factory(policy),
                                   trace=trace, telemetry=self.telemetry, budget=budget)

@@ -128,6 +128,8 @@ class Verification:
     errors: int = 0
     fail_closed: bool = False
     """True when a layer error forced the verdict to ``fail`` (``on_error: fail_closed``)."""
+    note: str | None = None
+    """Why nothing was verified (e.g. an answer made only of tool calls), else None."""
 
     @property
     def cost(self) -> float:
@@ -211,6 +213,8 @@ class Outcome:
         self.reasons = list(v.reasons)
         self.failed_claims = list(v.failed_claims)
         self.layers = list(v.layers)
+        if v.note is not None:
+            self.note = v.note
 
     def finish(self) -> None:
         self.finished_at = utc_now()
