@@ -16,8 +16,9 @@ Behaviour can be steered per request with headers (tests use ``extra_headers``):
 ``x-mock-status`` / ``x-mock-retry-after`` (error answer), ``x-mock-delay-ms``
 (before the headers), ``x-mock-chunk-delay-ms``, ``x-mock-cut-after`` (drop the
 connection after N stream chunks), ``x-mock-tool-call`` (answer with a tool
-call), ``x-mock-reply`` (literal reply text). Every request is recorded in
-``requests`` (method, path, headers, parsed JSON body).
+call), ``x-mock-reply`` (literal reply text), ``x-mock-gzip`` (gzip the chat
+answer, JSON or SSE, whatever the request's ``accept-encoding``). Every request is
+recorded in ``requests`` (method, path, query, headers, parsed JSON body).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import asyncio
 import hashlib
 import re
 import time
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -85,6 +87,7 @@ class ScriptedUpstream:
             payload = None
         if self.record:
             self.requests.append({"method": scope["method"], "path": scope["path"],
+                                  "query": scope.get("query_string", b"").decode("latin-1"),
                                   "headers": headers, "json": payload})
         await self._answer(scope, headers, payload, receive, send)
 
@@ -150,6 +153,8 @@ class ScriptedUpstream:
                                                      "type": "invalid_request_error",
                                                      "param": None, "code": None}})
         if path == "/v1/chat/completions" and method == "POST":
+            if "x-mock-gzip" in headers:
+                send = _gzipped(send)
             return await self._chat(headers, payload, send)
         if path == "/v1/embeddings" and method == "POST":
             return await self._embeddings(payload, send)
@@ -261,6 +266,24 @@ class ScriptedUpstream:
                          "embedding": [b / 255 for b in digest[:8]]})
         await _json(send, 200, {"object": "list", "data": data, "model": payload.get("model"),
                                 "usage": {"prompt_tokens": len(items), "total_tokens": len(items)}})
+
+
+def _gzipped(send: Any) -> Any:
+    """Wrap ``send``: gzip the body as it goes (each piece flushed, so SSE still streams)."""
+    gz = zlib.compressobj(wbits=31)
+
+    async def gzip_send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            headers = [(k, v) for k, v in message["headers"] if k != b"content-length"]
+            message = {**message, "headers": [*headers, (b"content-encoding", b"gzip")]}
+        elif message["type"] == "http.response.body":
+            more = message.get("more_body", False)
+            body = gz.compress(message.get("body", b""))
+            body += gz.flush(zlib.Z_SYNC_FLUSH if more else zlib.Z_FINISH)
+            message = {**message, "body": body}
+        await send(message)
+
+    return gzip_send
 
 
 async def _json(send: Any, status: int, obj: Any,

@@ -112,7 +112,10 @@ class UpstreamClient:
             connector=connector,
             timeout=aiohttp.ClientTimeout(total=t.total, sock_connect=t.connect,
                                           sock_read=t.read),
-            auto_decompress=False, skip_auto_headers=("User-Agent", "Accept-Encoding"),
+            # No Accept-Encoding goes out, but an upstream may compress anyway: decode
+            # it here (a no-op for identity bodies), since content-encoding is never
+            # relayed and the engine parses the body.
+            auto_decompress=True, skip_auto_headers=("User-Agent", "Accept-Encoding"),
             trust_env=False, trace_configs=trace_configs or None,
         )
         return cls(config, session)

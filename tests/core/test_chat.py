@@ -86,3 +86,14 @@ async def test_async_tool_call(async_client: openai.AsyncOpenAI,
         tools=[WEATHER_TOOL], extra_headers={"x-mock-tool-call": "1"})
     (call,) = r.choices[0].message.tool_calls or []
     assert call.function.name == "get_weather"
+
+
+def test_gzipped_upstream_answer_reaches_the_sdk_decoded(client: openai.OpenAI,
+                                                         upstream: ServedUpstream) -> None:
+    # Some upstreams compress whatever the request says; the gateway drops
+    # content-encoding from what it relays, so it must relay the decoded bytes.
+    raw = client.chat.completions.with_raw_response.create(
+        model="scripted-small", messages=MESSAGES, extra_headers={"x-mock-gzip": "1"})
+    assert "content-encoding" not in raw.headers
+    assert raw.parse().choices[0].message.content == "You said: hello there"
+    assert "accept-encoding" not in upstream.last()["headers"]

@@ -144,3 +144,12 @@ async def test_async_close_cancels_upstream(async_client: openai.AsyncOpenAI,
     with anyio.fail_after(5):
         while upstream.cancelled < 1:
             await anyio.sleep(0.02)
+
+
+def test_gzipped_upstream_stream_reaches_the_sdk_decoded(client: openai.OpenAI,
+                                                         upstream: ServedUpstream) -> None:
+    chunks = list(client.chat.completions.create(
+        model="scripted-small", messages=USER, stream=True,
+        extra_headers={"x-mock-gzip": "1"}))
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == "You said: one two three four five"
