@@ -16,7 +16,7 @@
 Passthrough signalling (the body has started, so headers cannot change):
 
 - ``disclaimer`` — one more content chunk with the disclaimer text (and a ``verity``
-  field), then the tail.
+  field), just before choice 0's finish event (split from the content it may carry).
 - ``block`` (``style: completion``) — a chunk with the block message as content,
   ``finish_reason: "content_filter"`` and a ``verity`` field replaces the upstream
   finish chunk; then the usage chunk and ``[DONE]``. The official SDK accepts
@@ -223,7 +223,7 @@ class HoldBack:
             out.append(encode_event(error_body))
             tail = []
         elif action == "disclaimer" and text:
-            out.append(encode_event({**base, "choices": [{
+            tail = _before_finish(tail, orjson.dumps({**base, "choices": [{
                 "index": 0, "delta": {"content": text}, "logprobs": None,
                 "finish_reason": None}], **extra}))
         elif action == "block":
@@ -234,6 +234,39 @@ class HoldBack:
         out.extend(b"data: " + d + b"\n\n" for d in tail)
         x.watcher.disarm()
         await _body(x, b"".join(out), more=False)
+
+
+def _before_finish(tail: list[bytes], addition: bytes) -> list[bytes]:
+    """``tail`` with ``addition`` placed just before choice 0's finish.
+
+    The event carrying choice 0's ``finish_reason`` may also carry its last
+    content (or tool-call) delta — servers often send the final token with the
+    finish reason, and with ``n > 1`` another choice may finish first: the
+    addition goes after that content, and the finish follows it in an event of
+    its own. Without such an event it opens the tail.
+    """
+    for i, data in enumerate(tail):
+        try:
+            obj = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            continue
+        if not isinstance(obj, dict):
+            continue
+        choices = obj.get("choices") or ()
+        k = next((k for k, c in enumerate(choices) if isinstance(c, dict)
+                  and c.get("index", 0) == 0 and c.get("finish_reason")), None)
+        if k is None:
+            continue
+        choice = choices[k]
+        delta = choice.get("delta") or {}
+        if not any(v for key, v in delta.items() if key != "role"):
+            return [*tail[:i], addition, *tail[i:]]
+        head = {**obj, "choices": [*choices[:k], {**choice, "finish_reason": None},
+                                   *choices[k + 1:]]}
+        finish = {**obj, "choices": [{**choice, "delta": {}}]}
+        finish.pop("usage", None)
+        return [*tail[:i], orjson.dumps(head), addition, orjson.dumps(finish), *tail[i + 1:]]
+    return [addition, *tail]
 
 
 def _has_finish(data: bytes) -> bool:

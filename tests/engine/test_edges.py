@@ -1,16 +1,18 @@
 """Edge cases of the inline and shadow runtime, through a real gateway and the openai
-SDK: tool-call answers, ..."""
+SDK: tool-call answers, a finish chunk that carries the last content, ..."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import openai
+import orjson
 import pytest
 
 from engine.conftest import StartGateway
 from engine.support import verity_headers
+from gateway.servers import ServerThread
 
 if TYPE_CHECKING:  # tests/conftest.py (not importable by name next to tests/deploy)
     from conftest import ServedUpstream
@@ -65,3 +67,93 @@ def test_tool_call_answer_is_delivered_unverified(
     (rec,) = gw.audit(expect=1)
     assert rec["verdict"] == "pass" and rec["layers"] == []
     assert rec["note"] == "not verified: the answer is tool calls only"
+
+
+# ---- a canned upstream: exactly the events / body a test sets ----------------------------
+
+
+class CannedUpstream:
+    """Streams ``events`` (then ``[DONE]``) or answers ``body``, whatever was asked."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.body: dict[str, Any] = {}
+
+    async def __call__(self, scope: Mapping[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                await send({"type": message["type"] + ".complete"})
+                if message["type"] == "lifespan.shutdown":
+                    return
+        raw = b""
+        while True:
+            message = await receive()
+            raw += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        if orjson.loads(raw).get("stream") is True:
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": [(b"content-type", b"text/event-stream")]})
+            for event in self.events:
+                await send({"type": "http.response.body", "more_body": True,
+                            "body": b"data: " + orjson.dumps(event) + b"\n\n"})
+            await send({"type": "http.response.body", "body": b"data: [DONE]\n\n"})
+            return
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": orjson.dumps(self.body)})
+
+
+@pytest.fixture(scope="module")
+def canned_server() -> Iterator[tuple[CannedUpstream, ServerThread]]:
+    app = CannedUpstream()
+    with ServerThread(app) as server:
+        yield app, server
+
+
+@pytest.fixture
+def canned(canned_server: tuple[CannedUpstream, ServerThread]
+           ) -> tuple[CannedUpstream, list[dict[str, str]]]:
+    """The canned upstream (reset) and the ``upstreams`` setting pointing at it."""
+    app, server = canned_server
+    app.events, app.body = [], {}
+    return app, [{"name": "canned", "base_url": server.url + "/v1"}]
+
+
+def _chunk(delta: dict[str, Any], finish: str | None = None, index: int = 0) -> dict[str, Any]:
+    return {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m",
+            "choices": [{"index": index, "delta": delta, "finish_reason": finish}]}
+
+
+USAGE = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m",
+         "choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 3,
+                                  "total_tokens": 4}}
+DISCLAIM = """
+mode: inline
+default: true
+streaming: {streaming}
+layers: [{{name: keyword, config: {{block: [forbidden]}}}}]
+actions: {{fail: {{type: disclaimer, template: " [unverified]"}}}}
+"""
+
+
+@pytest.mark.parametrize("streaming", ["buffer", "passthrough"])
+def test_disclaimer_follows_content_sent_with_the_finish_reason(
+        start_gateway: StartGateway, canned: tuple[CannedUpstream, list[dict[str, str]]],
+        make_client: Callable[..., openai.OpenAI], streaming: str) -> None:
+    # Many servers send the last token in the chunk that carries finish_reason
+    # (typically "length"): the disclaimer must come after that token.
+    app, upstreams = canned
+    app.events = [_chunk({"role": "assistant", "content": ""}),
+                  _chunk({"content": "the forbidden "}), _chunk({"content": "word"}, "length"),
+                  USAGE]
+    gw = start_gateway({"p": DISCLAIM.format(streaming=streaming)}, upstreams=upstreams)
+    chunks = list(make_client(gw.base_url).chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "x"}], stream=True,
+        stream_options={"include_usage": True}))
+    choices = [c.choices[0] for c in chunks if c.choices]
+    assert "".join(c.delta.content or "" for c in choices) == "the forbidden word [unverified]"
+    assert [c.finish_reason for c in choices if c.finish_reason] == ["length"]
+    assert choices[-1].finish_reason == "length"  # the finish is still the last choice event
+    assert [c.usage.total_tokens for c in chunks if c.usage] == [4]  # exactly once
