@@ -176,7 +176,8 @@ class Proxy:
                 resp = await target.send(
                     "POST", path, target.build_headers(x.scope["headers"],
                                                        use_own_key=self.auth.enabled,
-                                                       extra=up.headers()), body)
+                                                       extra=up.headers()), body,
+                    x.scope.get("query_string", b"").decode("latin-1"))
             except UpstreamError as err:
                 up.error(type(err).__name__)
                 raise

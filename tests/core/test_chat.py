@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import openai
 import pytest
 
-from serving import CLIENT_KEY, ServedUpstream
+from serving import CLIENT_KEY, ServedGateway, ServedUpstream
 
 MESSAGES = [{"role": "system", "content": "Be brief."},
             {"role": "user", "content": "hello there"}]
@@ -97,3 +99,13 @@ def test_gzipped_upstream_answer_reaches_the_sdk_decoded(client: openai.OpenAI,
     assert "content-encoding" not in raw.headers
     assert raw.parse().choices[0].message.content == "You said: hello there"
     assert "accept-encoding" not in upstream.last()["headers"]
+
+
+def test_query_string_reaches_upstream(make_client: Callable[..., openai.OpenAI],
+                                       gateway: ServedGateway,
+                                       upstream: ServedUpstream) -> None:
+    # Azure-style deployments need ?api-version=…; the SDK sends it via default_query.
+    c = make_client(gateway, default_query={"api-version": "2024-10-21"})
+    c.chat.completions.create(model="scripted-small", messages=MESSAGES)
+    c.chat.completions.create(model="scripted-small", messages=MESSAGES, stream=True).close()
+    assert [r["query"] for r in upstream.requests] == ["api-version=2024-10-21"] * 2
