@@ -77,7 +77,7 @@ class GatewayApp:
             proxy = self.proxy
             path = scope["path"]
             if proxy is not None:
-                if path == "/v1/chat/completions":
+                if path == "/v1/chat/completions" or path == "/v1/chat/completions/":
                     return await proxy.chat_completions(scope, receive, send)
                 if path == "/v1/models" and scope["method"] == "GET":
                     return await proxy.models(scope, receive, send)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
 
+import httpx
 import openai
 import pytest
 
@@ -109,3 +112,42 @@ def test_query_string_reaches_upstream(make_client: Callable[..., openai.OpenAI]
     c.chat.completions.create(model="scripted-small", messages=MESSAGES)
     c.chat.completions.create(model="scripted-small", messages=MESSAGES, stream=True).close()
     assert [r["query"] for r in upstream.requests] == ["api-version=2024-10-21"] * 2
+
+
+class _VerifyingEngine:
+    """A stand-in engine: every chat completion it sees is answered by it."""
+
+    def __init__(self) -> None:
+        self.handled: list[str] = []
+
+    def select(self, info: Any) -> Any:
+        return "plan"
+
+    async def handle(self, proxy: Any, x: Any, plan: Any) -> None:
+        self.handled.append(x.scope["path"])
+        await proxy.passthrough(x)
+
+    def status(self) -> tuple[bool, dict[str, Any]]:
+        return True, {}
+
+
+def test_trailing_slash_is_still_the_verified_chat_endpoint(
+        make_gateway: Callable[..., ServedGateway], upstream: ServedUpstream) -> None:
+    # curl-style clients write /v1/chat/completions/; it must not become a
+    # generic /v1/* forward that skips the policies (and the body checks).
+    engine = _VerifyingEngine()
+
+    @asynccontextmanager
+    async def factory(*_: Any) -> AsyncIterator[_VerifyingEngine]:
+        yield engine
+
+    gw = make_gateway(app_kwargs={"engine_factory": factory})
+    with httpx.Client() as http:
+        r = http.post(gw.base_url + "/chat/completions/",
+                      json={"model": "scripted-small", "messages": MESSAGES})
+        bad = http.post(gw.base_url + "/chat/completions/", content=b"{not json")
+    assert r.status_code == 200
+    assert r.json()["choices"][0]["message"]["content"] == "You said: hello there"
+    assert engine.handled == ["/v1/chat/completions/"]
+    assert upstream.last()["path"] == "/v1/chat/completions"
+    assert (bad.status_code, bad.json()["error"]["code"]) == (400, "invalid_json")
