@@ -183,8 +183,12 @@ class VerityEngine:
         context = extract_context(messages, policy.spec.context, corpus)
         inp = VerifyInput(messages=messages, response_text=text,
                           context=context, model=x.info.model, metadata=x.info.metadata)
-        return await run_pipeline(policy, inp, layer_for=self.layer_factory(policy),
-                                  trace=trace, telemetry=self.telemetry, budget=budget)
+        v = await run_pipeline(policy, inp, layer_for=self.layer_factory(policy),
+                               trace=trace, telemetry=self.telemetry, budget=budget)
+        n = len(completion.get("choices") or ())
+        if n > 1:  # n > 1: the verdict is choice 0's alone (docs/policies.md, Runtime)
+            v.note = f"only choice 0 verified; choices 1-{n - 1} of n={n} were not"
+        return v
 
     def new_outcome(self, policy: Policy, x: ChatExchange, mode: str) -> Outcome:
         return Outcome(policy=policy.name, policy_version=policy.version, mode=mode,

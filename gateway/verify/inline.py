@@ -89,7 +89,8 @@ async def _act(engine: VerityEngine, proxy: Proxy, x: ChatExchange, policy: Poli
     outcome.record(applied.verification)
     outcome.action, outcome.applied = applied.action, True
     outcome.attempts, outcome.attempt_history = applied.attempts, applied.history
-    outcome.note = applied.note or applied.verification.note
+    notes = [n for n in (applied.verification.note, applied.note) if n]
+    outcome.note = "; ".join(notes) or None
     outcome.response_id = completion.get("id")
     delivered = applied.completion or completion
     engine.record_content(policy, outcome, x.trace, x.payload.get("messages") or [],

@@ -157,3 +157,35 @@ def test_disclaimer_follows_content_sent_with_the_finish_reason(
     assert [c.finish_reason for c in choices if c.finish_reason] == ["length"]
     assert choices[-1].finish_reason == "length"  # the finish is still the last choice event
     assert [c.usage.total_tokens for c in chunks if c.usage] == [4]  # exactly once
+
+
+@pytest.mark.parametrize("delivery", ["nonstream", "buffer", "passthrough"])
+def test_n_choices_only_choice_0_is_verified_and_the_audit_says_so(
+        start_gateway: StartGateway, canned: tuple[CannedUpstream, list[dict[str, str]]],
+        make_client: Callable[..., openai.OpenAI], delivery: str) -> None:
+    app, upstreams = canned
+    # choice 1 finishes first; choice 0 sends its last word after that
+    app.events = [_chunk({"role": "assistant", "content": ""}, None, 0),
+                  _chunk({"role": "assistant", "content": ""}, None, 1),
+                  _chunk({"content": "the forbidden "}, None, 0),
+                  _chunk({"content": "forbidden too"}, "stop", 1),
+                  _chunk({"content": "word"}, None, 0), _chunk({}, "stop", 0)]
+    app.body = {"id": "c1", "object": "chat.completion", "created": 1, "model": "m", "choices": [
+        {"index": i, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+        for i, text in enumerate(["the forbidden word", "forbidden too"])]}
+    streaming = "passthrough" if delivery == "passthrough" else "buffer"
+    gw = start_gateway({"p": DISCLAIM.format(streaming=streaming)}, upstreams=upstreams)
+    client = make_client(gw.base_url)
+    kwargs: dict[str, Any] = {"model": "m", "n": 2, "messages": [{"role": "user", "content": "x"}]}
+    if delivery == "nonstream":
+        texts = [c.message.content for c in client.chat.completions.create(**kwargs).choices]
+    else:
+        parts = ["", ""]
+        for chunk in client.chat.completions.create(stream=True, **kwargs):
+            for c in chunk.choices:
+                parts[c.index] += c.delta.content or ""
+        texts = list(parts)
+    assert texts == ["the forbidden word [unverified]", "forbidden too"]
+    (rec,) = gw.audit(expect=1)
+    assert rec["action"] == "disclaimer"
+    assert rec["note"] == "only choice 0 verified; choices 1-1 of n=2 were not"
