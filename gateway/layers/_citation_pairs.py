@@ -2,19 +2,20 @@
 
 See :mod:`gateway.layers.citations` for the citation forms recognised. Split out
 of the layer module to keep each under ~400 lines; nothing here knows about
-sources, contexts or scoring.
+source texts, contexts or scoring (:func:`doc_keys` reads documents' names only).
 """
 
 from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from gateway.context import Document
 from gateway.textutil import content_words, split_sentences, tokenize
 
-__all__ = ["Pair", "candidates", "checkable", "extract_pairs", "norm"]
+__all__ = ["Pair", "candidates", "checkable", "doc_keys", "extract_pairs", "norm"]
 
 _MIN_SEGMENT_WORDS = 3
 _CODE = re.compile(r"```.*?(?:```|\Z)|`[^`\n]*`", re.DOTALL)
@@ -51,6 +52,18 @@ class Pair:
 
 def norm(ref: str) -> str:
     return _NORM.sub("-", ref.strip().strip("\"'“”‘’<>*_").rstrip(".,;").lower()).strip("-")
+
+
+def doc_keys(docs: Sequence[Document]) -> dict[str, int]:
+    """Each request document's id / ``title`` / ``name`` / ``source`` attribute, as
+    written and :func:`norm`-alized -> its position (the first document wins)."""
+    out: dict[str, int] = {}
+    for i, d in enumerate(docs):
+        for key in (d.id, d.attrs.get("title"), d.attrs.get("name"), d.attrs.get("source")):
+            if key:
+                out.setdefault(key, i)
+                out.setdefault(norm(key), i)
+    return out
 
 
 def _blank(m: re.Match[str]) -> str:

@@ -1,6 +1,6 @@
 """Shared plumbing of the model-based layers (``nli``, ``self-consistency``,
-``semantic-entropy``): getting the judge, accounting for its calls, reading the
-numbered-item JSON their prompts ask for, and picking what to send.
+``semantic-entropy``, ``audit``, ``fact-check``): getting the judge, accounting for
+its calls, reading the JSON their prompts ask for, and picking what to send.
 
 Nothing here decides a verdict; each layer module owns its prompt and scoring.
 """
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.judge import parse_json_reply
@@ -26,7 +26,7 @@ from gateway.verify.base import (
 )
 
 __all__ = ["JudgeTally", "answer_claims", "confidence", "excerpt", "numbered_items",
-           "require_judge"]
+           "require_judge", "yes_no"]
 
 _WORDS = {"high": 0.9, "medium": 0.6, "moderate": 0.6, "low": 0.3}
 
@@ -41,23 +41,37 @@ def require_judge(resources: LayerResources) -> Judge:
 
 @dataclass(slots=True)
 class JudgeTally:
-    """Counts one layer run's judge calls, their cost and whether all were cached."""
+    """Counts one layer run's judge calls, their cost, the models that answered and
+    whether all were cached. ``model`` is the request's model (the judge's fallback)."""
 
     judge: Judge
     model: str
     calls: int = 0
     cached: int = 0
     cost: float = 0.0
+    models: list[str] = field(default_factory=list)
 
     async def ask(self, messages: Sequence[Mapping[str, Any]], *, temperature: float = 0.0,
-                  max_tokens: int = 512, n: int = 1) -> JudgeReply:
+                  max_tokens: int = 512, n: int = 1,
+                  override: str | None = None) -> JudgeReply:
         reply = await self.judge.complete(messages, temperature=temperature,
                                           max_tokens=max_tokens, n=n,
-                                          model=self.model or None)
+                                          model=self.model or None, override=override)
         self.calls += 1
         self.cached += bool(reply.cached)
         self.cost += reply.cost
+        self.models.append(reply.model)
         return reply
+
+    async def ask_json(self, system: str, user: str, *, max_tokens: int,
+                       override: str | None = None) -> Any:
+        """One system + user prompt at temperature 0; the JSON value of the first reply."""
+        reply = await self.ask([{"role": "system", "content": system},
+                                {"role": "user", "content": user}],
+                               max_tokens=max_tokens, override=override)
+        if not reply.texts:
+            raise JudgeError("judge returned no reply")
+        return parse_json_reply(reply.texts[0])
 
     async def ask_all(self, prompts: Sequence[Sequence[Mapping[str, Any]]], *,
                       max_tokens: int = 512) -> list[str]:
@@ -65,10 +79,15 @@ class JudgeTally:
         replies = await asyncio.gather(*(self.ask(p, max_tokens=max_tokens) for p in prompts))
         return [r.texts[0] if r.texts else "" for r in replies]
 
+    @property
+    def all_cached(self) -> bool:
+        return self.calls > 0 and self.cached == self.calls
+
     def account(self, result: LayerResult) -> LayerResult:
+        """Copy the tally into ``result`` (calls, cost, cache hit)."""
         result.judge_calls = self.calls
         result.cost = self.cost
-        result.cache_hit = self.calls > 0 and self.cached == self.calls
+        result.cache_hit = self.all_cached
         return result
 
 
@@ -116,6 +135,19 @@ def confidence(item: Mapping[str, Any], default: float = 1.0) -> float:
     if value > 1.0:
         value /= 100.0
     return min(1.0, max(0.0, value))
+
+
+def yes_no(raw: object, yes: Collection[str], no: Collection[str], what: str) -> bool:
+    """A judge's boolean verdict: JSON ``true``/``false``, or one of the ``yes`` / ``no``
+    words (any case). Anything else is a :class:`JudgeError` naming ``what``."""
+    if isinstance(raw, bool):
+        return raw
+    word = str(raw).strip().lower()
+    if word in yes:
+        return True
+    if word in no:
+        return False
+    raise JudgeError(f"judge gave no usable {what}: {raw!r}")
 
 
 def answer_claims(text: str, limit: int) -> list[str]:

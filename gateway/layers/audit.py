@@ -39,12 +39,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, cast
 
 from pydantic import Field
 
-from gateway.judge import parse_json_reply
 from gateway.layers._audit_prompts import (
     DECOMPOSE_PROMPT,
     FACT_CHECK_PROMPT,
@@ -53,17 +52,16 @@ from gateway.layers._audit_prompts import (
     MARK_FACTS,
     MARK_LOGIC,
 )
+from gateway.layers._judged import JudgeTally, require_judge
 from gateway.quantities import extract_dates, extract_numbers
 from gateway.scoring.credit import credit_score, zone
 from gateway.textindex import context_index
 from gateway.verify.base import (
     Evidence,
-    Judge,
     JudgeError,
     LayerConfig,
     LayerResources,
     LayerResult,
-    LayerUnavailable,
     VerifyInput,
 )
 
@@ -143,34 +141,6 @@ class AuditError:
         if self.raised_by is not None:
             out["judged_severity"], out["raised_by"] = self.judged, self.raised_by
         return out
-
-
-@dataclass(slots=True)
-class _Calls:
-    """Judge calls made for one request: count, cost, whether all were cached."""
-
-    judge: Judge
-    n: int = 0
-    cost: float = 0.0
-    cached: int = 0
-    models: list[str] = field(default_factory=list)
-
-    async def json(self, system: str, user: str, *, model: str | None,
-                   max_tokens: int, override: str | None = None) -> Any:
-        reply = await self.judge.complete(
-            [{"role": "system", "content": system}, {"role": "user", "content": user}],
-            temperature=0.0, max_tokens=max_tokens, model=model or None, override=override)
-        self.n += 1
-        self.cost += reply.cost
-        self.cached += reply.cached
-        self.models.append(reply.model)
-        if not reply.texts:
-            raise JudgeError("judge returned no reply")
-        return parse_json_reply(reply.texts[0])
-
-    @property
-    def all_cached(self) -> bool:
-        return self.n > 0 and self.cached == self.n
 
 
 def _norm(value: Any) -> str:
@@ -318,18 +288,15 @@ class AuditLayer:
         if not context:
             return LayerResult(score=NEUTRAL_SCORE, passed=True, skipped=True, label="no_context",
                                explanation="no grounding context: nothing to audit against")
-        judge = self.resources.judge
-        if judge is None:
-            raise LayerUnavailable("the audit layer needs a judge model (settings: judge)")
-        calls = _Calls(judge)
+        calls = JudgeTally(require_judge(self.resources), inp.model)
         ctx = context[: cfg.max_context_chars]
         answer = inp.response_text
 
         # Phase 1: decompose.
-        data = await calls.json(
+        data = await calls.ask_json(
             DECOMPOSE_PROMPT.substitute(max_facts=cfg.max_facts, max_chains=cfg.max_chains),
             f"{MARK_DECOMPOSE}\n\nCONTEXT:\n{ctx}\n\nANSWER:\n{answer}",
-            model=inp.model, max_tokens=cfg.max_tokens)
+            max_tokens=cfg.max_tokens)
         facts, chains = parse_decomposition(data, cfg.max_facts, cfg.max_chains)
 
         # Phases 2 and 3, concurrently.
@@ -340,21 +307,21 @@ class AuditLayer:
         async def fact_check() -> list[AuditError]:
             if not facts:
                 return []
-            reply = await calls.json(
+            reply = await calls.ask_json(
                 FACT_CHECK_PROMPT.substitute(threshold_pct=threshold_pct,
                                              max_errors=cfg.max_errors_per_phase),
                 f"{MARK_FACTS}\n\nCONTEXT:\n{ctx}\n\nFACTS:\n{_numbered(facts)}",
-                model=inp.model, override=cfg.verify_model, max_tokens=cfg.max_tokens)
+                override=cfg.verify_model, max_tokens=cfg.max_tokens)
             return parse_errors(reply, "fact", cfg.max_errors_per_phase)
 
         async def logic_check() -> list[AuditError]:
             if not chains:
                 return []
-            reply = await calls.json(
+            reply = await calls.ask_json(
                 LOGIC_CHECK_PROMPT.substitute(max_errors=cfg.max_errors_per_phase),
                 f"{MARK_LOGIC}\n\nCONTEXT:\n{ctx}\n\nUSER QUESTION:\n{inp.question}\n\n"
                 f"ANSWER:\n{answer}\n\nREASONING:\n{_numbered(chains, chains=True)}",
-                model=inp.model, override=cfg.verify_model, max_tokens=cfg.max_tokens)
+                override=cfg.verify_model, max_tokens=cfg.max_tokens)
             return parse_errors(reply, "logic", cfg.max_errors_per_phase)
 
         tasks = [asyncio.ensure_future(fact_check()), asyncio.ensure_future(logic_check())]
@@ -378,7 +345,7 @@ class AuditLayer:
         return self._result(facts, chains, errors, credit, z, high, low, calls, verify_model)
 
     def _result(self, facts: list[Item], chains: list[Item], errors: list[AuditError],
-                credit: int, z: str, high: int, low: int, calls: _Calls,
+                credit: int, z: str, high: int, low: int, calls: JudgeTally,
                 verify_model: str) -> LayerResult:
         items = {it.id: it for it in facts + chains}
         by_item: dict[str, list[AuditError]] = {}
@@ -410,10 +377,9 @@ class AuditLayer:
         if errors:
             worst = min(errors, key=lambda e: e.severity != "high")
             summary += f"; e.g. {worst.item}: {worst.explanation or worst.kind}"
-        return LayerResult(
+        return calls.account(LayerResult(
             score=(credit - 1) / 4, passed=z == "GOOD", label=z.lower(), explanation=summary,
-            evidence=evidence, failed_claims=failed, credit_score=credit, cost=calls.cost,
-            judge_calls=calls.n, cache_hit=calls.all_cached,
+            evidence=evidence, failed_claims=failed, credit_score=credit,
             details={
                 "credit_score": credit, "zone": z, "high": high, "low": low,
                 "facts": [{"id": f.id, "text": f.text} for f in facts],
@@ -423,4 +389,4 @@ class AuditLayer:
                 "raised": sum(e.raised_by is not None for e in errors),
                 "verify_model": verify_model or None,
                 "judge_models": calls.models,
-            })
+            }))

@@ -45,7 +45,14 @@ from typing import Any, ClassVar
 from cachetools import LRUCache
 from pydantic import Field
 
-from gateway.layers._citation_pairs import Pair, candidates, checkable, extract_pairs, norm
+from gateway.layers._citation_pairs import (
+    Pair,
+    candidates,
+    checkable,
+    doc_keys,
+    extract_pairs,
+    norm,
+)
 from gateway.quantities import date_matches, extract_dates, extract_numbers, number_matches
 from gateway.scoring.binding import (
     BoundSource,
@@ -158,7 +165,7 @@ class CitationsLayer:
             if 1 <= n <= len(docs):
                 return self._doc_source(n - 1, inp)
             ref = ref[1:]
-        doc_map: dict[str, int] = ctx.memo("citations.docmap", lambda: _doc_map(docs))
+        doc_map: dict[str, int] = ctx.memo("citations.docmap", lambda: doc_keys(docs))
         corpus: Mapping[str, str] = (ctx.corpus or self.resources.corpus) if cfg.use_corpus \
             else {}
         for cand in candidates(ref):
@@ -266,16 +273,6 @@ class CitationsLayer:
                         + (f"; {unresolved} cite sources that do not exist" if unresolved else ""),
             details={"pairs": pairs, "claims": summary, "supported": supported,
                      "unresolved": unresolved, "total": len(claims)})
-
-
-def _doc_map(docs: Any) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for i, d in enumerate(docs):
-        for key in (d.id, d.attrs.get("title"), d.attrs.get("name"), d.attrs.get("source")):
-            if key:
-                out.setdefault(key, i)
-                out.setdefault(norm(key), i)
-    return out
 
 
 def _id_map(corpus: Mapping[str, str]) -> dict[str, str]:

@@ -45,13 +45,13 @@ from typing import Any, ClassVar, Literal, cast
 
 from pydantic import Field
 
-from gateway.judge import parse_json_reply
 from gateway.layers._fact_check_prompts import (
     CORRECT_PROMPT,
     LABEL_PROMPT,
     MARK_CORRECT,
     MARK_LABEL,
 )
+from gateway.layers._judged import JudgeTally, require_judge
 from gateway.layers.claims import FactualClaim, detect_claims
 from gateway.scoring.binding import SourceAuthority, authority_weight, parse_date, recency_weight
 from gateway.scoring.evidence import EvidenceItem, Verdict, VerdictResult, assess
@@ -59,12 +59,10 @@ from gateway.textindex import TextIndex, build_index, context_index
 from gateway.textutil import content_words, tokenize
 from gateway.verify.base import (
     Evidence,
-    Judge,
     JudgeError,
     LayerConfig,
     LayerResources,
     LayerResult,
-    LayerUnavailable,
     VerifyInput,
 )
 
@@ -159,26 +157,6 @@ class _Checked:
         return sorted(of_kind, key=lambda e: -e.item().quality)[:KEY_EVIDENCE]
 
 
-@dataclass(slots=True)
-class _Calls:
-    judge: Judge
-    n: int = 0
-    cost: float = 0.0
-    cached: int = 0
-
-    async def json(self, system: str, user: str, *, model: str | None,
-                   max_tokens: int) -> Any:
-        reply = await self.judge.complete(
-            [{"role": "system", "content": system}, {"role": "user", "content": user}],
-            temperature=0.0, max_tokens=max_tokens, model=model or None)
-        self.n += 1
-        self.cost += reply.cost
-        self.cached += reply.cached
-        if not reply.texts:
-            raise JudgeError("judge returned no reply")
-        return parse_json_reply(reply.texts[0])
-
-
 def _claim_date(evidence: Sequence[_Labeled]) -> date | None:
     """The day after the newest dated supporting passage (for seed 004's OUTDATED check).
 
@@ -266,7 +244,7 @@ class FactCheckLayer:
 
     # -- judge calls -------------------------------------------------------------------
 
-    async def _label(self, calls: _Calls, checked: list[_Checked], model: str) -> None:
+    async def _label(self, calls: JudgeTally, checked: list[_Checked]) -> None:
         pairs: list[_Labeled] = []
         lines: list[str] = []
         cut = self.config.max_passage_chars
@@ -277,8 +255,8 @@ class FactCheckLayer:
                              f"EVIDENCE (source {e.passage.source_id}): {e.passage.text[:cut]}")
         if not pairs:
             return
-        data = await calls.json(LABEL_PROMPT, MARK_LABEL + "\n\n" + "\n\n".join(lines),
-                                model=model, max_tokens=self.config.max_tokens)
+        data = await calls.ask_json(LABEL_PROMPT, MARK_LABEL + "\n\n" + "\n\n".join(lines),
+                                    max_tokens=self.config.max_tokens)
         rows = data.get("pairs") if isinstance(data, Mapping) else data
         if not isinstance(rows, list):
             raise JudgeError('label reply is not {"pairs": [...]}')
@@ -295,8 +273,8 @@ class FactCheckLayer:
             target.kind = cast(Kind, label)
             target.relevance = _relevance(row.get("relevance", 1.0))
 
-    async def _correct(self, calls: _Calls, checked: list[_Checked],
-                       model: str) -> list[dict[str, Any]]:
+    async def _correct(self, calls: JudgeTally,
+                       checked: list[_Checked]) -> list[dict[str, Any]]:
         wrong = [c for c in checked if c.verdict in _FAILED]
         if not wrong:
             return []
@@ -306,8 +284,8 @@ class FactCheckLayer:
             ev = "\n".join(f"- ({e.passage.source_id}) {e.passage.text[:cut]}"
                            for e in c.key("contradicting"))
             blocks.append(f"c{i}\nCLAIM: {c.claim.text}\nEVIDENCE:\n{ev}")
-        data = await calls.json(CORRECT_PROMPT, MARK_CORRECT + "\n\n" + "\n\n".join(blocks),
-                                model=model, max_tokens=self.config.max_tokens)
+        data = await calls.ask_json(CORRECT_PROMPT, MARK_CORRECT + "\n\n" + "\n\n".join(blocks),
+                                    max_tokens=self.config.max_tokens)
         rows = data.get("corrections") if isinstance(data, Mapping) else data
         if not isinstance(rows, list):
             raise JudgeError('correction reply is not {"corrections": [...]}')
@@ -346,25 +324,22 @@ class FactCheckLayer:
         if not claims:
             return LayerResult(score=NEUTRAL_SCORE, passed=True, skipped=True, label="no_claims",
                                explanation="no verifiable factual claim to check")
-        judge = self.resources.judge
-        if judge is None:
-            raise LayerUnavailable("the fact-check layer needs a judge model (settings: judge)")
-        calls = _Calls(judge)
+        calls = JudgeTally(require_judge(self.resources), inp.model)
         corpus = inp.context.corpus or self.resources.corpus
         corpus_index = await self._corpus_index(corpus)
         checked = [_Checked(c, [_Labeled(p) for p in
                                 self._passages(c.text, inp, corpus, corpus_index)])
                    for c in claims]
-        await self._label(calls, checked, inp.model)
+        await self._label(calls, checked)
         for c in checked:
             items = [e.item() for e in c.evidence]
             c.result = assess(items, claim_date=_claim_date(c.evidence),
                               threshold=cfg.confidence_threshold)
-        corrections = await self._correct(calls, checked, inp.model) if cfg.auto_correct else []
+        corrections = await self._correct(calls, checked) if cfg.auto_correct else []
         return self._result(checked, corrections, calls)
 
     def _result(self, checked: list[_Checked], corrections: list[dict[str, Any]],
-                calls: _Calls) -> LayerResult:
+                calls: JudgeTally) -> LayerResult:
         cfg = self.config
         counts = {v.value: 0 for v in Verdict}
         evidence: list[Evidence] = []
@@ -399,9 +374,8 @@ class FactCheckLayer:
         details: dict[str, Any] = {"verdicts": counts, "claims": summary}
         if cfg.auto_correct:
             details["corrections"] = corrections
-        return LayerResult(
+        return calls.account(LayerResult(
             score=total / len(checked), passed=not bad, label=label,
             explanation=", ".join(f"{n} {k}" for k, n in counts.items() if n)
                         + f" of {len(checked)} claim(s)",
-            evidence=evidence, failed_claims=failed, cost=calls.cost, judge_calls=calls.n,
-            cache_hit=calls.n > 0 and calls.cached == calls.n, details=details)
+            evidence=evidence, failed_claims=failed, details=details))

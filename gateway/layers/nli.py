@@ -37,7 +37,7 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from gateway.context import Document
-from gateway.layers._citation_pairs import candidates, norm
+from gateway.layers._citation_pairs import candidates, doc_keys, norm
 from gateway.layers._judged import (
     JudgeTally,
     answer_claims,
@@ -189,13 +189,13 @@ class NliLayer:
         docs = inp.context.documents
         corpus: Mapping[str, str] = ((inp.context.corpus or self.resources.corpus)
                                      if self.config.use_corpus else {})
-        doc_keys = _doc_keys(docs)
+        keys = doc_keys(docs)
         corpus_keys = {norm(k): k for k in corpus}
         groups: dict[str, _Group] = {}
         seen: set[tuple[str, str]] = set()
         unresolved = 0
         for pair in extract_pairs(inp.response_text):
-            found = _resolve(pair.ref, docs, corpus, doc_keys, corpus_keys)
+            found = _resolve(pair.ref, docs, corpus, keys, corpus_keys)
             if found is None:
                 unresolved += pair.explicit
                 continue
@@ -259,18 +259,8 @@ def _parse(text: str, hypotheses: list[str], source_id: str | None) -> list[_Ver
     return out
 
 
-def _doc_keys(docs: Sequence[Document]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for i, d in enumerate(docs):
-        for key in (d.id, d.attrs.get("title"), d.attrs.get("name"), d.attrs.get("source")):
-            if key:
-                out.setdefault(key, i)
-                out.setdefault(norm(key), i)
-    return out
-
-
 def _resolve(ref: str, docs: Sequence[Document], corpus: Mapping[str, str],
-             doc_keys: Mapping[str, int], corpus_keys: Mapping[str, str]
+             keys: Mapping[str, int], corpus_keys: Mapping[str, str]
              ) -> tuple[str, str] | None:
     """``(source id, text)`` a citation names, as the ``citations`` layer resolves it
     (without its title/url aliases of corpus entries)."""
@@ -280,7 +270,7 @@ def _resolve(ref: str, docs: Sequence[Document], corpus: Mapping[str, str],
             return docs[n - 1].id, docs[n - 1].text
         ref = ref[1:]
     for cand in candidates(ref):
-        i = doc_keys.get(cand, doc_keys.get(norm(cand)))
+        i = keys.get(cand, keys.get(norm(cand)))
         if i is not None:
             return docs[i].id, docs[i].text
         key = cand if cand in corpus else corpus_keys.get(norm(cand))

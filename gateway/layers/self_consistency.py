@@ -36,10 +36,10 @@ from gateway.layers._judged import (
     excerpt,
     numbered_items,
     require_judge,
+    yes_no,
 )
 from gateway.verify.base import (
     Evidence,
-    JudgeError,
     LayerConfig,
     LayerResources,
     LayerResult,
@@ -174,15 +174,8 @@ class SelfConsistencyLayer:
 
 
 def _agrees(item: Mapping[str, object], n: int) -> bool:
-    raw = item.get("agrees", item.get("accurate", item.get("verdict")))
-    if isinstance(raw, bool):
-        return raw
-    word = str(raw).strip().lower()
-    if word in _YES:
-        return True
-    if word in _NO:
-        return False
-    raise JudgeError(f"judge gave no usable 'agrees' for statement {n}: {raw!r}")
+    return yes_no(item.get("agrees", item.get("accurate", item.get("verdict"))), _YES, _NO,
+                  f"'agrees' for statement {n}")
 
 
 def _votes(text: str, count: int) -> list[tuple[bool, float, str]]:

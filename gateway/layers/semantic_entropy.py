@@ -41,7 +41,13 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from gateway.layers._judged import JudgeTally, answer_claims, numbered_items, require_judge
+from gateway.layers._judged import (
+    JudgeTally,
+    answer_claims,
+    numbered_items,
+    require_judge,
+    yes_no,
+)
 from gateway.textutil import content_words, tokenize
 from gateway.verify.base import (
     Evidence,
@@ -250,12 +256,5 @@ def _lexical(texts: list[str], question: str, bar: float) -> Any:
 
 
 def _equivalent(item: Mapping[str, Any], n: int) -> bool:
-    raw = item.get("equivalent", item.get("same"))
-    if isinstance(raw, bool):
-        return raw
-    word = str(raw).strip().lower()
-    if word in _YES:
-        return True
-    if word in _NO:
-        return False
-    raise JudgeError(f"judge gave no usable 'equivalent' for pair {n}: {raw!r}")
+    return yes_no(item.get("equivalent", item.get("same")), _YES, _NO,
+                  f"'equivalent' for pair {n}")
