@@ -29,6 +29,10 @@ _DROP_REQUEST = frozenset({
     b"te", b"trailer", b"transfer-encoding", b"upgrade", b"content-length",
     b"accept-encoding", b"x-verity-policy", b"x-verity-detail",
 })
+# Client credentials for upstream itself; in gateway-keys mode the gateway supplies the
+# upstream's key, so a client's own provider key (Azure's ``api-key``, ``x-api-key``)
+# is not sent along with it.
+_CLIENT_CREDENTIALS = frozenset({b"authorization", b"api-key", b"x-api-key"})
 # Response headers never relayed to the client (hop-by-hop / recomputed by uvicorn).
 _DROP_RESPONSE = frozenset({
     "connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding",
@@ -133,7 +137,7 @@ class UpstreamClient:
         """Forwardable request headers; ``Authorization`` per the auth mode."""
         out: dict[str, str] = {}
         for k, v in client_headers:
-            if k in _DROP_REQUEST or (use_own_key and k == b"authorization"):
+            if k in _DROP_REQUEST or (use_own_key and k in _CLIENT_CREDENTIALS):
                 continue
             out[k.decode("latin-1")] = v.decode("latin-1")
         if use_own_key:

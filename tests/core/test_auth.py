@@ -77,6 +77,22 @@ def test_upstream_gets_its_own_key(keyed: ServedGateway, make_client: Client,
         assert GATEWAY_KEY not in str(q["headers"])
 
 
+def test_client_provider_key_headers_are_not_forwarded_with_gateway_keys(
+        keyed: ServedGateway, make_client: Client, upstream: ServedUpstream) -> None:
+    # The gateway owns the upstream credential in this mode: a client's own provider
+    # key (Azure's api-key, Anthropic-style x-api-key) must not ride along with it.
+    c = make_client(keyed, api_key=GATEWAY_KEY,
+                    default_headers={"api-key": "sk-client-azure", "x-api-key": "sk-client-x"})
+    c.chat.completions.create(model="scripted-small", messages=USER)
+    list(c.chat.completions.create(model="scripted-small", messages=USER, stream=True))
+    c.embeddings.create(model="embed-small", input="x")
+    c.models.list()
+    assert len(upstream.requests) == 4
+    for q in upstream.requests:
+        assert "api-key" not in q["headers"] and "x-api-key" not in q["headers"]
+        assert q["headers"]["authorization"] == f"Bearer {UPSTREAM_KEY}"
+
+
 def test_upstream_key_never_leaks(keyed: ServedGateway, make_client: Client,
                                   upstream: ServedUpstream,
                                   caplog: pytest.LogCaptureFixture) -> None:
@@ -153,6 +169,13 @@ def test_forward_mode_sends_client_authorization(client: openai.OpenAI,
     client.models.list()
     assert [q["headers"]["authorization"] for q in upstream.requests] == \
         [f"Bearer {CLIENT_KEY}"] * 3
+
+
+def test_forward_mode_sends_client_provider_key_headers(client: openai.OpenAI,
+                                                       upstream: ServedUpstream) -> None:
+    client.chat.completions.create(model="scripted-small", messages=USER,
+                                   extra_headers={"api-key": "sk-azure-own"})
+    assert upstream.last()["headers"]["api-key"] == "sk-azure-own"
 
 
 def test_forward_mode_ignores_upstream_key(make_gateway: Callable[..., ServedGateway],
