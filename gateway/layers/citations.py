@@ -36,6 +36,7 @@ holds ``{claim, citation, source_id, source_text}`` for a later NLI layer
 
 from __future__ import annotations
 
+import hashlib
 import re
 from bisect import bisect_left
 from collections.abc import Mapping
@@ -134,6 +135,11 @@ class CitationsLayer:
         self._corpus_index: LRUCache[tuple[str, str], TextIndex] = LRUCache(maxsize=256)
         self._aliases: dict[str, str] | None = None
         self._indexes = IndexCache(_INDEX_CACHE_CHARS)
+        # Per-request memo keys of results that depend on the config (resolution, source
+        # weights, support checks) carry it: two ``citations`` entries of one policy share
+        # the request's memo but not each other's verdicts. Text-only work is shared.
+        digest = hashlib.blake2b(config.model_dump_json().encode(), digest_size=8).hexdigest()
+        self._memo = f"citations.{digest}"
 
     async def verify(self, inp: VerifyInput) -> LayerResult:
         cfg = self.config
@@ -154,7 +160,7 @@ class CitationsLayer:
     # -- resolution --------------------------------------------------------------------
 
     def _resolve(self, ref: str, inp: VerifyInput) -> _Source | None:
-        return inp.context.memo(f"citations.ref:{ref}",  # type: ignore[no-any-return]
+        return inp.context.memo(f"{self._memo}.ref:{ref}",  # type: ignore[no-any-return]
                                 lambda: self._lookup(ref, inp))
 
     def _lookup(self, ref: str, inp: VerifyInput) -> _Source | None:
@@ -174,7 +180,7 @@ class CitationsLayer:
                 return self._doc_source(i, inp)
             key = cand if cand in corpus else self._corpus_map(corpus, ctx).get(norm(cand))
             if key is not None and key in corpus:
-                return ctx.memo(f"citations.corpus:{key}",  # type: ignore[no-any-return]
+                return ctx.memo(f"{self._memo}.corpus:{key}",  # type: ignore[no-any-return]
                                 lambda: self._corpus_source(key, corpus))
         return None
 
@@ -184,11 +190,11 @@ class CitationsLayer:
             if self._aliases is None:
                 self._aliases = _id_map(corpus)
             return self._aliases
-        return ctx.memo("citations.corpusmap",  # type: ignore[no-any-return]
+        return ctx.memo(f"{self._memo}.corpusmap",  # type: ignore[no-any-return]
                         lambda: _id_map(corpus))
 
     def _doc_source(self, i: int, inp: VerifyInput) -> _Source:
-        return inp.context.memo(f"citations.doc:{i}",  # type: ignore[no-any-return]
+        return inp.context.memo(f"{self._memo}.doc:{i}",  # type: ignore[no-any-return]
                                 lambda: self._new_doc_source(i, inp))
 
     def _new_doc_source(self, i: int, inp: VerifyInput) -> _Source:
@@ -220,7 +226,7 @@ class CitationsLayer:
     def _check(self, claim: str, src: _Source, inp: VerifyInput) -> _Check:
         memo = inp.context.memo
         info: _Claim = memo(f"citations.claim:{claim}", lambda: _analyze(claim))
-        return memo(f"citations.check:{src.kind}:{src.id}:{claim}",  # type: ignore[no-any-return]
+        return memo(f"{self._memo}.check:{src.kind}:{src.id}:{claim}",  # type: ignore[no-any-return]
                     lambda: _support(claim, info, src, self.config))
 
     # -- results -----------------------------------------------------------------------

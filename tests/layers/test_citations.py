@@ -226,3 +226,21 @@ def test_context_memo_is_used() -> None:
     first = asyncio.run(layer.verify(inp))
     assert any(k.startswith("citations.") for k in ctx._cache)
     assert asyncio.run(layer.verify(inp)).score == first.score
+
+
+def test_two_configs_on_one_request_do_not_share_memoized_results() -> None:
+    """Two ``citations`` entries of one policy see the same request context (and its
+    memo): each must still judge by its own config, whichever runs first."""
+    answer = "Hanuman set fire to the city of Lanka with a torch [Sundara 54.30]."
+    ctx = GroundingContext()
+    inp = VerifyInput(messages=[], response_text=answer, context=ctx)
+
+    def verify(**config: Any) -> LayerResult:
+        layer = CitationsLayer(CitationsConfig.model_validate(config),
+                               LayerResources(corpus=SUNDARA))
+        return asyncio.run(layer.verify(inp))
+
+    strict, lenient = verify(min_overlap=0.95), verify(min_overlap=0.6)
+    assert (strict.passed, lenient.passed) == (False, True)
+    no_corpus, with_corpus = verify(use_corpus=False), verify(use_corpus=True)
+    assert (no_corpus.label, with_corpus.label) == ("unresolved", "supported")
