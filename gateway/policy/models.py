@@ -11,9 +11,10 @@ See ``docs/policies.md`` for the reference with examples.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from gateway.context import ContextSpec
 
@@ -25,6 +26,8 @@ __all__ = [
 
 RiskLevel = Literal["low", "medium", "high", "critical"]
 Band = Literal["pass", "marginal", "fail"]
+
+_HEADER_SAFE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 class _Strict(BaseModel):
@@ -65,6 +68,14 @@ class LayerSpec(_Strict):
     weight: float = Field(1.0, ge=0)
     timeout_ms: int = Field(2000, gt=0)
     calibration: Calibration | None = None
+
+    @field_validator("id")
+    @classmethod
+    def _header_safe_id(cls, value: str | None) -> str | None:
+        if value is not None and not _HEADER_SAFE.fullmatch(value):
+            raise ValueError(f"invalid layer id {value!r}: use letters, digits, '.', '_' and "
+                             f"'-' (it travels in the x-verity-layers header)")
+        return value
 
     @property
     def key(self) -> str:

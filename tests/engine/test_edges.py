@@ -189,3 +189,16 @@ def test_n_choices_only_choice_0_is_verified_and_the_audit_says_so(
     (rec,) = gw.audit(expect=1)
     assert rec["action"] == "disclaimer"
     assert rec["note"] == "only choice 0 verified; choices 1-1 of n=2 were not"
+
+
+def test_a_layer_id_that_is_not_header_safe_never_breaks_responses(
+        start_gateway: StartGateway, upstream: ServedUpstream,
+        make_client: Callable[..., openai.OpenAI]) -> None:
+    # It went into x-verity-layers: with a CR/LF the server dropped every connection.
+    gw = start_gateway({
+        "bad": 'mode: inline\ndefault: true\nlayers: [{name: length, id: "a\\r\\nx-evil: 1"}]\n'})
+    raw = make_client(gw.base_url).chat.completions.with_raw_response.create(
+        model="scripted-small", messages=[{"role": "user", "content": "hi"}])
+    assert raw.parse().choices[0].message.content == "You said: hi"
+    assert "x-evil" not in raw.headers
+    assert "layers.0.id" in gw.engine.store.errors[str(gw.policies_dir / "bad.yaml")]

@@ -210,6 +210,14 @@ def test_policy_names_must_be_header_safe() -> None:
     assert (e.key, e.line) == ("name", 1)
 
 
+def test_layer_ids_must_be_header_safe() -> None:
+    # ids travel in x-verity-layers: a CR/LF made every response of the policy fail
+    e = only(error('layers:\n  - {name: length}\n  - {name: length, id: "a\\r\\nx-evil: 1"}\n'))
+    assert (e.key, e.line) == ("layers.1.id", 3)
+    assert "x-verity-layers" in e.message
+    assert load("layers: [{name: length, id: not-empty.v2_1}]").layers[0].key == "not-empty.v2_1"
+
+
 def test_all_errors_are_reported_at_once() -> None:
     err = error("""
         mdoe: inline
