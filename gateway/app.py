@@ -11,12 +11,12 @@ from __future__ import annotations
 import gc
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from typing import Any
 
 from gateway.asgi import send_error, send_json
 from gateway.auth import Authenticator
-from gateway.errors import NotFound, NotReady
+from gateway.errors import GatewayError, NotFound, NotReady
 from gateway.proxy import Engine, Proxy
 from gateway.settings import Settings
 from gateway.telemetry import Telemetry, create_telemetry
@@ -76,20 +76,31 @@ class GatewayApp:
         if kind == "http":
             proxy = self.proxy
             path = scope["path"]
-            if proxy is not None:
-                if path == "/v1/chat/completions" or path == "/v1/chat/completions/":
-                    return await proxy.chat_completions(scope, receive, send)
-                if path == "/v1/models" and scope["method"] == "GET":
-                    return await proxy.models(scope, receive, send)
-                if path.startswith("/v1/"):
-                    return await proxy.forward(scope, receive, send)
-            if path == "/healthz":
-                return await send_json(send, 200, {"status": "ok"})
-            if path == "/readyz":
-                return await self._readyz(send)
-            if proxy is None and path.startswith("/v1/"):
-                return await send_error(send, NotReady("The gateway is not ready yet."))
-            return await send_error(send, NotFound(f"Unknown path {path!r}."))
+            try:
+                if proxy is not None:
+                    if path == "/v1/chat/completions" or path == "/v1/chat/completions/":
+                        return await proxy.chat_completions(scope, receive, send)
+                    if path == "/v1/models" and scope["method"] == "GET":
+                        return await proxy.models(scope, receive, send)
+                    if path.startswith("/v1/"):
+                        return await proxy.forward(scope, receive, send)
+                if path == "/healthz":
+                    return await send_json(send, 200, {"status": "ok"})
+                if path == "/readyz":
+                    return await self._readyz(send)
+                if proxy is None and path.startswith("/v1/"):
+                    return await send_error(send, NotReady("The gateway is not ready yet."))
+                return await send_error(send, NotFound(f"Unknown path {path!r}."))
+            except Exception:
+                # A bug. The client gets the documented 500 ``internal_error`` body, not
+                # the server's plain-text page; the details go to the log only.
+                log.exception("unhandled error serving %s %s", scope["method"], path)
+                # If the response had already started, the server refuses a second start
+                # and, as this returns with the response incomplete, closes the connection.
+                with suppress(RuntimeError):
+                    await send_error(send, GatewayError("The gateway failed to handle the "
+                                                        "request (internal error)."))
+                return
         if kind == "lifespan":
             return await self._lifespan(receive, send)
 

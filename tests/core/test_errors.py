@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
@@ -70,6 +71,41 @@ def test_get_on_chat_completions_is_400(http: httpx.Client) -> None:
     r = http.get("/v1/chat/completions")
     assert r.status_code == 400
     _error(r)
+
+
+class _BrokenEngine:
+    """An engine with a bug: it raises for every request it handles."""
+
+    def select(self, info: Any) -> Any:
+        return "plan"
+
+    async def handle(self, proxy: Any, x: Any, plan: Any) -> None:
+        raise RuntimeError("a bug in the engine")
+
+    def status(self) -> tuple[bool, dict[str, Any]]:
+        return True, {}
+
+
+def test_a_bug_is_an_openai_shaped_500(make_gateway: Callable[..., ServedGateway],
+                                       make_client: Client, upstream: ServedUpstream,
+                                       caplog: pytest.LogCaptureFixture) -> None:
+    @asynccontextmanager
+    async def factory(*_: Any) -> AsyncIterator[_BrokenEngine]:
+        yield _BrokenEngine()
+
+    gw = make_gateway(app_kwargs={"engine_factory": factory})
+    with httpx.Client() as http:
+        r = http.post(gw.base_url + "/chat/completions",
+                      json={"model": "scripted-small", "messages": USER})
+    assert r.status_code == 500
+    assert r.headers["content-type"] == "application/json"
+    err = _error(r)
+    assert (err["type"], err["code"]) == ("server_error", "internal_error")
+    assert "a bug in the engine" not in err["message"]  # details go to the log only
+    with pytest.raises(openai.InternalServerError) as info:
+        make_client(gw).chat.completions.create(model="scripted-small", messages=USER)
+    assert info.value.code == "internal_error"
+    assert "a bug in the engine" in caplog.text
 
 
 def test_unknown_path_is_404(http: httpx.Client) -> None:
