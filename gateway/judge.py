@@ -80,6 +80,7 @@ class _CachingJudge:
                 return JudgeReply(texts=list(hit.texts), cost=0.0, cached=True, model=hit.model)
         async with self._sem:
             reply = await self._call(list(messages), name, temperature, max_tokens, n)
+        del reply.texts[n:]  # some servers return more choices than asked: n means n
         reply.cost = self._price(reply.input_tokens, reply.output_tokens)
         if key is not None and self._cache is not None:
             self._cache[key] = reply

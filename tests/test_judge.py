@@ -120,3 +120,27 @@ def test_judge_kind_follows_its_upstream() -> None:
         "upstreams": [{"name": "claude", "kind": "anthropic", "base_url": "http://127.0.0.1:1/v1"}],
         "judge": {"base_url": "http://127.0.0.1:2/v1"}})
     assert isinstance(create_judge(s), OpenAIJudge)
+
+
+async def test_extra_choices_beyond_n_are_dropped_and_not_cached() -> None:
+    """A server that returns more choices than ``n`` asked for: the reply (and the
+    cached copy) has exactly ``n`` texts, so a layer reading them all gets n."""
+    import httpx
+    import orjson
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=orjson.dumps({
+            "model": "m", "usage": {"prompt_tokens": 3, "completion_tokens": 6},
+            "choices": [{"message": {"content": f"answer {i}"}} for i in range(3)]}))
+
+    client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    judge = OpenAIJudge(JudgeConfig(), "http://judge.test/v1", None, client=client)
+    try:
+        msgs = [{"role": "user", "content": "x"}]
+        one = await judge.complete(msgs, model="m")
+        again = await judge.complete(msgs, model="m")
+        two = await judge.complete(msgs, model="m", temperature=1.0, n=2)
+    finally:
+        await judge.aclose()
+    assert one.texts == ["answer 0"] and again.cached and again.texts == ["answer 0"]
+    assert two.texts == ["answer 0", "answer 1"]
