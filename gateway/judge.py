@@ -52,6 +52,16 @@ def parse_json_reply(text: str) -> Any:
     raise JudgeError(f"judge reply is not JSON: {text[:120]!r}")
 
 
+def _text(content: Any) -> str:
+    """A chat message's content as text: a string, or its text parts joined."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(p.get("text", "")) for p in content
+                         if isinstance(p, Mapping) and p.get("type") in ("text", "input_text"))
+    return ""
+
+
 class _CachingJudge:
     """Shared pricing, concurrency bound and temperature-0 cache."""
 
@@ -157,9 +167,10 @@ class AnthropicJudge(_CachingJudge):
 
     async def _call(self, messages: list[Mapping[str, Any]], model: str, temperature: float,
                     max_tokens: int, n: int) -> JudgeReply:
-        system = "\n\n".join(str(m.get("content", "")) for m in messages
-                             if m.get("role") == "system")
-        turns = [{"role": m["role"], "content": str(m.get("content", ""))} for m in messages
+        # The Messages API has no system/developer role: their text is the top-level system.
+        system = "\n\n".join(_text(m.get("content")) for m in messages
+                             if m.get("role") in ("system", "developer"))
+        turns = [{"role": m["role"], "content": _text(m.get("content"))} for m in messages
                  if m.get("role") in ("user", "assistant")]
         texts: list[str] = []
         tin = tout = 0

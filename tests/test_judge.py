@@ -144,3 +144,29 @@ async def test_extra_choices_beyond_n_are_dropped_and_not_cached() -> None:
         await judge.aclose()
     assert one.texts == ["answer 0"] and again.cached and again.texts == ["answer 0"]
     assert two.texts == ["answer 0", "answer 1"]
+
+
+async def test_anthropic_judge_sends_system_and_developer_text_as_system() -> None:
+    """The Messages API has no system/developer role: their text goes to ``system``;
+    content given as text parts is sent as its text, not as a Python repr."""
+    from types import SimpleNamespace
+
+    from gateway.judge import AnthropicJudge
+
+    sent: list[dict[str, object]] = []
+
+    async def create(**kwargs: object) -> SimpleNamespace:
+        sent.append(kwargs)
+        return SimpleNamespace(content=[SimpleNamespace(text="ok")],
+                               usage=SimpleNamespace(input_tokens=1, output_tokens=1))
+
+    judge = AnthropicJudge(JudgeConfig(), "key", "http://127.0.0.1:9")
+    await judge.aclose()
+    judge._client = SimpleNamespace(messages=SimpleNamespace(create=create))  # type: ignore[assignment]
+    reply = await judge.complete([
+        {"role": "system", "content": "Be strict."},
+        {"role": "developer", "content": [{"type": "text", "text": "Answer in JSON."}]},
+        {"role": "user", "content": [{"type": "text", "text": "Is it so?"}]}], model="claude")
+    assert reply.texts == ["ok"]
+    assert sent[0]["system"] == "Be strict.\n\nAnswer in JSON."
+    assert sent[0]["messages"] == [{"role": "user", "content": "Is it so?"}]
