@@ -190,25 +190,33 @@ def _env_layer(environ: Mapping[str, str], skip: Collection[str] = (),
     ``origins`` (if given) receives the key path each variable set.
     """
     layer: dict[str, Any] = {}
+    seen: dict[tuple[str, ...], str] = {}
     for name, raw in environ.items():
         if not name.startswith(ENV_PREFIX) or name in ("GATEWAY_CONFIG",) or name in skip:
             continue
         path = name[len(ENV_PREFIX):].lower().split("__")
+        value: Any
         if path == ["upstream"]:
-            layer["upstreams"] = [{"name": "default", "base_url": raw}]
-            if origins is not None:
-                origins[("upstreams",)] = name
-            continue
-        try:
-            value = yaml.safe_load(raw) if raw.strip() else None
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"environment {name}: not a valid value: {exc}") from exc
+            path, value = ["upstreams"], [{"name": "default", "base_url": raw}]
+        else:
+            try:
+                value = yaml.safe_load(raw) if raw.strip() else None
+            except yaml.YAMLError as exc:
+                raise ConfigError(f"environment {name}: not a valid value: {exc}") from exc
+        key = tuple(path)
+        # Two variables for one key (GATEWAY_UPSTREAM and GATEWAY_UPSTREAMS), or for a
+        # section and a key inside it: the environment's order would pick the winner.
+        clash = next((p for p in seen if p[:len(key)] == key or key[:len(p)] == p), None)
+        if clash is not None:
+            raise ConfigError(f"environment {seen[clash]} and {name} both set "
+                              f"{'.'.join(key if len(key) < len(clash) else clash)}: set only one")
+        seen[key] = name
         node = layer
         for part in path[:-1]:
             node = node.setdefault(part, {})
         node[path[-1]] = value
-        if origins is not None:
-            origins[tuple(path)] = name
+    if origins is not None:
+        origins.update(seen)
     return layer
 
 

@@ -85,6 +85,21 @@ def test_env_error_names_key_and_variable(tmp_path: Path) -> None:
     assert "prot: unknown key (from GATEWAY_PROT)" in msg
 
 
+@pytest.mark.parametrize("environ", [
+    {"GATEWAY_SHADOW": "{queue_size: 5}", "GATEWAY_SHADOW__CONCURRENCY": "2"},
+    {"GATEWAY_SHADOW__CONCURRENCY": "2", "GATEWAY_SHADOW": "{queue_size: 5}"},
+    {"GATEWAY_UPSTREAM": "http://a/v1", "GATEWAY_UPSTREAMS": "[{name: b, base_url: 'http://b/v1'}]"},
+    {"GATEWAY_UPSTREAMS": "[{name: b, base_url: 'http://b/v1'}]", "GATEWAY_UPSTREAM": "http://a/v1"},
+])
+def test_env_variables_setting_the_same_key_are_an_error(environ: dict[str, str]) -> None:
+    # Whichever came last in the environment used to win silently, or (a section set
+    # whole, then one of its keys) crash with a TypeError instead of a ConfigError.
+    with pytest.raises(ConfigError) as info:
+        load_settings(environ=environ)
+    msg = str(info.value)
+    assert all(name in msg for name in environ), msg
+
+
 @pytest.mark.parametrize("text, needle", [
     ("upstreams: [{name: a, base_url: 'ftp://a'}]", "upstreams.0.base_url: Value error, must "
                                                     "start with http:// or https://"),
