@@ -16,7 +16,9 @@ Per band the policy names one action (``actions.pass|marginal|fail``):
   ``trace.attempt(n)`` and is re-verified. The first attempt whose band's action is
   not ``regenerate`` is accepted (and that action — pass, flag, disclaimer, block —
   is applied to it). After ``max_attempts`` failures ``fallback_model`` is tried
-  once if set, then ``fallback`` is applied to the last answer received.
+  once if set, then ``fallback`` is applied to the last answer received. No attempt
+  starts once the verification time budget is spent (``fallback`` then, too); the
+  attempts' upstream calls do not count against that budget.
 
 Templates fill ``{reasons}``, ``{score}``, ``{verdict}``, ``{policy}`` and
 ``{failed_claims}``; other braces are left as written.
@@ -87,6 +89,9 @@ class RegenContext:
     verify: VerifyFn
     """Re-verify a completion dict."""
     attempt: Callable[[int], AbstractContextManager[None]]
+    time_left: Callable[[], float] | None = None
+    """Milliseconds of verification budget left; no attempt starts at 0 or below
+    (its answer could not be verified: ``fail_open`` would deliver it unchecked)."""
 
 
 def band_action(actions: ActionSet, band: str) -> AnyAction:
@@ -209,7 +214,11 @@ async def _regenerate(action: RegenerateAction, completion: dict[str, Any], v: V
     if action.fallback_model:
         plan.append(action.fallback_model)
     made = 0
+    stopped = False
     for n, model in enumerate(plan, 1):
+        if ctx.time_left is not None and ctx.time_left() <= 0:
+            stopped = True
+            break
         feedback = feedback_message(action, cur_v, ctx.policy)
         payload = _regen_payload(ctx, answer_text(current), feedback, model)
         entry: dict[str, Any] = {"attempt": n, "model": payload.get("model")}
@@ -241,4 +250,7 @@ async def _regenerate(action: RegenerateAction, completion: dict[str, Any], v: V
     applied.modified = applied.modified or current is not completion
     applied.attempts, applied.history = made, history
     applied.note = f"regenerate failed after {made} attempt(s); fallback {action.fallback.type}"
+    if stopped:
+        applied.note = (f"regenerate stopped after {made} attempt(s): the verification time "
+                        f"budget is spent; fallback {action.fallback.type}")
     return applied

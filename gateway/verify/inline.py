@@ -23,6 +23,7 @@ nothing is audited then.
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -71,9 +72,13 @@ async def _act(engine: VerityEngine, proxy: Proxy, x: ChatExchange, policy: Poli
 
     async def complete(payload: dict[str, Any]) -> tuple[int, Any, bytes]:
         model = str(payload.get("model") or x.info.model)
-        target = x if model == x.info.model else dataclasses.replace(
-            x, upstream=proxy.route(model))
-        return await proxy.complete(target, payload)
+        t0 = time.monotonic()
+        try:
+            target = x if model == x.info.model else dataclasses.replace(
+                x, upstream=proxy.route(model))
+            return await proxy.complete(target, payload)
+        finally:  # upstream time is not verification time (budget.total_ms)
+            budget.exclude(time.monotonic() - t0)
 
     v = await verify(completion)
     action = band_action(spec.actions, v.verdict)
@@ -84,7 +89,8 @@ async def _act(engine: VerityEngine, proxy: Proxy, x: ChatExchange, policy: Poli
     else:
         ctx = RegenContext(policy=policy.name, messages=x.payload.get("messages") or [],
                            payload=x.payload, actions=spec.actions, complete=complete,
-                           verify=verify, attempt=x.trace.attempt)
+                           verify=verify, attempt=x.trace.attempt,
+                           time_left=budget.remaining_ms)
         applied = await apply_action(action, completion, v, ctx)
     outcome.record(applied.verification)
     outcome.action, outcome.applied = applied.action, True

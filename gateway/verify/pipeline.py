@@ -73,6 +73,11 @@ class Budget:
     def remaining_ms(self) -> float:
         return self.total_ms - (time.monotonic() - self._t0) * 1000
 
+    def exclude(self, seconds: float) -> None:
+        """Give back ``seconds`` spent on something other than verification (the
+        upstream call of a regenerate attempt)."""
+        self._t0 += seconds
+
     def cost_exhausted(self) -> bool:
         return self.max_cost is not None and self.spent_cost >= self.max_cost
 

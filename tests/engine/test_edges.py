@@ -3,6 +3,7 @@ SDK: tool-call answers, a finish chunk that carries the last content, ..."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -202,3 +203,130 @@ def test_a_layer_id_that_is_not_header_safe_never_breaks_responses(
     assert raw.parse().choices[0].message.content == "You said: hi"
     assert "x-evil" not in raw.headers
     assert "layers.0.id" in gw.engine.store.errors[str(gw.policies_dir / "bad.yaml")]
+
+
+# ---- regenerate: upstream errors and the time budget ------------------------------------
+
+
+class RetryUpstream:
+    """Answers the first call with a failing answer; a retry (more than one message)
+    after ``retry_delay`` seconds with ``retry_status`` (a good answer when 200)."""
+
+    def __init__(self) -> None:
+        self.retry_status, self.retry_delay, self.calls = 200, 0.0, 0
+
+    async def __call__(self, scope: Mapping[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                await send({"type": message["type"] + ".complete"})
+                if message["type"] == "lifespan.shutdown":
+                    return
+        raw = b""
+        while True:
+            message = await receive()
+            raw += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        self.calls += 1
+        retry = len(orjson.loads(raw)["messages"]) > 1
+        if retry and self.retry_delay:
+            await asyncio.sleep(self.retry_delay)
+        status = self.retry_status if retry else 200
+        body: dict[str, Any] = {"error": {"message": "down", "type": "server_error",
+                                          "param": None, "code": None}}
+        if status == 200:
+            body = {"id": "c", "object": "chat.completion", "created": 1, "model": "m",
+                    "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                        "role": "assistant",
+                        "content": "A good answer." if retry else "A forbidden answer."}}]}
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": orjson.dumps(body)})
+
+
+@pytest.fixture(scope="module")
+def retry_server() -> Iterator[tuple[RetryUpstream, ServerThread]]:
+    app = RetryUpstream()
+    with ServerThread(app) as server:
+        yield app, server
+
+
+@pytest.fixture
+def retry(retry_server: tuple[RetryUpstream, ServerThread]
+          ) -> tuple[RetryUpstream, list[dict[str, str]]]:
+    app, server = retry_server
+    app.retry_status, app.retry_delay, app.calls = 200, 0.0, 0
+    return app, [{"name": "retry", "base_url": server.url + "/v1"}]
+
+
+def _regen(layers: str, on_error: str = "fail_open", total_ms: int = 5000) -> str:
+    return f"""
+mode: inline
+default: true
+on_error: {on_error}
+layers: {layers}
+decision: {{marginal_at: 0.9}}
+budget: {{total_ms: {total_ms}}}
+actions: {{fail: {{type: regenerate, max_attempts: 2,
+                   fallback: {{type: block, message: "withheld"}}}}}}
+"""
+
+
+KEYWORD = "{name: keyword, config: {block: [forbidden]}}"
+
+
+def test_regenerate_attempts_that_error_upstream_end_in_the_fallback(
+        start_gateway: StartGateway, retry: tuple[RetryUpstream, list[dict[str, str]]],
+        make_client: Callable[..., openai.OpenAI]) -> None:
+    app, upstreams = retry
+    app.retry_status = 503
+    gw = start_gateway({"p": _regen(f"[{KEYWORD}]")}, upstreams=upstreams)
+    raw = make_client(gw.base_url).chat.completions.with_raw_response.create(
+        model="m", messages=[{"role": "user", "content": "q"}])
+    assert raw.parse().choices[0].message.content == "withheld"
+    h = verity_headers(raw.headers)
+    assert (h["x-verity-action"], h["x-verity-attempts"]) == ("block", "2")
+    (rec,) = gw.audit(expect=1)
+    assert [a.get("error") for a in rec["attempt_history"]] == \
+        [None, "upstream answered 503", "upstream answered 503"]
+    assert rec["note"] == "regenerate failed after 2 attempt(s); fallback block"
+
+
+@pytest.mark.usefixtures("test_layers")
+@pytest.mark.parametrize("on_error", ["fail_open", "fail_closed"])
+def test_a_slow_regenerate_call_does_not_spend_the_verification_budget(
+        start_gateway: StartGateway, retry: tuple[RetryUpstream, list[dict[str, str]]],
+        make_client: Callable[..., openai.OpenAI], on_error: str) -> None:
+    # The retry takes longer than budget.total_ms; its answer must still be verified
+    # (fail_open used to deliver it unverified as "regenerate", fail_closed to block it).
+    app, upstreams = retry
+    app.retry_delay = 0.5
+    gw = start_gateway({"p": _regen(f"[{KEYWORD}]", on_error, total_ms=300)},
+                       upstreams=upstreams)
+    raw = make_client(gw.base_url).chat.completions.with_raw_response.create(
+        model="m", messages=[{"role": "user", "content": "q"}])
+    assert raw.parse().choices[0].message.content == "A good answer."
+    h = verity_headers(raw.headers)
+    assert (h["x-verity-action"], h["x-verity-verdict"], h["x-verity-layers"]) == \
+        ("regenerate", "pass", "keyword=1.00:pass")
+
+
+@pytest.mark.usefixtures("test_layers")
+def test_no_regenerate_attempt_once_the_verification_budget_is_spent(
+        start_gateway: StartGateway, retry: tuple[RetryUpstream, list[dict[str, str]]],
+        make_client: Callable[..., openai.OpenAI]) -> None:
+    # The first verification uses the whole budget (the sleep layer times out at it):
+    # an attempt could not be verified, and fail_open would deliver it unchecked.
+    app, upstreams = retry
+    layers = f"[{KEYWORD}, {{name: sleep, config: {{ms: 5000}}, timeout_ms: 10000}}]"
+    gw = start_gateway({"p": _regen(layers, total_ms=200)}, upstreams=upstreams)
+    raw = make_client(gw.base_url).chat.completions.with_raw_response.create(
+        model="m", messages=[{"role": "user", "content": "q"}])
+    assert raw.parse().choices[0].message.content == "withheld"
+    assert verity_headers(raw.headers)["x-verity-action"] == "block"
+    assert app.calls == 1  # nothing re-asked
+    (rec,) = gw.audit(expect=1)
+    assert rec["attempts"] == 0
+    assert rec["note"] == ("regenerate stopped after 0 attempt(s): the verification time "
+                           "budget is spent; fallback block")
