@@ -32,6 +32,12 @@ _MARKER = re.compile(
 _NUMERIC = re.compile(r"^\s*\d+(?:\s*[-–,;]\s*\d+)*\s*$")
 _LABELLED = re.compile(r"^\s*(?:sources?|refs?|references?|cite|citations?)\s*:\s*(.+)$", re.I)
 _NAME_NUM = re.compile(r"[A-Z][\w'’.-]*(?:\s+[A-Za-z][\w'’.-]*){0,4}\s+\d+(?:[.:,]\d+)*")
+_NOT_SOURCE_WORDS = frozenset({
+    "step", "steps", "figure", "fig", "table", "tab", "chapter", "section", "sec", "part",
+    "item", "option", "phase", "appendix", "note", "page", "line", "example", "exhibit",
+    "equation", "eq", "level", "version", "stage", "task", "question", "round", "day", "week",
+    "rule", "point", "case", "slide"})
+"""First words of a ``[Word N]`` bracket that number parts of the answer, not sources."""
 _MD_LINK = re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)")
 _BOUNDARY = re.compile(r"[.!?](?:[\"'”’)\]]|\[\^?[^\[\]\n]{1,120}\])*\s+|\n\s*")
 _NORM = re.compile(r"[\s_\-:/]+")
@@ -87,7 +93,8 @@ def _refs(m: re.Match[str], footnotes: Mapping[str, str],
     if labelled:
         return [(r.strip(), True) for r in re.split(r"\s*;\s*", labelled.group(1)) if r.strip()]
     if _NAME_NUM.fullmatch(inner.strip()):
-        return [(inner.strip(), True)]
+        ref = inner.strip()  # "[Step 2]" is a step, not "[Smith 2020]": only if it names one
+        return [(ref, ref.split(None, 1)[0].rstrip(".").lower() not in _NOT_SOURCE_WORDS)]
     return [(inner.strip(), False)]
 
 

@@ -244,3 +244,16 @@ def test_two_configs_on_one_request_do_not_share_memoized_results() -> None:
     assert (strict.passed, lenient.passed) == (False, True)
     no_corpus, with_corpus = verify(use_corpus=False), verify(use_corpus=True)
     assert (no_corpus.label, with_corpus.label) == ("unresolved", "supported")
+
+
+def test_step_and_figure_brackets_are_not_fabricated_citations() -> None:
+    """``[Step 2]`` has the shape of ``[Smith 2020]`` but names a step, not a source: it
+    counts only when it names a known source (like ``[annex]``), never as unresolved."""
+    r = run("Open the valve and wait ten minutes [Step 2]. See the chart [Figure 3].",
+            docs=DOCS)
+    assert r.skipped and r.passed and r.label == "uncited"
+    assert [p.explicit for p in extract_pairs("Hanuman burned Lanka [Sundara 54.30] "
+                                              "and wrote it down [Smith 2020].")] == [True, True]
+    named = run("Claims must be filed within 30 days [Step 2].",
+                docs='<document id="step-2">Claims must be filed within 30 days.</document>')
+    assert named.passed and named.label == "supported"
