@@ -24,9 +24,11 @@ __all__ = ["UpstreamClient", "UpstreamResponse"]
 RawHeaders = list[tuple[bytes, bytes]]
 
 # Request headers never forwarded upstream (hop-by-hop, or set by the client itself).
+# ``expect: 100-continue`` was answered by our own server; forwarded, it would make
+# aiohttp hold the body until upstream sends a 100.
 _DROP_REQUEST = frozenset({
     b"host", b"connection", b"keep-alive", b"proxy-authorization", b"proxy-connection",
-    b"te", b"trailer", b"transfer-encoding", b"upgrade", b"content-length",
+    b"te", b"trailer", b"transfer-encoding", b"upgrade", b"content-length", b"expect",
     b"accept-encoding", b"x-verity-policy", b"x-verity-detail",
 })
 # Client credentials for upstream itself; in gateway-keys mode the gateway supplies the

@@ -151,3 +151,20 @@ def test_trailing_slash_is_still_the_verified_chat_endpoint(
     assert engine.handled == ["/v1/chat/completions/"]
     assert upstream.last()["path"] == "/v1/chat/completions"
     assert (bad.status_code, bad.json()["error"]["code"]) == (400, "invalid_json")
+
+
+def test_expect_100_continue_is_not_forwarded(gateway: ServedGateway,
+                                              upstream: ServedUpstream) -> None:
+    # curl sends "Expect: 100-continue" with large bodies. The gateway's server has
+    # already answered it; forwarded, it makes the upstream client hold the body
+    # until upstream sends a 100 (one more round trip, or a stall until the read
+    # timeout with an upstream that waits for the body instead).
+    body = {"model": "scripted-small", "messages": [{"role": "user", "content": "x" * 4000}]}
+    with httpx.Client() as http:
+        r = http.post(gateway.base_url + "/chat/completions", json=body,
+                      headers={"expect": "100-continue"})
+        e = http.post(gateway.base_url + "/embeddings",
+                      json={"model": "embed-small", "input": "x" * 4000},
+                      headers={"expect": "100-continue"})
+    assert (r.status_code, e.status_code) == (200, 200)
+    assert [q["headers"].get("expect") for q in upstream.requests] == [None, None]
