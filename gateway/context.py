@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["ContextSpec", "Document", "GroundingContext", "extract_context"]
+__all__ = ["ContextSpec", "Document", "GroundingContext", "extract_context", "message_text"]
 
 ContextSource = Literal["system", "blocks", "tools", "corpus"]
 
@@ -69,7 +69,8 @@ class GroundingContext:
             return value
 
 
-def _message_text(message: Mapping[str, Any]) -> str:
+def message_text(message: Mapping[str, Any]) -> str:
+    """A message's text: string content, or its text parts joined (images etc. left out)."""
     content = message.get("content")
     if isinstance(content, str):
         return content
@@ -94,7 +95,7 @@ def extract_context(
     n = 0
     for message in messages:
         role = message.get("role")
-        text = _message_text(message)
+        text = message_text(message)
         if not text:
             continue
         blocks = find_blocks(text, spec.block_tags) if "blocks" in spec.sources else []

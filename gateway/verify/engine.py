@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from gateway.asgi import send_bytes
 from gateway.audit import AuditSink, open_audit_sink
-from gateway.context import extract_context
+from gateway.context import extract_context, message_text
 from gateway.corpus import CorpusError, load_corpus
 from gateway.judge import create_judge
 from gateway.policy.loader import Policy, ResolvedLayer
@@ -210,7 +210,7 @@ class VerityEngine:
             return text
 
         outcome.content = {
-            "messages": [{"role": m.get("role"), "content": redact(str(m.get("content") or ""))}
+            "messages": [{"role": m.get("role"), "content": redact(message_text(m))}
                          for m in messages if isinstance(m, Mapping)],
             "output": redact(output),
         }

@@ -330,3 +330,24 @@ def test_no_regenerate_attempt_once_the_verification_budget_is_spent(
     assert rec["attempts"] == 0
     assert rec["note"] == ("regenerate stopped after 0 attempt(s): the verification time "
                            "budget is spent; fallback block")
+
+
+def test_recorded_content_of_list_part_messages_is_their_text(
+        start_gateway: StartGateway, upstream: ServedUpstream,
+        make_client: Callable[..., openai.OpenAI]) -> None:
+    gw = start_gateway({"p": """
+mode: inline
+default: true
+layers: [{name: length}]
+telemetry: {record_content: true, redact: ['code: \\d+']}
+"""})
+    image = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUg=="
+    make_client(gw.base_url).chat.completions.create(model="scripted-small", messages=[
+        {"role": "system", "content": [{"type": "text", "text": "It's 'quoted'."}]},
+        {"role": "user", "content": [{"type": "text", "text": "hi\ncode: 1234"},
+                                     {"type": "image_url", "image_url": {"url": image}}]}])
+    (rec,) = gw.audit(expect=1)
+    assert rec["content"]["messages"] == [
+        {"role": "system", "content": "It's 'quoted'."},
+        {"role": "user", "content": "hi\n[REDACTED]"}]  # not a Python repr of the parts
+    assert "base64" not in orjson.dumps(rec["content"]["messages"]).decode()
