@@ -346,7 +346,12 @@ class Proxy:
                             await send({"type": "http.response.body", "body": chunk,
                                         "more_body": True})
                     except UpstreamError as err:
+                        # The status is out: leave the response unfinished, so the server
+                        # drops the connection and the client sees a cut body, not a
+                        # complete-looking truncated one (its content-length is not relayed).
                         up.error(type(err).__name__)
+                        resp.close()
+                        return err.status
                     up.response(resp.status, None)
                     if watcher:
                         watcher.disarm()

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import httpx
 import openai
 import pytest
 
+from gateway.servers import ServerThread
 from serving import ServedGateway, ServedUpstream
 
 Client = Callable[..., openai.OpenAI]
@@ -86,3 +88,23 @@ def test_forwarded_model_routing(make_gateway: Callable[..., ServedGateway], mak
         make_client(gw).embeddings.create(model="embed-small", input="x")
     assert info.value.code == "model_not_found"
     assert upstream.requests == []
+
+
+async def _cut_download(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """An upstream whose file download dies after 5,000 of 100,000 declared bytes."""
+    if scope["type"] != "http":
+        return
+    await send({"type": "http.response.start", "status": 200, "headers": [
+        (b"content-type", b"application/octet-stream"), (b"content-length", b"100000")]})
+    await send({"type": "http.response.body", "body": b"A" * 5000, "more_body": True})
+    raise ConnectionAbortedError("cut")  # uvicorn drops the connection
+
+
+def test_upstream_cut_mid_body_is_not_relayed_as_complete(
+        make_gateway: Callable[..., ServedGateway]) -> None:
+    # The upstream's content-length is not relayed (the body goes out chunked), so a
+    # cut must reach the client as a cut, never as a complete, truncated 200.
+    with ServerThread(_cut_download, lifespan="off", log_level="critical") as cut:
+        gw = make_gateway(upstreams=[{"name": "cut", "base_url": cut.url + "/v1"}])
+        with httpx.Client() as http, pytest.raises(httpx.RemoteProtocolError):
+            http.get(gw.base_url + "/files/file-1/content")
