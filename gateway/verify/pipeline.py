@@ -7,8 +7,8 @@ For one answer and one policy (:func:`run_pipeline`):
 2. **Layers** — the level's profile (``risk.profiles.<level>.layers``), else every
    layer of the policy. They run **concurrently**, each inside ``trace.layer(key)``
    and under ``min(timeout_ms, remaining budget.total_ms, profile max_latency_ms)``.
-   Past ``budget.max_cost`` (judge USD already spent by this request) layers are
-   skipped. When every selected layer is ``cpu_only`` (``gateway.verify.base``)
+   Past ``budget.max_cost`` or the level profile's ``max_cost`` (judge USD already
+   spent by this request) layers are skipped. When every selected layer is ``cpu_only`` (``gateway.verify.base``)
    they run one after the other in the calling task instead — no task and no
    ``asyncio.timeout`` per layer, which could not interrupt synchronous work
    anyway (concurrent tasks of such layers run one after the other too). The
@@ -107,6 +107,8 @@ class _LevelPlan:
 
     layers: tuple[ResolvedLayer, ...]
     cap_ms: float | None
+    max_cost: float | None
+    """The profile's ``max_cost`` (judge USD) for this level, if any."""
     min_confidence: float
     inline: bool
     """Every layer is ``cpu_only``: run them in the calling task, untimed."""
@@ -129,6 +131,7 @@ def _level_plan(policy: Policy, level: str) -> _LevelPlan:
         plan = entry[1][level] = _LevelPlan(
             layers=layers,
             cap_ms=float(profile.max_latency_ms) if profile and profile.max_latency_ms else None,
+            max_cost=profile.max_cost if profile else None,
             min_confidence=min_confidence_for(policy, level),
             inline=all(getattr(rl.cls, "cpu_only", False) is True for rl in layers))
     return plan
@@ -142,13 +145,15 @@ async def run_pipeline(policy: Policy, inp: VerifyInput, *, layer_for: LayerFact
     budget = budget or Budget.for_policy(policy)
     level = spec.risk.level if spec.risk.level != "assess" else assess_risk(inp.response_text)
     plan = _level_plan(policy, level)
-    cap_ms = plan.cap_ms
+    cap_ms, max_cost = plan.cap_ms, plan.max_cost
     if plan.inline:
-        outcomes = [await _run_layer(rl, inp, layer_for, trace, budget, cap_ms, timed=False)
+        outcomes = [await _run_layer(rl, inp, layer_for, trace, budget, cap_ms, max_cost,
+                                     timed=False)
                     for rl in plan.layers]
     else:
         outcomes = list(await asyncio.gather(*(
-            _run_layer(rl, inp, layer_for, trace, budget, cap_ms) for rl in plan.layers)))
+            _run_layer(rl, inp, layer_for, trace, budget, cap_ms, max_cost)
+            for rl in plan.layers)))
     budget.spent_cost += sum(o.cost for o in outcomes)
     errors = [o for o in outcomes if o.error is not None]
     if errors:
@@ -206,8 +211,8 @@ def decide(outcomes: Sequence[LayerOutcome], *, decision: DecisionSpec, min_conf
 
 
 async def _run_layer(rl: ResolvedLayer, inp: VerifyInput, layer_for: LayerFactory,
-                     trace: RequestTrace, budget: Budget, cap_ms: float | None, *,
-                     timed: bool = True) -> LayerOutcome:
+                     trace: RequestTrace, budget: Budget, cap_ms: float | None,
+                     max_cost: float | None = None, *, timed: bool = True) -> LayerOutcome:
     spec = rl.spec
     out = LayerOutcome(key=rl.key, name=rl.name, weight=spec.weight)
     with trace.layer(rl.key) as span:
@@ -216,7 +221,8 @@ async def _run_layer(rl: ResolvedLayer, inp: VerifyInput, layer_for: LayerFactor
         if cap_ms is not None:
             timeout_ms = min(timeout_ms, cap_ms)
         try:
-            if budget.cost_exhausted():
+            if budget.cost_exhausted() or (max_cost is not None
+                                           and budget.spent_cost >= max_cost):
                 out.skipped, out.label = True, "skipped"
                 out.explanation = "cost budget exhausted before the layer started"
             elif timeout_ms <= 0:

@@ -147,6 +147,18 @@ def test_cost_budget_skips_layers() -> None:
     assert v.layers[0].skipped and v.score is None and v.verdict == "pass"
 
 
+def test_the_risk_profiles_max_cost_skips_layers_too() -> None:
+    policy = """
+risk:
+  level: high
+  profiles: {high: {layers: [length], min_confidence: 0.5, max_cost: 0.01}}
+layers: [{name: length}]
+"""
+    v = verify(policy, budget=Budget(total_ms=1000, spent_cost=0.02))  # no policy max_cost
+    assert v.layers[0].skipped and v.verdict == "pass"
+    assert not verify(policy, budget=Budget(total_ms=1000, spent_cost=0.005)).layers[0].skipped
+
+
 def test_platt_calibration_from_the_layer_spec() -> None:
     v = verify("layers: [{name: length, calibration: {a: -2.0, b: 0.0}}]")
     (o,) = v.layers
