@@ -24,6 +24,7 @@ import httpx
 import orjson
 from cachetools import LRUCache
 
+from gateway.context import message_text
 from gateway.verify.base import Judge, JudgeError, JudgeReply
 
 if TYPE_CHECKING:
@@ -50,16 +51,6 @@ def parse_json_reply(text: str) -> Any:
             except orjson.JSONDecodeError:
                 continue
     raise JudgeError(f"judge reply is not JSON: {text[:120]!r}")
-
-
-def _text(content: Any) -> str:
-    """A chat message's content as text: a string, or its text parts joined."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(str(p.get("text", "")) for p in content
-                         if isinstance(p, Mapping) and p.get("type") in ("text", "input_text"))
-    return ""
 
 
 class _CachingJudge:
@@ -168,9 +159,9 @@ class AnthropicJudge(_CachingJudge):
     async def _call(self, messages: list[Mapping[str, Any]], model: str, temperature: float,
                     max_tokens: int, n: int) -> JudgeReply:
         # The Messages API has no system/developer role: their text is the top-level system.
-        system = "\n\n".join(_text(m.get("content")) for m in messages
+        system = "\n\n".join(message_text(m) for m in messages
                              if m.get("role") in ("system", "developer"))
-        turns = [{"role": m["role"], "content": _text(m.get("content"))} for m in messages
+        turns = [{"role": m["role"], "content": message_text(m)} for m in messages
                  if m.get("role") in ("user", "assistant")]
         texts: list[str] = []
         tin = tout = 0

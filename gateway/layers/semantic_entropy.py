@@ -41,6 +41,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
+from gateway.context import message_text
 from gateway.layers._judged import (
     JudgeTally,
     answer_claims,
@@ -215,7 +216,7 @@ def _sampling_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, 
     """The request's conversation as plain text turns (tool results as user turns)."""
     out: list[dict[str, str]] = []
     for m in messages:
-        role, text = str(m.get("role", "")), _text(m.get("content"))
+        role, text = str(m.get("role", "")), message_text(m)
         if not text:
             continue
         if role in ("system", "developer"):
@@ -225,15 +226,6 @@ def _sampling_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, 
         elif role == "tool":
             out.append({"role": "user", "content": f"Tool result:\n{text}"})
     return out
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(str(p.get("text", "")) for p in content
-                         if isinstance(p, Mapping) and p.get("type") in ("text", "input_text"))
-    return ""
 
 
 def _norm(text: str) -> str:
