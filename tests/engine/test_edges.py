@@ -4,6 +4,7 @@ SDK: tool-call answers, a finish chunk that carries the last content, ..."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -12,7 +13,8 @@ import orjson
 import pytest
 
 from engine.conftest import StartGateway
-from engine.support import verity_headers
+from engine import support
+from engine.support import verity_headers, write_policy
 from gateway.servers import ServerThread
 
 if TYPE_CHECKING:  # tests/conftest.py (not importable by name next to tests/deploy)
@@ -351,3 +353,35 @@ telemetry: {record_content: true, redact: ['code: \\d+']}
         {"role": "system", "content": "It's 'quoted'."},
         {"role": "user", "content": "hi\n[REDACTED]"}]  # not a Python repr of the parts
     assert "base64" not in orjson.dumps(rec["content"]["messages"]).decode()
+
+
+@pytest.mark.usefixtures("test_layers")
+def test_a_request_in_flight_during_a_reload_finishes_with_its_version(
+        start_gateway: StartGateway, upstream: ServedUpstream,
+        make_client: Callable[..., openai.OpenAI], wait_until: Callable[..., Any]) -> None:
+    v1 = _policy(layers="[{name: gate, timeout_ms: 60000}, {name: keyword, "
+                        "config: {block: [alpha]}}]", extra="budget: {total_ms: 60000}")
+    gw = start_gateway({"p": v1})
+    client = make_client(gw.base_url)
+    result: dict[str, Any] = {}
+
+    def first() -> None:
+        result["raw"] = client.chat.completions.with_raw_response.create(
+            model="scripted-small", messages=[{"role": "user", "content": "alpha beta"}])
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    wait_until(lambda: support.GATE_ENTERED, message="first request verifying")
+    write_policy(gw.policies_dir, "p", _policy(layers="[{name: keyword, config: {block: [beta]}}]"))
+    assert gw.engine.store.reload()
+    second = client.chat.completions.with_raw_response.create(
+        model="scripted-small", messages=[{"role": "user", "content": "alpha"}])
+    assert verity_headers(second.headers)["x-verity-layers"] == "keyword=1.00:pass"  # new
+    support.GATE.set()
+    thread.join(10)
+    h = verity_headers(result["raw"].headers)
+    assert h["x-verity-layers"] == "gate=1.00:pass,keyword=0.00:fail"  # still the old version
+    assert "blocked: 'alpha'" in (result["raw"].parse().choices[0].message.content or "")
+    versions = {r["audit_id"]: r["policy_version"] for r in gw.audit(expect=2)}
+    assert versions[h["x-verity-audit-id"]] != \
+        versions[verity_headers(second.headers)["x-verity-audit-id"]]
