@@ -18,6 +18,9 @@ from gateway.textutil import content_words, split_sentences, tokenize
 __all__ = ["Pair", "candidates", "checkable", "doc_keys", "extract_pairs", "norm"]
 
 _MIN_SEGMENT_WORDS = 3
+MAX_CLAIM_CHARS = 1000
+"""Longest claim text taken before a citation marker."""
+
 _CODE = re.compile(r"```.*?(?:```|\Z)|`[^`\n]*`", re.DOTALL)
 _FOOTDEF = re.compile(r"^[ \t]*\[\^([^\]\s]+)\]:[ \t]*(.*)$", re.MULTILINE)
 _SOURCES_HEAD = re.compile(
@@ -143,9 +146,14 @@ def extract_pairs(answer: str, sources_list_covers_answer: bool = True) -> list[
     for m in _MARKER.finditer(body):
         refs = _refs(m, footnotes, dict(listed))
         if prev_end < 0 or body[prev_end:m.start()].strip(" \t,;") != "":
-            end = len(body[:m.start()].rstrip())
+            end = m.start()
+            while end > 0 and body[end - 1].isspace():  # rstrip without copying the prefix
+                end -= 1
             sent = bounds[bisect_right(bounds, end - 1) - 1] if bounds and bounds[0] <= end - 1 \
                 else 0
+            # A claim is at most MAX_CLAIM_CHARS back from its marker: one endless
+            # "sentence" with thousands of markers must not cost O(n²) on the event loop.
+            sent = max(sent, end - MAX_CLAIM_CHARS)
             start = max(sent, prev_end)
             if start > sent and not checkable(body[start:end]):
                 start = sent

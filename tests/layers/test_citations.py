@@ -257,3 +257,15 @@ def test_step_and_figure_brackets_are_not_fabricated_citations() -> None:
     named = run("Claims must be filed within 30 days [Step 2].",
                 docs='<document id="step-2">Claims must be filed within 30 days.</document>')
     assert named.passed and named.label == "supported"
+
+
+def test_claim_text_is_bounded_before_its_marker() -> None:
+    """One endless sentence with many markers: each claim reaches back a bounded
+    distance (MAX_CLAIM_CHARS), so extraction work stays linear in the answer."""
+    from gateway.layers._citation_pairs import MAX_CLAIM_CHARS, extract_pairs
+
+    answer = "The tower " + " ".join(f"x [{i % 9 + 1}]" for i in range(600))
+    pairs = extract_pairs(answer)
+    assert len(pairs) == 600
+    assert max(len(p.claim) for p in pairs) <= MAX_CLAIM_CHARS
+    assert pairs[0].claim.startswith("The tower")
