@@ -94,12 +94,14 @@ class LayerOutcome:
         return self.error is None and not self.skipped and self.weight > 0
 
     def header_value(self) -> str:
-        """``key=0.91:pass`` for the ``x-verity-layers`` header."""
+        """``key=0.91:pass`` for the ``x-verity-layers`` header (``:report`` for a
+        weight-0, report-only layer: its score never takes part in the verdict)."""
         if self.error is not None:
             return f"{self.key}=error"
         if self.skipped:
             return f"{self.key}=skipped"
-        return f"{self.key}={(self.score or 0.0):.2f}:{'pass' if self.passed else 'fail'}"
+        status = "report" if self.weight <= 0 else "pass" if self.passed else "fail"
+        return f"{self.key}={(self.score or 0.0):.2f}:{status}"
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -301,3 +301,14 @@ def test_a_layer_without_cpu_only_keeps_every_layer_in_its_own_task(
     v, caller = _run_in_task("layers: [{name: cpu}, {name: sleep, config: {ms: 1}}]")
     assert len(CpuLayer.tasks) == 1 and CpuLayer.tasks[0] is not caller
     assert v.verdict == "pass"
+
+
+def test_layers_header_marks_report_only_layers() -> None:
+    from gateway.verify.outcome import LayerOutcome
+
+    scored = LayerOutcome(key="grounding", name="grounding", score=0.91, passed=True)
+    report = LayerOutcome(key="claims", name="claims", score=0.0, passed=True, weight=0.0)
+    failed = LayerOutcome(key="len", name="length", score=0.2, passed=False)
+    assert [o.header_value() for o in (scored, report, failed)] == [
+        "grounding=0.91:pass", "claims=0.00:report", "len=0.20:fail"]
+    assert not report.counted and scored.counted
