@@ -251,10 +251,11 @@ class CpuLayer(support.SkipLayer):
     name = "cpu"
     cpu_only = True
     tasks: ClassVar[list[asyncio.Task[Any] | None]] = []
+    work_s: ClassVar[float] = 0.005
 
     async def verify(self, inp: VerifyInput) -> Any:
         CpuLayer.tasks.append(asyncio.current_task())
-        time.sleep(0.005)  # noqa: ASYNC251 -- synchronous work, longer than the budget below
+        time.sleep(CpuLayer.work_s)  # noqa: ASYNC251 -- synchronous work
         return LayerResult(score=1.0, passed=True)
 
 
@@ -265,6 +266,8 @@ def _run_in_task(policy_yaml: str, budget: Budget | None = None,
     async def go() -> tuple[Verification, Any]:
         policy = load_policy_text(policy_yaml, name="p")
         inp = VerifyInput(messages=[], response_text="x", context=GroundingContext())
+        if budget is not None:  # the clock starts here, not while the policy was parsed
+            budget._t0 = time.monotonic()
         v = await run_pipeline(policy, inp, layer_for=_factory, trace=trace or RequestTrace(),
                                telemetry=support.RecordingTelemetry(), budget=budget)
         return v, asyncio.current_task()
@@ -288,8 +291,11 @@ def test_cpu_only_layers_check_the_budget_before_each_layer(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(registry.LAYERS, "cpu", f"{__name__}:CpuLayer")
     registry.resolve.cache_clear()
+    # The first layer starts with (nearly) the whole 100 ms; its 200 ms of work leaves
+    # none for the second. Wide margins: this is ordering, not timing.
+    monkeypatch.setattr(CpuLayer, "work_s", 0.2)
     v, _ = _run_in_task("layers: [{name: cpu, id: a}, {name: cpu, id: b}]",
-                        budget=Budget(total_ms=1.0))
+                        budget=Budget(total_ms=100.0))
     assert v.layers[0].passed and v.layers[0].error is None
     assert v.layers[1].error == "time budget exhausted"
 
