@@ -101,11 +101,16 @@ class Proxy:
     # ---- chat completions ------------------------------------------------------------------
 
     async def chat_completions(self, scope: Mapping[str, Any], receive: Any, send: Any) -> None:
-        trace = self.telemetry.start_request(scope, CHAT_PATH)
+        await self._serve(self._chat, CHAT_PATH, scope, receive, send)
+
+    async def _serve(self, handler: Any, route: str, scope: Mapping[str, Any], receive: Any,
+                     send: Any) -> None:
+        """Run ``handler`` inside the request's trace; gateway errors become OpenAI bodies."""
+        trace = self.telemetry.start_request(scope, route)
         status = 500
         error_type: str | None = None
         try:
-            status = await self._chat(scope, receive, send, trace)
+            status = await handler(scope, receive, send, trace)
         except GatewayError as err:
             status, error_type = err.status, type(err).__name__
             await send_error(send, err)
@@ -291,17 +296,7 @@ class Proxy:
 
     async def forward(self, scope: Mapping[str, Any], receive: Any, send: Any) -> None:
         """Forward any other ``/v1/*`` request verbatim, streaming both ways."""
-        trace = self.telemetry.start_request(scope, scope["path"])
-        status, error_type = 500, None
-        try:
-            status = await self._forward(scope, receive, send, trace)
-        except GatewayError as err:
-            status, error_type = err.status, type(err).__name__
-            await send_error(send, err)
-        except ClientGone:
-            status, error_type = 499, "ClientGone"
-        finally:
-            trace.end(status, error_type)
+        await self._serve(self._forward, scope["path"], scope, receive, send)
 
     async def _forward(self, scope: Mapping[str, Any], receive: Any, send: Any,
                        trace: RequestTrace) -> int:
