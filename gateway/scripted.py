@@ -34,7 +34,26 @@ from typing import Any
 
 import orjson
 
-__all__ = ["ScriptedUpstream", "Rule"]
+__all__ = ["Rule", "ScriptedUpstream", "read_all", "serve_lifespan"]
+
+
+async def serve_lifespan(receive: Any, send: Any) -> None:
+    """Acknowledge ASGI lifespan startup and shutdown (fake servers have no resources)."""
+    while True:
+        message = await receive()
+        await send({"type": message["type"] + ".complete"})
+        if message["type"] == "lifespan.shutdown":
+            return
+
+
+async def read_all(receive: Any) -> bytes:
+    """The whole request body."""
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            return body
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,19 +86,10 @@ class ScriptedUpstream:
 
     async def __call__(self, scope: Mapping[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                await send({"type": message["type"] + ".complete"})
-                if message["type"] == "lifespan.shutdown":
-                    return
+            return await serve_lifespan(receive, send)
         if scope["type"] != "http":
             return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        body = await read_all(receive)
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         try:
             payload = orjson.loads(body) if body else {}

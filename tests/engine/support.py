@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 import httpx
 from pydantic import Field
 
+from gateway.scripted import read_all, serve_lifespan
 from gateway.telemetry import Telemetry
 from gateway.verify.base import LayerConfig, LayerResources, LayerResult, VerifyInput
 
@@ -175,17 +176,8 @@ class FixedUpstream:
 
     async def __call__(self, scope: Mapping[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                await send({"type": message["type"] + ".complete"})
-                if message["type"] == "lifespan.shutdown":
-                    return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+            return await serve_lifespan(receive, send)
+        body = await read_all(receive)
         extra = [(b"x-request-id", b"req_fixed"), (b"x-custom", b"kept")]
         if b'"stream":true' in body.replace(b" ", b""):
             await send({"type": "http.response.start", "status": 200, "headers": [

@@ -12,9 +12,10 @@ import openai
 import orjson
 import pytest
 
-from engine.conftest import StartGateway
 from engine import support
+from engine.conftest import StartGateway
 from engine.support import verity_headers, write_policy
+from gateway.scripted import read_all, serve_lifespan
 from gateway.servers import ServerThread
 
 if TYPE_CHECKING:  # tests/conftest.py (not importable by name next to tests/deploy)
@@ -84,17 +85,8 @@ class CannedUpstream:
 
     async def __call__(self, scope: Mapping[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                await send({"type": message["type"] + ".complete"})
-                if message["type"] == "lifespan.shutdown":
-                    return
-        raw = b""
-        while True:
-            message = await receive()
-            raw += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+            return await serve_lifespan(receive, send)
+        raw = await read_all(receive)
         if orjson.loads(raw).get("stream") is True:
             await send({"type": "http.response.start", "status": 200,
                         "headers": [(b"content-type", b"text/event-stream")]})
@@ -219,17 +211,8 @@ class RetryUpstream:
 
     async def __call__(self, scope: Mapping[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                await send({"type": message["type"] + ".complete"})
-                if message["type"] == "lifespan.shutdown":
-                    return
-        raw = b""
-        while True:
-            message = await receive()
-            raw += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+            return await serve_lifespan(receive, send)
+        raw = await read_all(receive)
         self.calls += 1
         retry = len(orjson.loads(raw)["messages"]) > 1
         if retry and self.retry_delay:
