@@ -77,7 +77,7 @@ class GatewayError(Exception):
 class InvalidRequest(GatewayError):
     status = 400
     type = "invalid_request_error"
-    code = None
+    code: str | None = None
 
 
 class InvalidJSON(InvalidRequest):

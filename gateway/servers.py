@@ -10,7 +10,7 @@ import asyncio
 import socket
 import threading
 import time
-from typing import Any
+from typing import Any, Literal
 
 import uvicorn
 
@@ -27,13 +27,15 @@ class ServerThread:
     """``with ServerThread(app) as srv: srv.url`` — starts, waits ready, stops on exit."""
 
     def __init__(self, app: Any, *, host: str = "127.0.0.1", port: int | None = None,
-                 lifespan: str = "on", log_level: str = "warning",
+                 lifespan: Literal["auto", "on", "off"] = "on", log_level: str = "warning",
                  graceful_timeout: float = 5.0) -> None:
         self.host = host
         self.port = port or free_port(host)
         self.config = uvicorn.Config(app, host=host, port=self.port, lifespan=lifespan,
                                      log_level=log_level, access_log=False,
-                                     timeout_graceful_shutdown=graceful_timeout)
+                                     # uvicorn annotates int, but only hands it to
+                                     # asyncio.wait_for(timeout=...), which takes a float.
+                                     timeout_graceful_shutdown=graceful_timeout)  # type: ignore[arg-type]
         self.server = uvicorn.Server(self.config)
         self._thread = threading.Thread(target=self._run, name=f"uvicorn:{self.port}",
                                         daemon=True)

@@ -155,7 +155,7 @@ def run_cases(cases: Sequence[Case], policy_path: Path, *, concurrency: int = 8,
         if record is not None and record.get("score") is not None:
             score = float(record["score"])
         elif score_text not in (None, "n/a"):
-            score = float(score_text)  # type: ignore[arg-type]
+            score = float(score_text)
         elif score_text == "n/a":
             score = 1.0  # nothing was checkable (e.g. no context): no evidence of error
         if error is None and score_text is None:

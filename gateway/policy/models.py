@@ -26,6 +26,11 @@ __all__ = [
 
 RiskLevel = Literal["low", "medium", "high", "critical"]
 Band = Literal["pass", "marginal", "fail"]
+Zone = Literal["GOOD", "MID", "BAD"]
+
+
+def _default_zones() -> dict[Zone, Band]:
+    return {"GOOD": "pass", "MID": "marginal", "BAD": "fail"}
 
 _HEADER_SAFE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
@@ -113,8 +118,7 @@ class DecisionSpec(_Strict):
     combine: Literal["all_passed", "mean"] = "all_passed"
     min_confidence: float | None = Field(None, ge=0, le=1)
     marginal_at: float = Field(0.5, ge=0, le=1)
-    zones: dict[Literal["GOOD", "MID", "BAD"], Band] = Field(
-        default_factory=lambda: {"GOOD": "pass", "MID": "marginal", "BAD": "fail"})
+    zones: dict[Zone, Band] = Field(default_factory=_default_zones)
 
 
 class PassAction(_Strict):

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 import aiohttp
+from yarl import URL
 
 from gateway.errors import UpstreamConnectError, UpstreamStreamError, UpstreamTimeout
 from gateway.settings import UpstreamConfig
@@ -100,7 +101,7 @@ class UpstreamClient:
     def __init__(self, config: UpstreamConfig, session: aiohttp.ClientSession) -> None:
         self.config = config
         self.base_url = config.base_url
-        self.server_address = aiohttp.client.URL(config.base_url).host or ""
+        self.server_address = URL(config.base_url).host or ""
         self._session = session
         key = config.api_key()
         self._auth: bytes | None = f"Bearer {key}".encode("latin-1") if key else None
