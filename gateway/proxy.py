@@ -20,7 +20,11 @@ import orjson
 from gateway.asgi import ClientGone, DisconnectWatcher, read_body, send_bytes, send_error
 from gateway.auth import Authenticator, Principal
 from gateway.errors import (
-    GatewayError, InvalidJSON, InvalidRequest, ModelNotFound, UpstreamError,
+    GatewayError,
+    InvalidJSON,
+    InvalidRequest,
+    ModelNotFound,
+    UpstreamError,
 )
 from gateway.sse import StreamSummary, encode_event
 from gateway.telemetry import RequestTrace, Telemetry, UpstreamTrace

@@ -10,7 +10,6 @@ gateway's error tree here, at the boundary.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
@@ -66,7 +65,7 @@ class UpstreamResponse:
     async def read(self) -> bytes:
         try:
             return await self._resp.read()
-        except asyncio.TimeoutError as exc:
+        except TimeoutError as exc:
             raise UpstreamTimeout("upstream timed out while sending the response") from exc
         except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
             raise UpstreamStreamError(f"upstream response was cut: {type(exc).__name__}") from exc
@@ -82,7 +81,7 @@ class UpstreamResponse:
                 if not chunk:
                     return
                 yield chunk
-        except asyncio.TimeoutError as exc:
+        except TimeoutError as exc:
             raise UpstreamTimeout("upstream stream stalled past the read timeout") from exc
         except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
             raise UpstreamStreamError(f"upstream stream was cut: {type(exc).__name__}") from exc
@@ -160,7 +159,7 @@ class UpstreamClient:
         try:
             resp = await self._session.request(method, url, data=body, headers=headers,
                                                allow_redirects=False)
-        except asyncio.TimeoutError as exc:
+        except TimeoutError as exc:
             raise UpstreamTimeout(f"upstream {self.config.name!r} timed out") from exc
         except aiohttp.ClientConnectorError as exc:
             raise UpstreamConnectError(

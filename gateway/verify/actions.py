@@ -38,7 +38,12 @@ from typing import Any
 
 from gateway.errors import GatewayError, VerificationBlocked
 from gateway.policy.models import (
-    ActionSet, BlockAction, DisclaimerAction, FlagAction, PassAction, RegenerateAction,
+    ActionSet,
+    BlockAction,
+    DisclaimerAction,
+    FlagAction,
+    PassAction,
+    RegenerateAction,
 )
 from gateway.scoring.binding import repair_feedback
 from gateway.verify.outcome import Verification

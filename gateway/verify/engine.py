@@ -39,8 +39,8 @@ from gateway.context import extract_context, message_text
 from gateway.corpus import CorpusError, load_corpus
 from gateway.judge import create_judge
 from gateway.policy.loader import Policy, ResolvedLayer
-from gateway.policy.store import PolicyStore
 from gateway.policy.select import Selection, select_policy
+from gateway.policy.store import PolicyStore
 from gateway.proxy import ChatExchange, _maybe_json
 from gateway.shadow import ShadowJob, ShadowQueue
 from gateway.telemetry import RequestTrace, Telemetry, redact_secrets

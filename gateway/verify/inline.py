@@ -32,7 +32,12 @@ from gateway.asgi import send_bytes, send_error
 from gateway.policy.models import RegenerateAction
 from gateway.proxy import ChatExchange, _maybe_json
 from gateway.verify.actions import (
-    Applied, RegenContext, answer_text, apply_action, apply_static, band_action,
+    Applied,
+    RegenContext,
+    answer_text,
+    apply_action,
+    apply_static,
+    band_action,
 )
 from gateway.verify.engine import is_completion, verity_headers
 from gateway.verify.outcome import Outcome
