@@ -27,7 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="gateway", description="Verity Gateway: an OpenAI-compatible verifying proxy.")
     parser.add_argument("--version", action="version", version=f"verity-gateway {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, module in COMMANDS.items():
+    for module in COMMANDS.values():
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as exc:

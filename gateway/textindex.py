@@ -239,7 +239,7 @@ def build_index(docs: Iterable[tuple[str, str]]) -> TextIndex:
         if not spans:
             continue
         kept.append(DocText(text, len(sentences), [s.start for s in spans]))
-        for span, toks in zip(spans, _sentence_tokens(text, spans)):
+        for span, toks in zip(spans, _sentence_tokens(text, spans), strict=True):
             sid = len(sentences)
             sentences.append(IndexedSentence(span.text, doc_id, toks))
             vocab |= toks

@@ -83,7 +83,7 @@ def confusion_at(scores: Sequence[float], labels: Sequence[bool], threshold: flo
     """Counts when every case with ``score >= threshold`` is flagged positive."""
     _check(scores, labels)
     tp = fp = tn = fn = 0
-    for s, y in zip(scores, labels):
+    for s, y in zip(scores, labels, strict=True):
         flagged = s >= threshold
         if flagged and y:
             tp += 1
@@ -114,7 +114,7 @@ def threshold_at_fpr(scores: Sequence[float], labels: Sequence[bool], max_fpr: f
     n_neg = sum(1 for y in labels if not y)
     allowed = int(max_fpr * n_neg + 1e-9)
     negatives_at: dict[float, int] = {}
-    for s, y in zip(scores, labels):
+    for s, y in zip(scores, labels, strict=True):
         negatives_at[s] = negatives_at.get(s, 0) + (0 if y else 1)
     best = float("inf")
     negatives_above = 0

@@ -41,6 +41,7 @@ import re
 from bisect import bisect_left
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, ClassVar
 
 from cachetools import LRUCache
@@ -180,8 +181,9 @@ class CitationsLayer:
                 return self._doc_source(i, inp)
             key = cand if cand in corpus else self._corpus_map(corpus, ctx).get(norm(cand))
             if key is not None and key in corpus:
+                # partial binds this iteration's key, not the loop variable (B023)
                 return ctx.memo(f"{self._memo}.corpus:{key}",  # type: ignore[no-any-return]
-                                lambda: self._corpus_source(key, corpus))
+                                partial(self._corpus_source, key, corpus))
         return None
 
     def _corpus_map(self, corpus: Mapping[str, str], ctx: Any) -> dict[str, str]:

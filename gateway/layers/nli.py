@@ -161,7 +161,7 @@ class NliLayer:
                    for i in range(0, len(g.hypotheses), size)]
         texts = await tally.ask_all([classify_prompt(g.premise, hyps) for g, hyps in batches],
                                     max_tokens=self.config.max_tokens)
-        verdicts = [v for (g, hyps), text in zip(batches, texts)
+        verdicts = [v for (g, hyps), text in zip(batches, texts, strict=True)
                     for v in _parse(text, hyps, g.source_id)]
         result = self._result(verdicts, mode)
         result.details.update(unresolved=unresolved,

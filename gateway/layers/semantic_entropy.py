@@ -198,7 +198,7 @@ class SemanticEntropyLayer:
         evidence += [Evidence(text=texts[c[0] if c[0] > 0 else c[1]][:300],
                               status="majority" if s == largest else "minority",
                               score=round(s / n, 4), reason=f"cluster of {s}/{n} samples")
-                     for c, s in zip(clusters, sizes) if s]
+                     for c, s in zip(clusters, sizes, strict=True) if s]
         why = (f"{n} samples in {sum(1 for s in sizes if s)} meaning clusters "
                f"(normalised entropy {h:.2f}, threshold {cfg.threshold}); "
                f"the answer agrees with {sizes[mine]}/{n} samples"
