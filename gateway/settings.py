@@ -13,6 +13,7 @@ key (``upstreams.0.timeouts.read``) and where it came from.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import os
 from collections.abc import Callable, Collection, Mapping
@@ -287,10 +288,9 @@ def load_settings(
     refs = _secret_refs(data) | _secret_refs(overrides or {})
     for name, raw in environ.items():
         if name.startswith(ENV_PREFIX) and name not in refs:
-            try:
+            # Invalid YAML is reported below, unless the variable is itself a secret.
+            with contextlib.suppress(yaml.YAMLError):
                 refs |= _secret_refs(yaml.safe_load(raw))
-            except yaml.YAMLError:
-                pass  # reported below, unless it is itself a secret
     env_origins: dict[tuple[str, ...], str] = {}
     env = _env_layer(environ, refs, env_origins)
     file_data = data
