@@ -130,7 +130,8 @@ def _sources_list(text: str) -> tuple[int, list[tuple[int, str]]]:
         n = m.group("n") or m.group("b")
         items.append(m.group("text").strip())
         numbers.append(int(n) if n else None)
-    return head.start(), [(n or i, t) for i, (n, t) in enumerate(zip(numbers, items, strict=True), 1)]
+    numbered = zip(numbers, items, strict=True)
+    return head.start(), [(n or i, t) for i, (n, t) in enumerate(numbered, 1)]
 
 
 def extract_pairs(answer: str, sources_list_covers_answer: bool = True) -> list[Pair]:
