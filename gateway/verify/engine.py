@@ -17,7 +17,12 @@ Per request (:meth:`VerityEngine.handle`), by the selected policy's ``mode``:
   answer with ``x-verity-*`` headers; streams per ``streaming`` (see
   ``gateway.verify.inline`` and ``gateway.verify.streaming``).
 
-Upstream errors (status ≥ 400, non-completion bodies) pass through unverified.
+Upstream errors (status ≥ 400, non-completion bodies) pass through unverified,
+with policy and mode headers and no audit record. An upstream call that fails
+before the client got a byte (connect error 502, timeout 504, a stream cut while
+``streaming: buffer`` reads it 502) is the gateway's own error: it carries policy,
+mode and audit-id headers, and a record with ``note: "not verified: <code>"`` is
+written (:meth:`VerityEngine._upstream_failed`; only that error path does work).
 A policy's ``candidates`` are evaluated on the same answer in the shadow queue;
 their outcomes are added to the live outcome's audit record (written once they
 finish), never affecting the response.
@@ -37,6 +42,7 @@ from gateway.asgi import send_bytes
 from gateway.audit import AuditSink, open_audit_sink
 from gateway.context import extract_context, message_text
 from gateway.corpus import CorpusError, load_corpus
+from gateway.errors import UpstreamError
 from gateway.judge import create_judge
 from gateway.policy.loader import Policy, ResolvedLayer
 from gateway.policy.select import Selection, select_policy
@@ -125,10 +131,27 @@ class VerityEngine:
     async def handle(self, proxy: Proxy, exchange: ChatExchange, plan: Selection) -> None:
         from gateway.verify import inline
 
-        if plan.policy.spec.mode == "shadow":
-            await self._handle_shadow(proxy, exchange, plan)
-        else:
-            await inline.handle(self, proxy, exchange, plan)
+        try:
+            if plan.policy.spec.mode == "shadow":
+                await self._handle_shadow(proxy, exchange, plan)
+            else:
+                await inline.handle(self, proxy, exchange, plan)
+        except UpstreamError as err:  # the gateway answers with this error, no byte sent yet
+            self._upstream_failed(exchange, plan.policy, err)
+            raise
+
+    def _upstream_failed(self, x: ChatExchange, policy: Policy, err: UpstreamError) -> None:
+        """The upstream call failed before the client got a byte (connect error, timeout,
+        a stream cut while buffered): name the policy on the error response and account
+        for the request with a record (``x.status`` is the upstream's status, if it
+        answered at all)."""
+        mode = policy.spec.mode
+        outcome = self.new_outcome(policy, x, mode)
+        outcome.upstream_status = x.status or None
+        outcome.note = f"not verified: {err.code}"
+        err.headers.update((k.decode("latin-1"), v.decode("latin-1"))
+                           for k, v in verity_headers(policy, mode, outcome.audit_id))
+        self.finish(outcome, x.trace)
 
     def status(self) -> tuple[bool, dict[str, Any]]:
         ready, detail = self.store.status()
@@ -282,7 +305,7 @@ class VerityEngine:
         outcome = self.new_outcome(policy, x, "shadow")
         completion: dict[str, Any] | None = None
         async with proxy.call_upstream(x, x.body, stream=x.stream) as (resp, up):
-            x.status = resp.status
+            x.status = outcome.upstream_status = resp.status
             ok = resp.status < 400
             headers = resp.headers + verity_headers(policy, "shadow",
                                                     outcome.audit_id if ok else None)
@@ -301,7 +324,6 @@ class VerityEngine:
                     completion = parsed
                 elif ok:
                     outcome.note = "not verified: the upstream body is not a chat completion"
-        outcome.upstream_status = x.status
         if completion is None:
             if outcome.note is not None:  # an audit id went out: account for it
                 self.finish(outcome, x.trace)

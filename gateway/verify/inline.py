@@ -157,11 +157,11 @@ async def _non_stream(engine: VerityEngine, proxy: Proxy, x: ChatExchange,
                       plan: Selection) -> None:
     policy = plan.policy
     async with proxy.call_upstream(x, x.body, stream=False) as (resp, up):
+        x.status = status = resp.status  # before reading: a failed read is audited with it
         data = await resp.read()
         parsed = _maybe_json(data)
         up.response(resp.status, parsed if isinstance(parsed, dict) else None)
-        status, up_headers = resp.status, resp.headers
-    x.status = status
+        up_headers = resp.headers
     if status >= 400 or not is_completion(parsed):
         x.watcher.disarm()
         await send_bytes(x.send, status, data, up_headers + verity_headers(policy, "inline"),
@@ -191,16 +191,15 @@ async def _buffer(engine: VerityEngine, proxy: Proxy, x: ChatExchange, plan: Sel
     policy = plan.policy
     async with proxy.call_upstream(x, x.body, stream=True) as (resp, up):
         status, up_headers = resp.status, resp.headers
+        x.status = status  # before reading: a cut stream is audited with it
         if status >= 400 or not is_sse(resp):
             data = await resp.read()
             up.response(status, None)
-            x.status = status
             x.watcher.disarm()
             await send_bytes(x.send, status, data, up_headers + verity_headers(policy, "inline"),
                              content_type=None)
             return
         raw, acc = await read_all(resp, up)
-    x.status = status
     completion = acc.completion()
     if acc.error is not None or not is_completion(completion):
         x.watcher.disarm()  # an in-band upstream error: relay it unverified
@@ -230,11 +229,10 @@ async def _passthrough(engine: VerityEngine, proxy: Proxy, x: ChatExchange,
     policy = plan.policy
     outcome = engine.new_outcome(policy, x, "inline")
     async with proxy.call_upstream(x, x.body, stream=True) as (resp, up):
-        status = resp.status
+        x.status = status = resp.status
         if status >= 400 or not is_sse(resp):
             data = await resp.read()
             up.response(status, None)
-            x.status = status
             x.watcher.disarm()
             await send_bytes(x.send, status, data,
                              resp.headers + verity_headers(policy, "inline"), content_type=None)
