@@ -7,10 +7,10 @@ from pathlib import Path
 
 import openai
 import pytest
+from serving import GatewayFactory, ServedUpstream
 
 from gateway.scripted import ScriptedUpstream
 from gateway.servers import ServerThread
-from serving import GatewayFactory, ServedUpstream
 
 POLICY = """
 default: true

@@ -4,7 +4,7 @@ fail-open / fail-closed, candidates, the detail body field, upstream errors."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import openai
 import pytest
