@@ -34,7 +34,7 @@ from typing import Any
 import orjson
 
 from gateway.errors import UpstreamError
-from gateway.proxy import ChatExchange
+from gateway.proxy import ChatExchange, traced_chunks
 from gateway.sse import DONE, SSEParser, StreamAccumulator, encode_event
 from gateway.telemetry import UpstreamTrace
 from gateway.upstream.client import UpstreamResponse
@@ -64,16 +64,12 @@ async def relay_accumulating(x: ChatExchange, resp: UpstreamResponse, up: Upstre
     acc = StreamAccumulator()
     x.status = resp.status
     await _start(x, resp.status, headers)
-    first, ok = True, True
+    ok = True
     try:
-        async for chunk in resp.iter_chunks():
-            if first:
-                up.first_chunk()
-                first = False
+        async for chunk in traced_chunks(resp, up):
             await _body(x, chunk)
             acc.feed_bytes(chunk)
     except UpstreamError as err:
-        up.error(type(err).__name__)
         x.status, ok = err.status, False
         await _body(x, encode_event(err.body()))
     else:
@@ -88,17 +84,9 @@ async def read_all(resp: UpstreamResponse, up: UpstreamTrace) -> tuple[bytes, St
     """Read a whole SSE body; UpstreamError (a cut stream) propagates."""
     acc = StreamAccumulator()
     parts: list[bytes] = []
-    first = True
-    try:
-        async for chunk in resp.iter_chunks():
-            if first:
-                up.first_chunk()
-                first = False
-            parts.append(chunk)
-            acc.feed_bytes(chunk)
-    except UpstreamError as err:
-        up.error(type(err).__name__)
-        raise
+    async for chunk in traced_chunks(resp, up):  # a cut stream's UpstreamError propagates
+        parts.append(chunk)
+        acc.feed_bytes(chunk)
     if type(up).response is not _NOOP_RESPONSE:
         up.response(resp.status, acc.completion())
     return b"".join(parts), acc
@@ -173,12 +161,8 @@ class HoldBack:
         """Forward events until the tail starts; a cut stream sets :attr:`error`."""
         self.x.status = resp.status
         await _start(self.x, resp.status, headers)
-        first = True
         try:
-            async for chunk in resp.iter_chunks():
-                if first:
-                    up.first_chunk()
-                    first = False
+            async for chunk in traced_chunks(resp, up):
                 out: list[bytes] = []
                 for data in self._parser.feed(chunk):
                     self.acc.feed_data(data)
@@ -189,7 +173,6 @@ class HoldBack:
                 if out:
                     await _body(self.x, b"".join(out))
         except UpstreamError as err:
-            up.error(type(err).__name__)
             self.error = err
             self.x.status = err.status
         else:
