@@ -97,8 +97,9 @@ class AuditConfig(LayerConfig):
     numeric_deviation_threshold: float = Field(0.10, ge=0.0, le=10.0)
     """Relative numeric deviation above which a fact error is high (seed 002: 10%)."""
     verify_model: str | None = None
-    """Judge model for phases 2 and 3 (seed 002 ``verify`` profile); default: the
-    request's model, like phase 1 (a configured ``judge.model`` overrides both)."""
+    """Judge model for phases 2 and 3 (seed 002 ``verify`` profile); it wins over a
+    configured ``judge.model``. Unset: phases 2–3 use the same model as phase 1
+    (``judge.model``, else the request's model)."""
     max_context_chars: int = Field(24_000, ge=1_000)
     """The context sent to the judge is cut to this many characters."""
     max_tokens: int = Field(1024, ge=64, le=16_384)
