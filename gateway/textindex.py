@@ -29,6 +29,7 @@ string operations per sentence, and look-ups afterwards are dictionary hits.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from hashlib import blake2b
 from math import log
@@ -40,11 +41,12 @@ from gateway.quantities import DateRef, Quantity, date_matches, number_in
 from gateway.textfacts import NO_FACTS, DocText, Facts, RangeFacts, scan_facts
 from gateway.textutil import (
     STOPWORDS,
-    TO_SPACE,
     Span,
+    camel_glue_positions,
     entity_candidates,
     has_camel_glue,
     has_negation,
+    punct_to_space,
     split_sentences,
     tokenize,
     variants,
@@ -100,8 +102,10 @@ class TextIndex:
 
     sentences: list[IndexedSentence]
     vocab: frozenset[str]
-    postings: dict[str, list[int]]
     docs: list[DocText] = field(default_factory=list)
+    _postings: dict[str, list[int]] = field(default_factory=dict)
+    """Content word -> ids of the sentences containing it, filled on demand
+    (:meth:`prefetch`): an answer asks for a few hundred of the context's words."""
     _facts: Facts | None = None
     _negated: dict[int, bool] = field(default_factory=dict)
     _ranges: dict[tuple[int, int], RangeFacts] = field(default_factory=dict)
@@ -168,6 +172,30 @@ class TextIndex:
                 return form
         return None
 
+    def posting(self, form: str) -> list[int]:
+        """Ids of the sentences containing ``form`` (ascending; empty for a stopword or
+        a word not in the text)."""
+        got = self._postings.get(form)
+        if got is None:
+            self.prefetch((form,))
+            got = self._postings[form]
+        return got
+
+    def prefetch(self, forms: Iterable[str]) -> None:
+        """Find the postings of ``forms`` in one pass over the sentences (the cost of
+        one :meth:`posting` call for all of them)."""
+        known = self._postings
+        need = {f for f in forms if f not in known}
+        if not need:
+            return
+        wanted = (need & self.vocab) - STOPWORDS
+        found: dict[str, list[int]] = {f: [] for f in need}
+        if wanted:
+            for sid, sentence in enumerate(self.sentences):
+                for form in sentence.tokens & wanted:
+                    found[form].append(sid)
+        known.update(found)
+
     def _posting_set(self, form: str, posting: list[int]) -> frozenset[int]:
         got = self._posting_sets.get(form)
         if got is None:
@@ -191,9 +219,12 @@ class TextIndex:
         max_idf = log(n + 1) + 1.0
         total = 0.0
         found: list[tuple[list[int], str]] = []
-        postings, idf_of = self.postings, self._idf
-        for word in sorted(words):  # set order varies per process (hash seed): sort
-            form = self.resolve(word)
+        idf_of = self._idf
+        resolved = [(word, self.resolve(word)) for word in sorted(words)]  # sorted: set
+        # order varies per process (hash seed)
+        self.prefetch(form for _, form in resolved if form is not None)
+        postings = self._postings
+        for word, form in resolved:
             posting = postings.get(form) if form is not None else None
             if not posting:
                 total += max_idf
@@ -231,38 +262,36 @@ class TextIndex:
 def build_index(docs: Iterable[tuple[str, str]]) -> TextIndex:
     """Index ``(doc_id, text)`` pairs (see the module docstring)."""
     sentences: list[IndexedSentence] = []
-    vocab: set[str] = set()
-    postings: dict[str, list[int]] = {}
     kept: list[DocText] = []
     for doc_id, text in docs:
         spans = split_sentences(text)
         if not spans:
             continue
         kept.append(DocText(text, len(sentences), [s.start for s in spans]))
-        for span, toks in zip(spans, _sentence_tokens(text, spans), strict=True):
-            sid = len(sentences)
-            sentences.append(IndexedSentence(span.text, doc_id, toks))
-            vocab |= toks
-            for tok in toks - STOPWORDS:
-                posting = postings.get(tok)
-                if posting is None:
-                    postings[tok] = [sid]
-                else:
-                    posting.append(sid)
-    return TextIndex(sentences, frozenset(vocab), postings, kept)
+        sentences += [IndexedSentence(span.text, doc_id, toks)
+                      for span, toks in zip(spans, _sentence_tokens(text, spans), strict=True)]
+    vocab = frozenset[str]().union(*(s.tokens for s in sentences))
+    return TextIndex(sentences, vocab, kept)
 
 
 def _sentence_tokens(text: str, spans: list[Span]) -> list[frozenset[str]]:
     """``frozenset(tokenize(span.text))`` for every span, lower-casing the text once.
 
     Slicing the lower-cased document equals lower-casing the slice when lower-casing
-    maps character to character (no length change, no context-dependent final sigma)
-    and no glued ``"wordWord"`` needs splitting; otherwise tokenize sentence by sentence.
+    maps character to character (no length change, no context-dependent final sigma);
+    the few sentences with a glued ``"wordWord"`` to split are tokenized one by one.
     """
-    low = text.lower().translate(TO_SPACE)
-    if len(low) != len(text) or "\u03a3" in text or has_camel_glue(text):
+    low = punct_to_space(text.lower())
+    if len(low) != len(text) or "\u03a3" in text:
         return [frozenset(tokenize(s.text)) for s in spans]
-    return [frozenset(low[s.start:s.end].split()) for s in spans]
+    out = [frozenset(low[s.start:s.end].split()) for s in spans]
+    if has_camel_glue(text):
+        starts = [s.start for s in spans]
+        for pos in camel_glue_positions(text):
+            n = bisect_right(starts, pos) - 1
+            if n >= 0 and spans[n].start < pos < spans[n].end:
+                out[n] = frozenset(tokenize(spans[n].text))
+    return out
 
 
 class IndexCache:

@@ -149,6 +149,7 @@ class CitationsLayer:
         resolved = [(p, s) for p, s in resolved if p.explicit or s is not None]
         if not resolved:
             return self._uncited(inp)
+        self._prefetch(resolved, inp)
         claims: dict[str, list[tuple[Pair, _Source | None, _Check]]] = {}
         for pair, src in resolved:
             if pair.claim not in claims and len(claims) >= cfg.max_claims:
@@ -225,9 +226,24 @@ class CitationsLayer:
 
     # -- checking ----------------------------------------------------------------------
 
+    def _prefetch(self, resolved: list[tuple[Pair, _Source | None]], inp: VerifyInput) -> None:
+        """Look up the postings of every claim's words in one pass per source index."""
+        words: dict[int, tuple[TextIndex, set[str]]] = {}
+        for pair, src in resolved:
+            if src is not None:
+                words.setdefault(id(src.index), (src.index, set()))[1].update(
+                    self._claim_info(pair.claim, inp).words)
+        for index, ws in words.values():
+            index.prefetch(f for f in map(index.resolve, ws) if f is not None)
+
+    @staticmethod
+    def _claim_info(claim: str, inp: VerifyInput) -> _Claim:
+        return inp.context.memo(  # type: ignore[no-any-return]
+            f"citations.claim:{claim}", lambda: _analyze(claim))
+
     def _check(self, claim: str, src: _Source, inp: VerifyInput) -> _Check:
         memo = inp.context.memo
-        info: _Claim = memo(f"citations.claim:{claim}", lambda: _analyze(claim))
+        info = self._claim_info(claim, inp)
         return memo(f"{self._memo}.check:{src.kind}:{src.id}:{claim}",  # type: ignore[no-any-return]
                     lambda: _support(claim, info, src, self.config))
 
@@ -332,14 +348,14 @@ def _support(claim: str, info: _Claim, src: _Source, cfg: CitationsConfig) -> _C
     spans: list[tuple[int, str, int, int]] = []
     for w in info.words:
         form = index.resolve(w)
-        posting = index.postings.get(form, ()) if form else ()
+        posting = index.posting(form) if form else []
         a, b = bisect_left(posting, lo), bisect_left(posting, hi)
         if a < b:
             found.add(w)
             spans.append((b - a, w, a, b))
     votes: dict[int, int] = {}
     for _, w, a, b in sorted(spans)[:_VOTERS]:  # the rarest words locate the passage
-        for sid in index.postings[index.resolve(w) or w][a:b]:
+        for sid in index.posting(index.resolve(w) or w)[a:b]:
             votes[sid] = votes.get(sid, 0) + 1
     words = info.words
     coverage = len(found) / len(words) if words else 0.0

@@ -291,6 +291,9 @@ def check_answer(
     """
     if sentences is None:
         sentences = analyze_answer(answer)
+    # One pass over the context for the postings of every answer word (only the cost
+    # changes: a word missed here is looked up on its own).
+    ctx.prefetch(f for f in map(ctx.resolve, content_words(tokenize(answer))) if f is not None)
     checks = [check_sentence(s.span.text, ctx, question, cfg, s.entities) for s in sentences]
     if not checks:
         return 1.0, []
