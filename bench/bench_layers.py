@@ -8,6 +8,12 @@ copied / perturbed context sentences plus some invented ones, one in four
 citing ``[1]`` (so ``citations`` has pairs to check).
 
     .venv/bin/python bench/bench_layers.py [--iterations 300] [--context-words 10000]
+    .venv/bin/python bench/bench_layers.py --text news   # real prose (HaluEval articles)
+
+``--text news`` uses real prose instead: HaluEval news articles (summarization rows
+of ``../shared/data/halueval-dev.jsonl``) concatenated to 10,000 words, answered by
+their faithful and hallucinated summaries (non-ASCII punctuation, richer vocabulary,
+fewer numbers than the synthetic records).
 
 Prints p50 / p99 / max in milliseconds, wall clock and CPU time
 (``time.process_time``), for:
@@ -30,6 +36,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import json
 import random
 import statistics
 import sys
@@ -45,6 +52,8 @@ from gateway.layers.claims import ClaimsConfig, ClaimsLayer  # noqa: E402
 from gateway.layers.grounding import GroundingConfig, GroundingLayer  # noqa: E402
 from gateway.textindex import INDEX_KEY, build_index  # noqa: E402
 from gateway.verify.base import LayerResources, VerifyInput  # noqa: E402
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "halueval-dev.jsonl"
 
 SYLLABLES = "ka lo mi ne ru sa to vi de ga ho ji ku ma no pe ri su te wa ba co fi".split()
 MONTHS = ["January", "March", "May", "July", "September", "November"]
@@ -100,6 +109,35 @@ def make_request(context_words: int, answer_words: int, seed: int = 7) -> tuple[
     return " ".join(ctx), " ".join(ans)
 
 
+def news_request(data: Path, context_words: int, answer_words: int) -> tuple[str, str]:
+    """Real prose: HaluEval news articles (summarization rows) concatenated until the
+    context has ``context_words`` words; the answer is those articles' summaries, the
+    faithful and the hallucinated one of each row, until it has ``answer_words`` words,
+    one summary in four citing ``[1]``."""
+    rows = [json.loads(line) for line in data.read_text(encoding="utf-8").splitlines()
+            if line.strip()]
+    articles: dict[str, str] = {}
+    summaries: dict[str, list[str]] = {}
+    for r in rows:
+        if r["source"] != "halueval-summarization":
+            continue
+        articles.setdefault(r["context_input"], r["context_input"])
+        summaries.setdefault(r["context_input"], []).append(r["model_output"].strip())
+    ctx: list[str] = []
+    for article in articles:
+        if sum(len(a.split()) for a in ctx) >= context_words:
+            break
+        ctx.append(article)
+    if sum(len(a.split()) for a in ctx) < context_words:
+        raise SystemExit(f"{data}: not enough summarization articles for {context_words} words")
+    ans: list[str] = []
+    for n, summary in enumerate(s for article in ctx for s in summaries[article]):
+        if sum(len(a.split()) for a in ans) >= answer_words:
+            break
+        ans.append(summary.rstrip(".") + " [1]." if n % 4 == 3 else summary)
+    return "\n\n".join(a.strip() for a in ctx), " ".join(ans)
+
+
 def percentiles(samples: list[float]) -> str:
     s = sorted(samples)
     q = statistics.quantiles(s, n=100, method="inclusive")
@@ -129,11 +167,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--iterations", type=int, default=300)
     ap.add_argument("--context-words", type=int, default=10_000)
     ap.add_argument("--answer-words", type=int, default=1_000)
+    ap.add_argument("--text", choices=("synthetic", "news"), default="synthetic",
+                    help="synthetic: number-dense generated records (default, the worst "
+                         "case); news: real HaluEval news articles and their summaries")
+    ap.add_argument("--data", type=Path, default=DATA,
+                    help="HaluEval JSONL for --text news (default: %(default)s)")
     ap.add_argument("--no-gc-freeze", action="store_true",
                     help="don't gc.freeze() after warm-up (the gateway freezes its start-up "
                          "heap once ready, gateway/app.py)")
     args = ap.parse_args(argv)
-    context, answer = make_request(args.context_words, args.answer_words)
+    if args.text == "news":
+        context, answer = news_request(args.data, args.context_words, args.answer_words)
+    else:
+        context, answer = make_request(args.context_words, args.answer_words)
     messages = [{"role": "system", "content": context},
                 {"role": "user", "content": "Summarize the records above."}]
     res = LayerResources()
