@@ -28,16 +28,24 @@ string operations per sentence, and look-ups afterwards are dictionary hits.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from hashlib import blake2b
+from heapq import nsmallest
 from math import log
 
 from cachetools import LRUCache
 
 from gateway.context import GroundingContext
-from gateway.quantities import DateRef, Quantity, date_matches, number_in
+from gateway.quantities import (
+    DateRef,
+    Quantity,
+    date_matches,
+    extract_dates,
+    extract_numbers,
+    number_in,
+)
 from gateway.textfacts import NO_FACTS, DocText, Facts, RangeFacts, scan_facts
 from gateway.textutil import (
     STOPWORDS,
@@ -84,9 +92,10 @@ class IndexedSentence:
     """Its lower-cased tokens."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Match:
-    """The context sentence that best covers a set of answer words."""
+    """The context sentence that best covers a set of answer words (a value, like
+    :class:`~gateway.textutil.Span`: never mutated)."""
 
     sentence: int
     """Index into :attr:`TextIndex.sentences`."""
@@ -172,6 +181,12 @@ class TextIndex:
                 return form
         return None
 
+    def resolve_all(self, words: Iterable[str]) -> dict[str, str | None]:
+        """:meth:`resolve` of each word (an answer resolves its words once, then every
+        check looks them up)."""
+        resolve = self.resolve
+        return {w: resolve(w) for w in words}
+
     def posting(self, form: str) -> list[int]:
         """Ids of the sentences containing ``form`` (ascending; empty for a stopword or
         a word not in the text)."""
@@ -207,44 +222,56 @@ class TextIndex:
         top = self.best_matches(words, 1)
         return top[0] if top else None
 
-    def best_matches(self, words: Iterable[str], k: int) -> list[Match]:
+    def best_matches(self, words: Iterable[str], k: int,
+                     forms: Mapping[str, str | None] | None = None) -> list[Match]:
         """The ``k`` sentences sharing the most IDF weight with ``words``, best first.
 
         Uses the inverted index, so the cost is proportional to the postings of the
         given words, never to the number of sentences. Ties go to the earlier sentence.
+        ``forms`` is :meth:`resolve_all` of (at least) ``words`` when the caller has it.
         """
         n = len(self.sentences)
         if not n:
             return []
         max_idf = log(n + 1) + 1.0
         total = 0.0
-        found: list[tuple[list[int], str]] = []
         idf_of = self._idf
-        resolved = [(word, self.resolve(word)) for word in sorted(words)]  # sorted: set
-        # order varies per process (hash seed)
-        self.prefetch(form for _, form in resolved if form is not None)
+        # sorted: set order varies per process (hash seed)
+        if forms is None:
+            resolve = self.resolve
+            resolved = [(word, resolve(word)) for word in sorted(words)]
+        else:
+            resolved = [(word, forms[word]) for word in sorted(words)]
         postings = self._postings
+        unknown = [form for _, form in resolved if form is not None and form not in postings]
+        if unknown:
+            self.prefetch(unknown)
+        # (posting length, position, posting, form): sorting these tuples orders by
+        # length and keeps the sorted-word order among equal lengths (as a stable sort).
+        found: list[tuple[int, int, list[int], str]] = []
         for word, form in resolved:
             posting = postings.get(form) if form is not None else None
             if not posting:
                 total += max_idf
                 continue
-            idf = idf_of.get(len(posting))
+            size = len(posting)
+            idf = idf_of.get(size)
             if idf is None:
-                idf = idf_of[len(posting)] = log((n + 1) / len(posting)) + 1.0
+                idf = idf_of[size] = log((n + 1) / size) + 1.0
             total += idf
-            found.append((posting, form))  # type: ignore[arg-type]  # form is set here
+            found.append((size, len(found), posting, form))  # type: ignore[arg-type]
         # Candidates come from the rarest words only, so a word that occurs in every
         # sentence never makes this O(sentences); common words still count in `total`
         # and in the gain of candidates that contain them.
-        found.sort(key=lambda pf: len(pf[0]))  # stable: ties keep the sorted word order
+        found.sort()
         gained: dict[int, float] = {}
-        for posting, _ in found[:RAREST_WORDS]:
-            idf = idf_of[len(posting)]
+        get = gained.get
+        for size, _, posting, _ in found[:RAREST_WORDS]:
+            idf = idf_of[size]
             for sid in posting:
-                gained[sid] = gained.get(sid, 0.0) + idf
-        for posting, form in found[RAREST_WORDS:]:
-            idf = idf_of[len(posting)]
+                gained[sid] = get(sid, 0.0) + idf
+        for size, _, posting, form in found[RAREST_WORDS:]:
+            idf = idf_of[size]
             # Only the candidates' sums change, each in the same (posting) order, so
             # the hits may come in any order; the intersection runs in C.
             for sid in self._posting_set(form, posting).intersection(gained):
@@ -254,9 +281,10 @@ class TextIndex:
         if k == 1:
             best = max(gained, key=lambda sid: (gained[sid], -sid))
             return [Match(best, gained[best] / total)]
-        # The keys are unique (sid), so this equals heapq.nlargest, with the sort in C.
-        top = sorted(gained, key=lambda sid: (gained[sid], -sid), reverse=True)[:k]
-        return [Match(sid, gained[sid] / total) for sid in top]
+        # Highest gain first, ties to the smaller id: the order of sorted(..., key=(gain,
+        # -sid), reverse=True), without a Python key function per candidate.
+        top = nsmallest(k, [(-g, sid) for sid, g in gained.items()])
+        return [Match(sid, -neg / total) for neg, sid in top]
 
 
 def build_index(docs: Iterable[tuple[str, str]]) -> TextIndex:
@@ -340,16 +368,26 @@ def _indexed_chars(index: TextIndex) -> int:
 
 @dataclass(frozen=True, slots=True)
 class AnswerSentence:
-    """One sentence of an answer and its entity candidates (shared by the layers)."""
+    """One sentence of an answer, its entity candidates, dates and numbers (shared by
+    the layers; offsets are relative to the sentence)."""
 
     span: Span
     entities: tuple[Span, ...]
     """``entity_candidates(span.text)``."""
+    dates: tuple[DateRef, ...] = ()
+    """``extract_dates(span.text)``."""
+    numbers: tuple[Quantity, ...] = ()
+    """``extract_numbers(span.text, dates)``."""
 
 
 def analyze_answer(answer: str) -> list[AnswerSentence]:
-    """The sentences of ``answer`` with their entity candidates."""
-    return [AnswerSentence(s, tuple(entity_candidates(s.text))) for s in split_sentences(answer)]
+    """The sentences of ``answer`` with their entity candidates, dates and numbers."""
+    out = []
+    for s in split_sentences(answer):
+        dates = extract_dates(s.text)
+        out.append(AnswerSentence(s, tuple(entity_candidates(s.text)), tuple(dates),
+                                  tuple(extract_numbers(s.text, dates))))
+    return out
 
 
 def answer_sentences(context: GroundingContext, answer: str) -> list[AnswerSentence]:

@@ -164,9 +164,13 @@ _IRREGULAR: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Span:
-    """A slice of some text: ``text == source[start:end]``."""
+    """A slice of some text: ``text == source[start:end]``.
+
+    A value: never mutated, hashable. Not ``frozen`` only because a frozen dataclass
+    builds three times slower and a long context makes thousands of these.
+    """
 
     text: str
     start: int

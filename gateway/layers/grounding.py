@@ -46,7 +46,7 @@ it is blind to). With no context the layer is skipped (neutral score, passed).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from math import exp, log
 from typing import ClassVar
@@ -172,12 +172,6 @@ def _in_name(start: int, end: int, entities: Sequence[Span]) -> bool:
     return any(e.start <= start and end <= e.end for e in entities)
 
 
-def _supported(word: str, ctx: TextIndex, question: TextIndex | None) -> bool:
-    if ctx.resolve(word) is not None:
-        return True
-    return question is not None and question.resolve(word) is not None
-
-
 def check_sentence(
     text: str, ctx: TextIndex, question: TextIndex | None, cfg: GroundingConfig,
     entities: Sequence[Span] | None = None,
@@ -186,19 +180,39 @@ def check_sentence(
 
     ``entities`` is ``entity_candidates(text)`` when the caller already has it.
     """
+    dates = extract_dates(text)
+    sentence = AnswerSentence(Span(text, 0, len(text)),
+                              tuple(entity_candidates(text) if entities is None else entities),
+                              tuple(dates), tuple(extract_numbers(text, dates)))
     tokens = tokenize(text)
     words = content_words(tokens)
-    missing = sorted(w for w in words if not _supported(w, ctx, question))
+    return _check(sentence, tokens, words, ctx, ctx.resolve_all(words),
+                  question, question.resolve_all(words) if question is not None else None, cfg)
+
+
+def _check(
+    sentence: AnswerSentence, tokens: list[str], words: set[str],
+    ctx: TextIndex, forms: Mapping[str, str | None],
+    question: TextIndex | None, qforms: Mapping[str, str | None] | None,
+    cfg: GroundingConfig,
+) -> SentenceCheck:
+    """:func:`check_sentence` on an analyzed sentence; ``forms`` / ``qforms`` are
+    ``resolve_all`` of (at least) ``words`` on the context / question index."""
+    text = sentence.span.text
+    entities = sentence.entities
+    if qforms is None:
+        missing = sorted(w for w in words if forms[w] is None)
+    else:
+        missing = sorted(w for w in words if forms[w] is None and qforms[w] is None)
     missing_set = set(missing)
 
     bad_entities: list[str] = []
-    entities = entity_candidates(text) if entities is None else entities
     if missing_set:  # otherwise no entity can have an unsupported word
         for ent in entities:
             if content_words(tokenize(ent.text)) & missing_set:
                 bad_entities.append(ent.text)
 
-    matches = ctx.best_matches(words, max(1, cfg.local_window)) if words else []
+    matches = ctx.best_matches(words, max(1, cfg.local_window), forms) if words else []
     match = matches[0] if matches else None
     best = ctx.sentences[match.sentence] if match is not None else None
     far: list[str] = []
@@ -207,14 +221,12 @@ def check_sentence(
         far = sorted(
             w for w in words
             if w not in missing_set and near.isdisjoint(variants(w))
-            and not (question is not None and question.resolve(w) is not None)
+            and not (qforms is not None and qforms[w] is not None)
         )
 
     bad_values: list[str] = []
-    n_values = 0
     contradicted_value = False
-    dates = extract_dates(text)
-    numbers = extract_numbers(text, dates)
+    dates, numbers = sentence.dates, sentence.numbers
     n_values = len(dates) + len(numbers)
     for d in dates:
         if not (ctx.has_date(d) or (question is not None and question.has_date(d))):
@@ -291,10 +303,16 @@ def check_answer(
     """
     if sentences is None:
         sentences = analyze_answer(answer)
-    # One pass over the context for the postings of every answer word (only the cost
-    # changes: a word missed here is looked up on its own).
-    ctx.prefetch(f for f in map(ctx.resolve, content_words(tokenize(answer))) if f is not None)
-    checks = [check_sentence(s.span.text, ctx, question, cfg, s.entities) for s in sentences]
+    tokens = [tokenize(s.span.text) for s in sentences]
+    word_sets = [content_words(t) for t in tokens]
+    every = set[str]().union(*word_sets)
+    # Each word resolved once per answer; one pass over the context for the postings
+    # of them all.
+    forms = ctx.resolve_all(every)
+    ctx.prefetch(f for f in forms.values() if f is not None)
+    qforms = question.resolve_all(every) if question is not None else None
+    checks = [_check(s, t, w, ctx, forms, question, qforms, cfg)
+              for s, t, w in zip(sentences, tokens, word_sets, strict=True)]
     if not checks:
         return 1.0, []
     words = sum(c.weight for c in checks)
