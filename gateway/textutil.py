@@ -204,10 +204,16 @@ def _split_ok(text: str, cut: int, end: int) -> bool:
     nxt = text[end:end + 2].lstrip("\"'([‘“")
     if not nxt or not (nxt[0].isupper() or nxt[0].isdigit()):
         return False
-    before = _WORD_BEFORE.search(text, max(0, cut - 12), cut)
-    if before is None:
-        return True
-    word = before.group(1)
+    # The word before the mark: the run of [\w.] characters ending there, at most 11
+    # of them. Common case without a regex: the chunk after the last space is letters
+    # only (so it is that whole run).
+    seg = text[max(0, cut - 12):cut - 1]
+    word = seg.rsplit(None, 1)[-1] if seg and not seg[-1].isspace() else ""
+    if not word.isalpha():
+        before = _WORD_BEFORE.search(text, max(0, cut - 12), cut)
+        if before is None:
+            return True
+        word = before.group(1)
     if word.lower().rstrip(".") in _ABBREV:
         return False
     # "J. K. Rowling" / "Craig T. Nelson": a lone capital before the dot is an initial.
