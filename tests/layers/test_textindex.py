@@ -95,3 +95,52 @@ def test_answer_sentences_are_analyzed_once_per_request() -> None:
     first = answer_sentences(ctx, answer)
     assert first == got and answer_sentences(ctx, answer) is first
     assert answer_sentences(ctx, answer + " More.") is not first
+
+
+def _eager_postings(index_docs: list[tuple[str, str]]) -> dict[str, list[int]]:
+    """What the index used to build up front: every non-stopword token -> sentence ids."""
+    from gateway.textutil import STOPWORDS, tokenize
+
+    out: dict[str, list[int]] = {}
+    sid = 0
+    for _, text in index_docs:
+        for span in split_sentences(text):
+            for tok in sorted(set(tokenize(span.text)) - STOPWORDS):
+                out.setdefault(tok, []).append(sid)
+            sid += 1
+    return out
+
+
+def test_postings_found_on_demand_equal_eager_postings() -> None:
+    index = build_index(DOCS)
+    eager = _eager_postings(DOCS)
+    assert index._postings == {}  # building the index finds no postings
+    index.prefetch(["team", "johnson", "the", "absent"])
+    assert set(index._postings) == {"team", "johnson", "the", "absent"}
+    assert index.posting("the") == [] and index.posting("absent") == []  # stopword, unknown
+    for word in sorted(eager):
+        assert index.posting(word) == eager[word], word
+
+
+def test_tokens_of_non_ascii_and_glued_text_equal_tokenize() -> None:
+    """The document-wide fast paths (regex punctuation on non-ASCII text, re-tokenizing
+    only the sentences with a glued "wordWord") give what tokenize gives per sentence."""
+    from gateway.textutil import TO_SPACE, punct_to_space, tokenize
+
+    text = ("The club\u00a0paid \u00a3300 for it \u2013 \u2018a lot\u2019. RomanceStep won the "
+            "Game.Andre Johnson scored. \u201cNo,\u201d he said. Caf\u00e9 R\u00e9sum\u00e9s rose.")
+    assert punct_to_space(text.lower()) == text.lower().translate(TO_SPACE)
+    index = build_index([("d", text)])
+    assert [s.tokens for s in index.sentences] == [frozenset(tokenize(s.text))
+                                                   for s in split_sentences(text)]
+    assert {"romance", "step", "game", "andre", "caf\u00e9"} <= index.vocab
+
+
+def test_best_matches_with_resolved_forms_equal_without() -> None:
+    index = build_index(DOCS)
+    words = {"johnson", "born", "games", "million", "revenue"}
+    assert index.best_matches(words, 3) == index.best_matches(words, 3,
+                                                              index.resolve_all(words))
+    top = index.best_matches(words, 3)
+    assert top[0].sentence == 0 and [m.coverage for m in top] == sorted(
+        (m.coverage for m in top), reverse=True)
