@@ -311,8 +311,12 @@ def entity_candidates(sentence: str) -> list[Span]:
     """
     out: list[Span] = []
     for m in _ENTITY.finditer(sentence):
-        words = [(w.start() + m.start(), w.end() + m.start()) for w in _NONSPACE.finditer(m.group(0))]
-        at_start = opening = not sentence[: m.start()].strip(_LEADING_PUNCT)
+        g, base = m.group(0), m.start()
+        if " " in g or "\t" in g:
+            words = [(w.start() + base, w.end() + base) for w in _NONSPACE.finditer(g)]
+        else:  # one word (most matches): the whole match
+            words = [(base, m.end())]
+        at_start = opening = not sentence[:base].strip(_LEADING_PUNCT)
         while words:
             first = sentence[words[0][0]:words[0][1]].lower()
             if first in STOPWORDS or (at_start and first in _OPENERS):
