@@ -311,10 +311,14 @@ def _id_map(corpus: Mapping[str, str]) -> dict[str, str]:
 def _doc_ranges(index: TextIndex, docs: Any) -> list[tuple[int, int]]:
     """Sentence range of each document in the shared index (documents are contiguous)."""
     out, cursor, sents = [], 0, index.sentences
+    blocks = [(b.base, b.base + len(b.starts)) for b in index.docs]  # one per indexed text
+    k = 0
     for d in docs:
         start = cursor
-        while cursor < len(sents) and sents[cursor].doc_id == d.id:
-            cursor += 1
+        # Jump a whole indexed text at a time (cursor is always at one's first sentence).
+        while k < len(blocks) and sents[blocks[k][0]].doc_id == d.id:
+            cursor = blocks[k][1]
+            k += 1
         out.append((start, cursor))
     return out
 
