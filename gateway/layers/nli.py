@@ -22,7 +22,8 @@ contradiction → ``1 − c``; aggregated by ``mean`` (default) or ``min``. ``pa
 iff no hypothesis is a contradiction with ``c ≥ contradiction_threshold`` (and, with
 ``strict: true``, none is neutral at that confidence unless another cited source
 entails it). ``failed_claims`` are those hypotheses. No context (or no resolvable
-citation with ``premise: citations``), or no checkable sentence: skipped, 0.5.
+citation with ``premise: citations``), or no checkable sentence: skipped, 0.5 —
+decided before the judge is needed, so with no judge too.
 
 An unusable judge reply (not JSON, a label outside the three, a hypothesis left out)
 raises :class:`~gateway.verify.base.JudgeError`; the policy's ``on_error`` decides.
@@ -147,7 +148,6 @@ class NliLayer:
         self.resources = resources or LayerResources()
 
     async def verify(self, inp: VerifyInput) -> LayerResult:
-        tally = JudgeTally(require_judge(self.resources), inp.model)
         groups, mode, unresolved = self._groups(inp)
         if not any(g.hypotheses for g in groups):
             why = ("no grounding context" if mode == "context" and not inp.context
@@ -156,6 +156,8 @@ class NliLayer:
             return LayerResult(score=NEUTRAL_SCORE, passed=True, skipped=True, label="skipped",
                                explanation=f"nothing to check: {why}",
                                details={"premise": mode, "unresolved": unresolved})
+        # Only now is the judge needed: nothing to check is skipped with or without one.
+        tally = JudgeTally(require_judge(self.resources), inp.model)
         size = self.config.batch_size
         batches = [(g, g.hypotheses[i:i + size]) for g in groups
                    for i in range(0, len(g.hypotheses), size)]

@@ -14,7 +14,8 @@ classifies every claim: ``{"results": [{"id", "agrees", "confidence", "reason"}]
 ``passed`` iff *every* claim's own agreement rate is ``≥ min_consistency`` (seed:
 0.8) — the seed's single-text rule applied per claim, so one claim the judge
 rejects throughout is not averaged away by four good ones. ``failed_claims`` are
-the claims below it. No checkable sentence: skipped, 0.5.
+the claims below it. No checkable sentence: skipped, 0.5 (before the judge is
+needed, so with no judge too).
 
 Judge calls per request: ``variations`` (default 3; the seed uses 5), concurrent, at
 ``temperature`` (default 0: the same exchange again is served from the judge cache).
@@ -114,11 +115,12 @@ class SelfConsistencyLayer:
 
     async def verify(self, inp: VerifyInput) -> LayerResult:
         cfg = self.config
-        tally = JudgeTally(require_judge(self.resources), inp.model)
         claims = answer_claims(inp.response_text, cfg.max_claims)
         if not claims:
             return LayerResult(score=NEUTRAL_SCORE, passed=True, skipped=True, label="skipped",
                                explanation="nothing to check: no checkable answer sentence")
+        # Only now is the judge needed: nothing to check is skipped with or without one.
+        tally = JudgeTally(require_judge(self.resources), inp.model)
         context, cut = (excerpt(inp.context.text, claims, cfg.max_context_chars)
                         if cfg.use_context and inp.context else ("", False))
         question = inp.question[:2000]

@@ -24,7 +24,9 @@ done as in Farquhar et al., *Nature* 2024, "discrete" semantic entropy)
 samples a single dissenting sample already fails, as it does on the seed's
 "1 − mean pairwise similarity" scale) and, with ``require_majority`` (default),
 the answer is in a largest cluster. ``failed_claims`` are the answer's first
-checkable sentences when it fails.
+checkable sentences when it fails. A request with no user turn (no question to
+sample again): skipped, 0.5 — before the judge is needed, so that case is skipped
+with no judge too.
 
 Judge calls per request: 1 sampling call (``n`` = samples) + 1 clustering call
 with ``entailment`` when the texts are not all identical. Samples are at
@@ -140,11 +142,12 @@ class SemanticEntropyLayer:
 
     async def verify(self, inp: VerifyInput) -> LayerResult:
         cfg = self.config
-        tally = JudgeTally(require_judge(self.resources), inp.model)
         messages = _sampling_messages(inp.messages)
         if not any(m["role"] == "user" for m in messages):
             return LayerResult(score=0.5, passed=True, skipped=True, label="skipped",
                                explanation="nothing to check: the request has no question")
+        # Only now is the judge needed: nothing to check is skipped with or without one.
+        tally = JudgeTally(require_judge(self.resources), inp.model)
         reply = await tally.ask(messages, temperature=cfg.temperature,
                                 max_tokens=cfg.sample_tokens, n=cfg.samples)
         samples = [t.strip() for t in reply.texts[:cfg.samples]]

@@ -231,6 +231,22 @@ async def test_without_a_judge_the_layer_is_unavailable() -> None:
         await layer(None).verify(exchange(GOOD))
 
 
+@pytest.mark.parametrize("answer, context, premise, why", [
+    (GOOD, None, "auto", "no grounding context"),
+    ("", CONTEXT, "auto", "no checkable answer sentence"),
+    ("Hi there!", CONTEXT, "context", "no checkable answer sentence"),
+    (f"{GOOD} [7]", CONTEXT, "citations", "no cited source resolves"),
+], ids=["no-context", "empty-answer", "nothing-checkable", "no-resolvable-citation"])
+async def test_nothing_to_check_is_skipped_even_without_a_judge(
+        answer: str, context: str | None, premise: str, why: str) -> None:
+    """Skipping comes before needing the judge (as in ``audit`` and ``fact-check``), so
+    ``on_error: fail_closed`` without a judge does not fail an answer with nothing to check."""
+    result = await layer(None, premise=premise).verify(exchange(answer, context=context))
+    assert result.skipped and result.passed and result.score == 0.5
+    assert result.label == "skipped" and result.judge_calls == 0
+    assert result.explanation == f"nothing to check: {why}"
+
+
 async def test_without_context_it_is_skipped_and_calls_nothing(
         upstream: ServedUpstream, judge: OpenAIJudge) -> None:
     result: LayerResult = await layer(judge).verify(exchange(GOOD, context=None))

@@ -142,6 +142,15 @@ async def test_without_a_judge_the_layer_is_unavailable() -> None:
         await layer(None).verify(exchange(ONE))
 
 
+@pytest.mark.parametrize("answer", ["", "Hi there!"])
+async def test_nothing_checkable_is_skipped_even_without_a_judge(answer: str) -> None:
+    """Skipping comes before needing the judge (as in ``audit`` and ``fact-check``)."""
+    result = await layer(None).verify(exchange(answer))
+    assert result.skipped and result.passed and result.score == 0.5
+    assert result.judge_calls == 0
+    assert result.explanation == "nothing to check: no checkable answer sentence"
+
+
 async def test_nothing_checkable_is_skipped(upstream: ServedUpstream,
                                             judge: OpenAIJudge) -> None:
     result = await layer(judge).verify(exchange("Hi there!"))

@@ -229,6 +229,15 @@ async def test_without_a_judge_the_layer_is_unavailable() -> None:
         await layer(None).verify(exchange("Paris."))
 
 
+async def test_no_question_is_skipped_even_without_a_judge() -> None:
+    """Skipping comes before needing the judge (as in ``audit`` and ``fact-check``)."""
+    result = await layer(None).verify(
+        exchange("Paris.", [{"role": "system", "content": "Be brief."}]))
+    assert result.skipped and result.passed and result.score == 0.5
+    assert result.judge_calls == 0
+    assert result.explanation == "nothing to check: the request has no question"
+
+
 async def test_no_question_is_skipped(sampler: ServedUpstream, judge: OpenAIJudge) -> None:
     result = await layer(judge).verify(
         exchange("Paris.", [{"role": "system", "content": "Be brief."}]))
