@@ -20,15 +20,25 @@ are *not* assertive-verifiable (1.0 when there are none) — a measure of how mu
 unsourced factual assertion an answer carries, not of whether it is true.
 ``passed`` is ``score >= threshold``; the default threshold 0.0 makes the layer
 informational until a policy sets one.
+
+Speed: the regex engine costs tens of nanoseconds per character and pattern, so the
+patterns are not run over the whole text. The case-insensitive ones run on the
+lower-cased text (see ``_Folded``: exact unless the text has "İ", "ı" or "ſ", which
+take the plain path), and each only where a literal that every one of its matches
+contains occurs — found with ``str.find`` and a set of the text's words: a
+regulation pattern is tried at each occurrence of its opening literal, the
+duration pattern scans only the sentences holding a plausible unit word, the
+opinion and hedge patterns only the sentences holding one of their phrases. The
+results are exactly those of the plain patterns (tests/layers/test_claims_fast.py).
 """
 
 from __future__ import annotations
 
 import re
-from bisect import bisect_left
-from collections.abc import Sequence
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import AnyStr, ClassVar, Literal
 
 from pydantic import Field
 
@@ -171,6 +181,62 @@ _TYPE_OF: dict[str, ClaimType] = {
     "REGULATION": "regulatory",
 }
 _PRIORITY: tuple[ClaimType, ...] = ("regulatory", "quantitative", "temporal", "named_entity")
+_TITLE_WINDOW = max(map(len, _PERSON_TITLES)) + 1
+"""The word before a name is looked for in this many characters (a longer one is no title)."""
+
+# Fast paths (see "Speed" in the module docstring): every match of each pattern below
+# contains a literal, and the pattern is only run where one occurs.
+_REGULATORY_FLAT = tuple(p for patterns in REGULATORY_PATTERNS.values() for p in patterns)
+_REGULATORY_LEADS: tuple[tuple[str | None, bool, bytes | None], ...] = (
+    ("dfars", True, None), ("defense federal acquisition regulation", True, b"defense"),
+    ("FAR", False, None), ("federal acquisition regulation", True, b"federal"),
+    ("nist", True, None), ("nist", True, None), ("NIST", False, None),
+    ("cmmc", True, None), ("cybersecurity maturity model certification", True, b"cybersecurity"),
+    ("ISO", False, None),
+    ("ITAR", False, None), ("international traffic in arms regulation", True, b"international"),
+    ("EAR", False, None), ("export administration regulation", True, b"export"),
+    (None, False, None),
+)
+"""Per pattern of :data:`REGULATORY_PATTERNS`, in order: the literal it opens with after
+``\\b`` (lower case if the pattern ignores case, the second field), and the literal's
+first word when it is always a whole word; ``None`` for the CFR pattern."""
+_WORD_BYTES = bytes(c if 0x30 <= c <= 0x39 or 0x61 <= c <= 0x7A else 0x20 for c in range(256))
+"""``bytes.translate`` table blanking everything but ``[a-z0-9]``."""
+_GLUED_UNITS = (b"second", b"minute", b"hour", b"day", b"week", b"month", b"year", b"decade",
+                b"centur")
+"""The :data:`_DURATION_UNITS` a number may precede without a space ("5years")."""
+_WORD_UNITS = (b" season ", b" tomorrow ", b" spring ", b" summer ", b" autumn ", b" fall ",
+               b" winter ")
+"""The other :data:`_DURATION_UNITS`: _DURATION only matches them as whole words."""
+_UNIT_WORD = re.compile(
+    rb"(?:\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|"
+    rb"twenty|thirty|forty|fifty|several|few|many|yester|to)?"
+    rb"(?:seconds?|minutes?|hours?|days?|weeks?|months?|years?|decades?|centuries|century)"
+)
+"""The ``[a-z0-9]`` word around a glued unit, when a duration match uses that unit."""
+
+
+def _phrases(alternatives: str) -> tuple[tuple[frozenset[bytes], bytes], ...]:
+    """``(its words, b" phrase ")`` per ``|``-separated phrase."""
+    return tuple((frozenset(p.encode().split()), f" {p} ".encode())
+                 for p in alternatives.split("|"))
+
+
+_OPINION_PHRASES = _phrases(
+    "in my opinion|in my view|in my experience|i think|i believe|i feel|i guess|i suppose|"
+    "i prefer|i love|i like|i hate|i enjoy|personally|imo|to me|my favorite|my favourite|"
+    "i d say|i would say|should|ought to|too strict|too lenient|too expensive|too long|"
+    "too short|too much|too many|overrated|underrated|the best|the worst|beautiful|amazing|"
+    "awesome|terrible|awful|wonderful|boring|great"
+)
+"""Every match of ``_OPINION`` is one of these, words as in :func:`_fold` ("i'd" is "i d")."""
+_HEDGE_PHRASES = _phrases(
+    "may|might|could|possibly|perhaps|probably|likely|unlikely|reportedly|allegedly|"
+    "approximately|roughly|around|about|some|estimated|estimates|estimate|suggests|suggest|"
+    "appears|appear|seems|seem|apparently|presumably|arguably|it is believed|it is thought|"
+    "it is said|not sure|up to|as many as|nearly|almost|more than|less than|at least"
+)
+"""Every match of ``_HEDGE`` starts with one of these (``"about 30"``: ``about``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,21 +275,44 @@ class FactualClaim:
         return self.classification == "verifiable" and bool(self.types)
 
 
-def _entity_type(text: str, sentence: str, start: int) -> EntityType:
+def _name_kind(text: str) -> tuple[EntityType | None, bool, EntityType]:
+    """What :func:`_entity_type` can tell from the name alone: the type when the name
+    settles it, whether it is a single word, and the type when neither look at the
+    words before it (a locative preposition, a title) applies."""
     words = text.split()
     low = [w.lower() for w in words]
-    if any(w in _ORG_WORDS for w in low[1:]) or (low and low[0] in ("university", "bank")):
-        return "ORG"
+    if not _ORG_WORDS.isdisjoint(low[1:]) or (low and low[0] in ("university", "bank")):
+        return "ORG", False, "ORG"
     if _ACRONYM.match(text) and text.lower().replace(".", "") not in _PLACES:
-        return "ORG"
-    if any(w in _LOC_WORDS for w in low[1:]) or all(w.strip(".,") in _PLACES for w in low):
-        return "LOCATION"
-    if len(words) == 1 and _LOC_PREP.search(sentence[:start]):
-        return "LOCATION"
-    before = sentence[:start].rstrip().rsplit(None, 1)
-    if (before and before[-1].lower() in _PERSON_TITLES) or (low and low[0] in _PERSON_TITLES):
+        return "ORG", False, "ORG"
+    if not _LOC_WORDS.isdisjoint(low[1:]) or all(w.strip(".,") in _PLACES for w in low):
+        return "LOCATION", False, "LOCATION"
+    person = (low and low[0] in _PERSON_TITLES) or (
+        2 <= len(words) <= 4 and all(_TITLE_WORD.match(w) for w in words))
+    return None, len(words) == 1, "PERSON" if person else "MISC"
+
+
+def _entity_type(text: str, sentence: str, start: int,
+                 kind: tuple[EntityType | None, bool, EntityType] | None = None) -> EntityType:
+    """The type of the candidate ``text`` found at ``start`` in ``sentence``
+    (``kind`` is ``_name_kind(text)`` when the caller has it)."""
+    fixed, single, fallback = _name_kind(text) if kind is None else kind
+    if fixed is not None:
+        return fixed
+    if fallback == "PERSON" and not single:
         return "PERSON"
-    if 2 <= len(words) <= 4 and all(_TITLE_WORD.match(w) for w in words):
+    # Only the words just before the name matter: ``k`` is where sentence[:start] ends
+    # once trailing whitespace is stripped (str.isspace is the regex engine's \s).
+    start = k = min(start, len(sentence))
+    while k and sentence[k - 1].isspace():
+        k -= 1
+    # _LOC_PREP ends in \s+$: a match is a preposition (at most 7 letters) ending at k,
+    # so searching from k - 7 finds it (\b still sees the character before ``pos``).
+    if single and k < start and _LOC_PREP.search(sentence, max(0, k - 7), start):
+        return "LOCATION"
+    if fallback == "PERSON":
+        return "PERSON"
+    if k and sentence[max(0, k - _TITLE_WINDOW):k].rsplit(None, 1)[-1].lower() in _PERSON_TITLES:
         return "PERSON"
     return "MISC"
 
@@ -240,45 +329,218 @@ def extract_entities(
     quantities): a regulation's number is not also a quantity, a date's year is not
     a quantity, ``"X-Men 2"`` stays one name.
     """
+    return _extract(text, split_sentences(text) if sentences is None else sentences,
+                    _Folded.of(text))
+
+
+def _extract(text: str, sentences: Sequence[Span] | Sequence[AnswerSentence],
+             folded: _Folded | None) -> list[ExtractedEntity]:
+    """:func:`extract_entities`; ``folded`` is ``_Folded.of(text)``."""
     out: list[ExtractedEntity] = []
     taken = bytearray(len(text))  # 1 = character already claimed by an earlier kind
 
     def add(s: int, e: int, kind: EntityType) -> None:
         piece = text[s:e].rstrip(" .,;:")
         e = s + len(piece)
-        if piece and 1 not in taken[s:e]:
+        if piece and taken.find(1, s, e) < 0:
             out.append(ExtractedEntity(piece, kind, s, e))
             taken[s:e] = b"\x01" * (e - s)
 
-    ascii_low = text.lower() if text.isascii() else None  # same offsets as ``text``
-    if _may_cite_regulation(text, ascii_low):
-        for patterns in REGULATORY_PATTERNS.values():
-            for pat in patterns:
+    items: list[tuple[Span, Sequence[Span] | None]] = [
+        (item.span, item.entities) if isinstance(item, AnswerSentence) else (item, None)
+        for item in sentences]
+    if folded is None:
+        if _may_cite_regulation(text, None):
+            for pat in _REGULATORY_FLAT:
                 for m in pat.finditer(text):
                     add(m.start(), m.end(), "REGULATION")
+    else:
+        for s, e in folded.regulations(text):
+            add(s, e, "REGULATION")
     dates = extract_dates(text)
     for d in dates:
         add(d.start, d.end, "DATE")
-    if ascii_low is None:
-        durations = _DURATION.finditer(text)
-    elif _DURATION_UNITS.search(ascii_low):
-        durations = _DURATION_ASCII.finditer(ascii_low)
+    durations: Iterable[tuple[int, int]]
+    if folded is None:
+        durations = (m.span() for m in _DURATION.finditer(text))
     else:
-        durations = iter(())
-    for m in durations:
-        add(m.start(), m.end(), "DATE")
-    spans: Sequence[Span]
-    for item in split_sentences(text) if sentences is None else sentences:
-        if isinstance(item, AnswerSentence):
-            sent, spans = item.span, item.entities
-        else:
-            sent, spans = item, entity_candidates(item.text)
-        for span in spans:
+        durations = folded.durations(sorted({sent.end for sent, _ in items}))
+    for s, e in durations:
+        add(s, e, "DATE")
+    kinds: dict[str, tuple[EntityType | None, bool, EntityType]] = {}
+    for sent, candidates in items:
+        for span in entity_candidates(sent.text) if candidates is None else candidates:
+            kind = kinds.get(span.text)
+            if kind is None:
+                kind = kinds[span.text] = _name_kind(span.text)
             s = sent.start + span.start
-            add(s, s + len(span.text), _entity_type(span.text, sent.text, span.start))
+            add(s, s + len(span.text), _entity_type(span.text, sent.text, span.start, kind))
     for q in extract_numbers(text, dates):
         add(q.start, q.end, "NUMBER")
     return sorted(out, key=lambda e: e.start)
+
+
+def _is_word(c: str) -> bool:
+    """The regex engine's ``\\w`` for one character."""
+    return c.isalnum() or c == "_"
+
+
+def _occurrences(text: AnyStr, literal: AnyStr) -> Iterator[int]:
+    """Every start of ``literal`` in ``text``, overlapping ones included, ascending."""
+    i = text.find(literal)
+    while i >= 0:
+        yield i
+        i = text.find(literal, i + 1)
+
+
+class _Folded:
+    """A text prepared for the fast paths: the case-insensitive patterns' lower-case
+    copies are run on :attr:`low`, and only where :attr:`words` shows a literal that
+    every match contains.
+
+    ``low`` is ``text.lower()``. On ASCII text, matching it case-sensitively with the
+    lower-case copies is exactly matching ``text`` ignoring case; on other text too
+    when lower-casing keeps the length (only "İ" grows) and there is no dotless "ı"
+    or long "ſ" (IGNORECASE matches them to i / s, lower() keeps them): for every
+    other character c, c matches a pattern character ignoring case iff ``c.lower()``
+    equals it, and ``c.lower()`` is a word / digit / space character iff c is
+    (checked over all of Unicode in tests/layers/test_claims_fast.py).
+    :meth:`of` returns ``None`` for the rest.
+
+    ``words`` is ``low`` as bytes, offsets unchanged, with everything but ``[a-z0-9]``
+    blanked: every ASCII whole word (``\\b...\\b``) of ``low`` is a word of it, and
+    ``padded`` (``words`` between two blanks) contains it as ``b" word "``.
+    """
+
+    __slots__ = ("low", "words", "padded", "vocab")
+
+    def __init__(self, low: str) -> None:
+        self.low = low
+        self.words = low.encode("ascii", "replace").translate(_WORD_BYTES)
+        self.padded = b" " + self.words + b" "
+        self.vocab = set(self.words.split())
+
+    @classmethod
+    def of(cls, text: str) -> _Folded | None:
+        low = text.lower()
+        if text.isascii() or (len(low) == len(text)
+                              and "\u0131" not in text and "\u017f" not in text):
+            return cls(low)
+        return None
+
+    def phrase_starts(self, phrases: tuple[tuple[frozenset[bytes], bytes], ...]) -> list[int]:
+        """Ascending starts in ``low`` of the whole-word ``phrases`` (a superset of
+        their regex matches' starts)."""
+        vocab, padded = self.vocab, self.padded
+        return sorted(p for words, phrase in phrases if vocab.issuperset(words)
+                      for p in _occurrences(padded, phrase))
+
+    def regulations(self, text: str) -> Iterator[tuple[int, int]]:
+        """``(start, end)`` of every match of :data:`REGULATORY_PATTERNS`, pattern by
+        pattern in order, each pattern's as ``finditer`` gives them.
+
+        All but the CFR pattern open with ``\\b`` and a literal: they can only match
+        where it occurs, so each is tried there alone (``match`` at ``pos`` sees the
+        characters before it, as ``finditer`` does)."""
+        cased = _REGULATORY_CASED.search(text) is not None  # every case-sensitive one needs it
+        for pat, (lead, ci, word) in zip(_REGULATORY_FLAT, _REGULATORY_LEADS, strict=True):
+            if lead is None:
+                if cased:
+                    yield from (m.span() for m in pat.finditer(text))
+                continue
+            if ci:
+                key = lead.encode()
+                if (key not in self.words) if word is None else (word not in self.vocab):
+                    continue
+                starts: Iterable[int] = _occurrences(self.words, key)
+            elif cased and lead in text:
+                starts = _occurrences(text, lead)
+            else:
+                continue
+            end = 0
+            for p in starts:
+                if p >= end and (m := pat.match(text, p)) is not None:
+                    end = m.end()
+                    yield p, end
+
+    def durations(self, cuts: list[int]) -> Iterator[tuple[int, int]]:
+        """``_DURATION_ASCII.finditer(low)`` spans, scanning only the pieces of ``low``
+        that contain a unit a match could use.
+
+        ``cuts`` (ascending; sentence ends) split ``low`` into pieces, joined where a
+        match could span the cut (:meth:`_safe_cut`); every match contains a unit of
+        :data:`_DURATION_UNITS` in its ``[a-z0-9]`` word (:data:`_UNIT_WORD` or a
+        whole word of :data:`_WORD_UNITS`).
+        """
+        words, n = self.words, len(self.low)
+        hits: list[int] = []
+        for unit in _GLUED_UNITS:
+            for u in _occurrences(words, unit):
+                st = words.rfind(b" ", 0, u) + 1
+                en = words.find(b" ", u)
+                if _UNIT_WORD.fullmatch(words, st, n if en < 0 else en):
+                    hits.append(u)
+        for unit in _WORD_UNITS:
+            if unit[1:-1] in self.vocab:
+                hits.extend(_occurrences(self.padded, unit))
+        cuts = [c for c in cuts if 0 < c < n]
+        done = 0
+        for u in sorted(hits):
+            if u < done:
+                continue
+            lo = hi = bisect_right(cuts, u)  # cuts[lo - 1] <= u < cuts[hi]
+            lo -= 1
+            while lo >= 0 and not self._safe_cut(cuts[lo]):
+                lo -= 1
+            while hi < len(cuts) and not self._safe_cut(cuts[hi]):
+                hi += 1
+            done = cuts[hi] if hi < len(cuts) else n
+            for m in _DURATION_ASCII.finditer(self.low, cuts[lo] if lo >= 0 else 0, done):
+                yield m.span()
+
+    def _safe_cut(self, c: int) -> bool:
+        """No duration match spans ``c``, and one ending at ``c`` sees the same ``\\b``
+        there: ``low[c]`` is no word character, and the pair around ``c`` is not one a
+        match can contain (inside one, "." only follows a digit, "-" and whitespace
+        only a word character or whitespace)."""
+        a, b = self.low[c - 1], self.low[c]
+        if _is_word(b):
+            return False
+        if b == ".":
+            return not a.isdecimal()
+        if b == "-" or b.isspace():
+            return not (_is_word(a) or a.isspace())
+        return True
+
+    def classifier(self, sentences: Sequence[Span]) -> Callable[[int], Classification]:
+        """``classify(sentences[i].text)`` for each ``i`` (each ``text[start:end]``).
+
+        ``_OPINION`` / ``_HEDGE`` run only on sentences where one of their phrases
+        starts (:data:`_OPINION_PHRASES`, :data:`_HEDGE_PHRASES`), on ``low`` with
+        ``pos``/``endpos`` — the same as searching the sentence alone when the
+        character before it is no word character; a sentence that starts or ends
+        inside a word is searched alone, always."""
+        low, n = self.low, len(self.low)
+        opinion = self.phrase_starts(_OPINION_PHRASES)
+        hedge = self.phrase_starts(_HEDGE_PHRASES)
+
+        def found(pat: re.Pattern[str], starts: list[int], s: int, e: int) -> bool:
+            if s and _is_word(low[s - 1]):
+                return pat.search(low[s:e]) is not None
+            if e < n and _is_word(low[e]):
+                return pat.search(low, s, e) is not None
+            i = bisect_left(starts, s)
+            return i < len(starts) and starts[i] < e and pat.search(low, s, e) is not None
+
+        def label(i: int) -> Classification:
+            s, e = sentences[i].start, sentences[i].end
+            if found(_OPINION_ASCII, opinion, s, e):
+                return "opinion"
+            if found(_HEDGE_ASCII, hedge, s, e):
+                return "hedged"
+            return "verifiable"
+
+        return label
 
 
 def _may_cite_regulation(text: str, ascii_low: str | None) -> bool:
@@ -311,16 +573,27 @@ def detect_claims(
     if analyzed is None:
         analyzed = analyze_answer(text)
     sentences = [a.span for a in analyzed]
-    entities = extract_entities(text, analyzed)
+    folded = _Folded.of(text)
+    entities = _extract(text, analyzed, folded)
+    if folded is not None and all(sent.end - sent.start == len(sent.text)
+                                  and text.startswith(sent.text, sent.start)
+                                  for sent in sentences):
+        label = folded.classifier(sentences)
+    else:
+        def label(i: int) -> Classification:
+            return classify(sentences[i].text)
     starts = [e.start for e in entities]
     claims: list[FactualClaim] = []
     for n, sent in enumerate(sentences):
         mine = tuple(entities[bisect_left(starts, sent.start):bisect_left(starts, sent.end)])
-        types = tuple(t for t in _PRIORITY if any(_TYPE_OF[e.type] == t for e in mine))
-        label = classify(sent.text)
-        if not types and label != "opinion":
-            continue
-        claims.append(FactualClaim(f"c{n}", sent.text, types, mine, label, sent.start, sent.end))
+        present = {_TYPE_OF[e.type] for e in mine}
+        types = tuple(t for t in _PRIORITY if t in present)
+        if types:
+            claims.append(FactualClaim(f"c{n}", sent.text, types, mine, label(n),
+                                       sent.start, sent.end))
+        elif label(n) == "opinion":
+            claims.append(FactualClaim(f"c{n}", sent.text, types, mine, "opinion",
+                                       sent.start, sent.end))
     return claims
 
 
