@@ -147,14 +147,28 @@ class OpenAIJudge(_CachingJudge):
 
 
 class AnthropicJudge(_CachingJudge):
+    """Anthropic's Messages API at API version ``2023-06-01``, as the ``anthropic``
+    upstream speaks it. The ``anthropic`` SDK 2.x sends ``2026-10-21`` by default,
+    which rejects ``temperature`` (any value, 400), and its ``messages.create`` has no
+    ``temperature`` argument (a ``TypeError``); the judge needs temperature (0 for
+    stable, cacheable verdicts, > 0 for sampling), so it pins the version and sends
+    ``temperature`` in the body. The key also goes out as that version's
+    ``x-api-key`` (the SDK 2.x sends only ``Authorization: Bearer``)."""
+
     def __init__(self, config: JudgeConfig, api_key: str | None,
                  base_url: str | None = None) -> None:
         super().__init__(config)
         import anthropic
 
+        from gateway.upstream.openai_anthropic import ANTHROPIC_VERSION
+
+        headers = {"anthropic-version": ANTHROPIC_VERSION}
+        if api_key:
+            headers["x-api-key"] = api_key
         self._anthropic = anthropic
         self._client = anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url,
-                                                timeout=config.timeout, max_retries=0)
+                                                timeout=config.timeout, max_retries=0,
+                                                default_headers=headers)
 
     async def _call(self, messages: list[Mapping[str, Any]], model: str, temperature: float,
                     max_tokens: int, n: int) -> JudgeReply:
@@ -168,7 +182,8 @@ class AnthropicJudge(_CachingJudge):
         for _ in range(n):  # the Messages API has no `n`
             try:
                 kwargs: dict[str, Any] = {"model": model, "max_tokens": max_tokens,
-                                          "temperature": temperature, "messages": turns}
+                                          "messages": turns,
+                                          "extra_body": {"temperature": temperature}}
                 if system:
                     kwargs["system"] = system
                 msg = await self._client.messages.create(**kwargs)
