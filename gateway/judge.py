@@ -6,6 +6,9 @@ Two kinds, one contract (:class:`gateway.verify.base.Judge`):
   over an ``httpx.AsyncClient`` (so the httpx instrumentation traces each call
   beneath the layer's span). By default this is the first upstream.
 - :class:`AnthropicJudge` — Anthropic's Messages API through the ``anthropic`` SDK.
+  That API accepts ``temperature`` 0–1 (OpenAI's 0–2) and has no ``n``: the judge
+  clamps the temperature into 0–1 (as the ``anthropic`` upstream does) and asks
+  ``n`` times for ``n`` samples.
 
 Both count tokens and cost (``price_per_1k_*``), bound concurrency, and cache
 temperature-0 replies for identical prompts (``JudgeReply.cached``). Library
@@ -31,7 +34,11 @@ if TYPE_CHECKING:
     from gateway.settings import JudgeConfig, Settings
     from gateway.telemetry import Telemetry
 
-__all__ = ["AnthropicJudge", "OpenAIJudge", "create_judge", "parse_json_reply"]
+__all__ = ["ANTHROPIC_MAX_TEMPERATURE", "AnthropicJudge", "OpenAIJudge", "create_judge",
+           "parse_json_reply"]
+
+ANTHROPIC_MAX_TEMPERATURE = 1.0
+"""The Messages API rejects a ``temperature`` above this (OpenAI's limit is 2)."""
 
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.MULTILINE)
 
@@ -177,6 +184,8 @@ class AnthropicJudge(_CachingJudge):
                              if m.get("role") in ("system", "developer"))
         turns = [{"role": m["role"], "content": message_text(m)} for m in messages
                  if m.get("role") in ("user", "assistant")]
+        # A layer may ask for up to 2 (OpenAI's range); Anthropic rejects more than 1.
+        temperature = min(max(temperature, 0.0), ANTHROPIC_MAX_TEMPERATURE)
         texts: list[str] = []
         tin = tout = 0
         for _ in range(n):  # the Messages API has no `n`

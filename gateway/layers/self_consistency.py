@@ -81,6 +81,8 @@ class SelfConsistencyConfig(LayerConfig):
     """Show the judge the grounding context (else: its own knowledge only)."""
     max_context_chars: int = Field(6000, ge=200)
     temperature: float = Field(0.0, ge=0.0, le=2.0)
+    """Judge temperature (0: cacheable). An Anthropic judge (``judge.kind: anthropic``)
+    is sent at most 1.0, the Messages API's limit: above 1 means 1 there."""
     max_tokens: int = Field(768, ge=64)
 
 

@@ -75,6 +75,8 @@ class SemanticEntropyConfig(LayerConfig):
     samples: int = Field(5, ge=2, le=10)
     """Answers sampled to the original question (N)."""
     temperature: float = Field(1.0, gt=0.0, le=2.0)
+    """Sampling temperature. An Anthropic judge (``judge.kind: anthropic``) is sent at
+    most 1.0, the Messages API's limit: above 1 means 1 there."""
     clustering: Literal["entailment", "lexical"] = "entailment"
     jaccard_threshold: float = Field(0.5, ge=0.0, le=1.0)
     """``lexical``: content-word Jaccard at which two answers mean the same."""

@@ -6,8 +6,9 @@ content_block_stop per block, message_delta, message_stop) and ``GET /v1/models`
 Every request is recorded (method, path, headers, parsed body).
 
 It checks what Anthropic checks first: ``x-api-key`` (401 ``authentication_error``
-when ``key`` is set and it differs) and ``anthropic-version`` (400). What it answers
-is steered by the last user text:
+when ``key`` is set and it differs) and ``anthropic-version`` (400), then that a
+``temperature`` is within 0–1 (400 ``invalid_request_error``, as Anthropic answers).
+What it answers is steered by the last user text:
 
 - ``status:<code>`` -> that HTTP error in Anthropic's error shape (429 with
   ``retry-after: 7``; 529 ``overloaded_error``);
@@ -102,6 +103,9 @@ class FakeAnthropic:
         await _error(send, 404, f"Not found: {scope['path']}")
 
     async def _messages(self, req: dict[str, Any], send: Any) -> None:
+        temperature = req.get("temperature")
+        if temperature is not None and not 0 <= temperature <= 1:
+            return await _error(send, 400, "temperature: range: 0..1")
         text = _last_user_text(req["messages"])
         if text.startswith("status:"):
             code = int(text.split(":", 1)[1].split()[0])

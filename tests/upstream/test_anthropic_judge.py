@@ -1,6 +1,7 @@
 """The Anthropic judge against a fake Anthropic server (uvicorn on loopback): the API
-version and key it sends, ``temperature`` (no SDK argument for it in ``anthropic``
-2.x) and ``n`` samples (no ``n`` in the Messages API)."""
+version and key it sends, and what it sends for the parameters layers ask for but the
+Messages API limits — ``temperature`` (0–1 there, OpenAI's 0–2 in the layers; no SDK
+argument for it in ``anthropic`` 2.x) and ``n`` samples (no ``n`` there)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,13 @@ from typing import Any
 import pytest
 from fake_anthropic import FakeAnthropic
 
+from gateway.context import GroundingContext
 from gateway.judge import AnthropicJudge
+from gateway.layers.semantic_entropy import SemanticEntropyConfig, SemanticEntropyLayer
 from gateway.servers import ServerThread
 from gateway.settings import JudgeConfig
 from gateway.upstream.openai_anthropic import ANTHROPIC_VERSION
+from gateway.verify.base import LayerResources, VerifyInput
 
 pytestmark = pytest.mark.anyio
 
@@ -62,10 +66,36 @@ async def test_pins_the_api_version_that_accepts_temperature_and_sends_the_key(
                            "system": "Answer briefly.", "messages": ASK[1:]}
 
 
+@pytest.mark.parametrize("asked, expected", [
+    (0.0, 0.0), (0.7, 0.7), (1.0, 1.0), (1.3, 1.0), (2.0, 1.0)])
+async def test_temperature_is_clamped_to_the_messages_api_range(
+        fake: FakeAnthropic, judge: AnthropicJudge, asked: float, expected: float) -> None:
+    reply = await judge.complete(ASK, model=MODEL, temperature=asked, max_tokens=64)
+    assert reply.texts == ["You said: What is the capital of France?"]
+    (body,) = sent(fake)
+    assert body["temperature"] == expected
+    assert body["max_tokens"] == 64 and body["system"] == "Answer briefly."
+
+
 async def test_n_samples_are_n_requests_without_an_n_field(
         fake: FakeAnthropic, judge: AnthropicJudge) -> None:
-    reply = await judge.complete(ASK, model=MODEL, temperature=0.8, max_tokens=32, n=3)
+    reply = await judge.complete(ASK, model=MODEL, temperature=1.5, max_tokens=32, n=3)
     assert len(reply.texts) == 3 and not reply.cached
     bodies = sent(fake)
     assert len(bodies) == 3
-    assert all("n" not in b and b["temperature"] == 0.8 for b in bodies)
+    assert all("n" not in b and b["temperature"] == 1.0 for b in bodies)
+
+
+async def test_semantic_entropy_above_temperature_1_samples_through_an_anthropic_judge(
+        fake: FakeAnthropic, judge: AnthropicJudge) -> None:
+    """The layer's own range (up to 2) reaches the judge; the request Anthropic gets is
+    one it accepts, so the layer scores instead of failing on a 400."""
+    layer = SemanticEntropyLayer(
+        SemanticEntropyConfig(samples=3, temperature=2.0, clustering="lexical"),
+        LayerResources(judge=judge))
+    answer = "You said: What is the capital of France?"
+    result = await layer.verify(VerifyInput(messages=ASK, response_text=answer,
+                                            context=GroundingContext(), model=MODEL))
+    assert result.passed and not result.skipped and result.judge_calls == 1
+    assert result.details["clusters"] == [3]
+    assert [b["temperature"] for b in sent(fake)] == [1.0, 1.0, 1.0]
