@@ -27,15 +27,16 @@ lower-cased text (see ``_Folded``: exact unless the text has "İ", "ı" or "ſ",
 take the plain path), and each only where a literal that every one of its matches
 contains occurs — found with ``str.find`` and a set of the text's words: a
 regulation pattern is tried at each occurrence of its opening literal, the
-duration pattern scans only the sentences holding a plausible unit word, the
-opinion and hedge patterns only the sentences holding one of their phrases. The
-results are exactly those of the plain patterns (tests/layers/test_claims_fast.py).
+opinion and hedge patterns where one of their phrases starts, and the duration
+pattern scans only the few words around each plausible unit word. Names are typed
+once per distinct name and only when kept. The results are exactly those of the
+plain patterns (tests/layers/test_claims_fast.py).
 """
 
 from __future__ import annotations
 
 import re
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import AnyStr, ClassVar, Literal
@@ -153,6 +154,8 @@ _PERSON_TITLES = frozenset(
 _LOC_PREP = re.compile(r"\b(?:in|at|from|near|to|across|outside|inside)\s+$", _I)
 _ACRONYM = re.compile(r"^[A-Z][A-Z&.]{1,7}$")
 _TITLE_WORD = re.compile(r"^(?:[A-Z][a-z'’-]+|[A-Z]\.(?:[A-Z]\.)?|[A-Z][a-z]*[A-Z][a-z]+)$")
+_TITLE_WORDS = re.compile(r"\s*(?:{w})(?:\s+(?:{w}))*\s*".format(w=_TITLE_WORD.pattern[1:-1]))
+"""Every word of the text (``str.split``) is a ``_TITLE_WORD``."""
 
 _OPINION = re.compile(
     r"\b(?:in my (?:opinion|view|experience)|i (?:think|believe|feel|guess|suppose|prefer|love|"
@@ -181,6 +184,12 @@ _TYPE_OF: dict[str, ClaimType] = {
     "REGULATION": "regulatory",
 }
 _PRIORITY: tuple[ClaimType, ...] = ("regulatory", "quantitative", "temporal", "named_entity")
+_ORDERED_TYPES: dict[frozenset[ClaimType], tuple[ClaimType, ...]] = {
+    frozenset(t for n, t in enumerate(_PRIORITY) if mask >> n & 1):
+        tuple(t for n, t in enumerate(_PRIORITY) if mask >> n & 1)
+    for mask in range(1 << len(_PRIORITY))
+}
+"""Every set of claim types -> its members in :data:`_PRIORITY` order."""
 _TITLE_WINDOW = max(map(len, _PERSON_TITLES)) + 1
 """The word before a name is looked for in this many characters (a longer one is no title)."""
 
@@ -214,6 +223,26 @@ _UNIT_WORD = re.compile(
     rb"(?:seconds?|minutes?|hours?|days?|weeks?|months?|years?|decades?|centuries|century)"
 )
 """The ``[a-z0-9]`` word around a glued unit, when a duration match uses that unit."""
+_SPANNING = re.compile(
+    rb".*\d(?:st|nd|rd|th)?"
+    rb"|(?:\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|"
+    rb"twenty|thirty|forty|fifty|several|few|many)?"
+    rb"(?:seconds?|minutes?|hours?|days?|weeks?|months?|years?|decades?|centuries|century)"
+    rb"|a|an|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|"
+    rb"thirty|forty|fifty|several|few|many|last|next|this|previous|following|since|until|by|"
+    rb"before|after|in|during|the|spring|summer|autumn|fall|winter|of"
+)
+"""The ``[a-z0-9]`` words a duration match may go on after, across whitespace or "-"
+(a number, ordinal, unit, or a word of the pattern followed by ``\\s``)."""
+_SPANNING_WORDS = frozenset(
+    b"a an one two three four five six seven eight nine ten eleven twelve fifteen twenty "
+    b"thirty forty fifty several few many last next this previous following since until by "
+    b"before after in during the spring summer autumn fall winter of".split()
+)
+_SPANNING_ENDS = (b"s", b"y", b"st", b"nd", b"rd", b"th", b"second", b"minute", b"hour",
+                  b"day", b"week", b"month", b"year", b"decade")
+"""For speed: words ``_SPANNING`` matches, and how all others it matches end (or in a
+digit)."""
 
 
 def _phrases(alternatives: str) -> tuple[tuple[frozenset[bytes], bytes], ...]:
@@ -279,17 +308,20 @@ def _name_kind(text: str) -> tuple[EntityType | None, bool, EntityType]:
     """What :func:`_entity_type` can tell from the name alone: the type when the name
     settles it, whether it is a single word, and the type when neither look at the
     words before it (a locative preposition, a title) applies."""
-    words = text.split()
-    low = [w.lower() for w in words]
-    if not _ORG_WORDS.isdisjoint(low[1:]) or (low and low[0] in ("university", "bank")):
+    low = text.lower().split()  # == [w.lower() for w in text.split()]: lower() keeps \s
+    if not low:
+        return "LOCATION", False, "LOCATION"  # all() of nothing
+    first, rest = low[0], low[1:]
+    if (rest and not _ORG_WORDS.isdisjoint(rest)) or first in ("university", "bank"):
         return "ORG", False, "ORG"
     if _ACRONYM.match(text) and text.lower().replace(".", "") not in _PLACES:
         return "ORG", False, "ORG"
-    if not _LOC_WORDS.isdisjoint(low[1:]) or all(w.strip(".,") in _PLACES for w in low):
+    if (rest and not _LOC_WORDS.isdisjoint(rest)) or (
+            first.strip(".,") in _PLACES and all(w.strip(".,") in _PLACES for w in rest)):
         return "LOCATION", False, "LOCATION"
-    person = (low and low[0] in _PERSON_TITLES) or (
-        2 <= len(words) <= 4 and all(_TITLE_WORD.match(w) for w in words))
-    return None, len(words) == 1, "PERSON" if person else "MISC"
+    person = first in _PERSON_TITLES or (
+        2 <= len(low) <= 4 and _TITLE_WORDS.fullmatch(text) is not None)
+    return None, not rest, "PERSON" if person else "MISC"
 
 
 def _entity_type(text: str, sentence: str, start: int,
@@ -364,17 +396,22 @@ def _extract(text: str, sentences: Sequence[Span] | Sequence[AnswerSentence],
     if folded is None:
         durations = (m.span() for m in _DURATION.finditer(text))
     else:
-        durations = folded.durations(sorted({sent.end for sent, _ in items}))
+        durations = folded.durations()
     for s, e in durations:
         add(s, e, "DATE")
     kinds: dict[str, tuple[EntityType | None, bool, EntityType]] = {}
     for sent, candidates in items:
         for span in entity_candidates(sent.text) if candidates is None else candidates:
-            kind = kinds.get(span.text)
-            if kind is None:
-                kind = kinds[span.text] = _name_kind(span.text)
             s = sent.start + span.start
-            add(s, s + len(span.text), _entity_type(span.text, sent.text, span.start, kind))
+            piece = text[s:s + len(span.text)].rstrip(" .,;:")  # add(), typed only if kept
+            e = s + len(piece)
+            if piece and taken.find(1, s, e) < 0:
+                kind = kinds.get(span.text)
+                if kind is None:
+                    kind = kinds[span.text] = _name_kind(span.text)
+                out.append(ExtractedEntity(
+                    piece, _entity_type(span.text, sent.text, span.start, kind), s, e))
+                taken[s:e] = b"\x01" * (e - s)
     for q in extract_numbers(text, dates):
         add(q.start, q.end, "NUMBER")
     return sorted(out, key=lambda e: e.start)
@@ -432,8 +469,8 @@ class _Folded:
         """Ascending starts in ``low`` of the whole-word ``phrases`` (a superset of
         their regex matches' starts)."""
         vocab, padded = self.vocab, self.padded
-        return sorted(p for words, phrase in phrases if vocab.issuperset(words)
-                      for p in _occurrences(padded, phrase))
+        return sorted({p for words, phrase in phrases if vocab.issuperset(words)
+                       for p in _occurrences(padded, phrase)})
 
     def regulations(self, text: str) -> Iterator[tuple[int, int]]:
         """``(start, end)`` of every match of :data:`REGULATORY_PATTERNS`, pattern by
@@ -463,14 +500,15 @@ class _Folded:
                     end = m.end()
                     yield p, end
 
-    def durations(self, cuts: list[int]) -> Iterator[tuple[int, int]]:
-        """``_DURATION_ASCII.finditer(low)`` spans, scanning only the pieces of ``low``
-        that contain a unit a match could use.
+    def durations(self) -> Iterator[tuple[int, int]]:
+        """``_DURATION_ASCII.finditer(low)`` spans, scanning only around the units a
+        match could use.
 
-        ``cuts`` (ascending; sentence ends) split ``low`` into pieces, joined where a
-        match could span the cut (:meth:`_safe_cut`); every match contains a unit of
-        :data:`_DURATION_UNITS` in its ``[a-z0-9]`` word (:data:`_UNIT_WORD` or a
-        whole word of :data:`_WORD_UNITS`).
+        Every match contains a unit of :data:`_DURATION_UNITS` in its ``[a-z0-9]``
+        word (:data:`_UNIT_WORD`, or a whole word of :data:`_WORD_UNITS`). Around each
+        such unit the pattern runs from the nearest word end before it to the nearest
+        after it where no match can go on (:meth:`_stops`): such ends split ``low``
+        into pieces that no match spans, and no match sees past either end.
         """
         words, n = self.words, len(self.low)
         hits: list[int] = []
@@ -483,61 +521,76 @@ class _Folded:
         for unit in _WORD_UNITS:
             if unit[1:-1] in self.vocab:
                 hits.extend(_occurrences(self.padded, unit))
-        cuts = [c for c in cuts if 0 < c < n]
         done = 0
         for u in sorted(hits):
             if u < done:
                 continue
-            lo = hi = bisect_right(cuts, u)  # cuts[lo - 1] <= u < cuts[hi]
-            lo -= 1
-            while lo >= 0 and not self._safe_cut(cuts[lo]):
-                lo -= 1
-            while hi < len(cuts) and not self._safe_cut(cuts[hi]):
-                hi += 1
-            done = cuts[hi] if hi < len(cuts) else n
-            for m in _DURATION_ASCII.finditer(self.low, cuts[lo] if lo >= 0 else 0, done):
+            start = words.rfind(b" ", 0, u) + 1  # of u's word; then back word by word
+            while start:
+                end = start - 1  # words[end] is a blank: find the previous word's end
+                while end and words[end - 1] == 32:
+                    end -= 1
+                if not end or self._stops(end):
+                    break
+                start = words.rfind(b" ", 0, end) + 1
+            else:
+                end = 0
+            done = words.find(b" ", u)  # end of u's word; then forward word by word
+            while done >= 0 and not self._stops(done):
+                nxt = done
+                while nxt < n and words[nxt] == 32:
+                    nxt += 1
+                done = words.find(b" ", nxt)
+            if done < 0:
+                done = n
+            for m in _DURATION_ASCII.finditer(self.low, end, done):
                 yield m.span()
 
-    def _safe_cut(self, c: int) -> bool:
-        """No duration match spans ``c``, and one ending at ``c`` sees the same ``\\b``
-        there: ``low[c]`` is no word character, and the pair around ``c`` is not one a
-        match can contain (inside one, "." only follows a digit, "-" and whitespace
-        only a word character or whitespace)."""
-        a, b = self.low[c - 1], self.low[c]
+    def _stops(self, c: int) -> bool:
+        """Whether no duration match contains both ``low[c - 1]``, the last character
+        of a word of :attr:`words`, and ``low[c]`` (a blank there), and one ending at
+        ``c`` sees the same ``\\b`` there (``low[c]`` is no word character).
+
+        Inside a match, "." only follows a digit, and whitespace or "-" only follows a
+        number, a unit, an ordinal or a word of :data:`_SPANNING`; other punctuation
+        never occurs."""
+        b = self.low[c]
         if _is_word(b):
             return False
         if b == ".":
-            return not a.isdecimal()
+            return not self.low[c - 1].isdecimal()
         if b == "-" or b.isspace():
-            return not (_is_word(a) or a.isspace())
+            words = self.words
+            word = words[words.rfind(b" ", 0, c) + 1:c]
+            if word in _SPANNING_WORDS or 48 <= word[-1] <= 57:  # ... or ends in a digit
+                return False
+            return not (word.endswith(_SPANNING_ENDS) and _SPANNING.fullmatch(word))
         return True
 
     def classifier(self, sentences: Sequence[Span]) -> Callable[[int], Classification]:
         """``classify(sentences[i].text)`` for each ``i`` (each ``text[start:end]``).
 
-        ``_OPINION`` / ``_HEDGE`` run only on sentences where one of their phrases
-        starts (:data:`_OPINION_PHRASES`, :data:`_HEDGE_PHRASES`), on ``low`` with
-        ``pos``/``endpos`` — the same as searching the sentence alone when the
-        character before it is no word character; a sentence that starts or ends
-        inside a word is searched alone, always."""
+        Every match of ``_OPINION`` / ``_HEDGE`` starts with one of their phrases
+        (:data:`_OPINION_PHRASES`, :data:`_HEDGE_PHRASES`), so they are only tried
+        where one starts, on ``low`` with ``endpos`` at the sentence end: the same as
+        searching the sentence alone when the character before it is no word
+        character. A sentence that starts or ends inside a word is searched alone."""
         low, n = self.low, len(self.low)
         opinion = self.phrase_starts(_OPINION_PHRASES)
         hedge = self.phrase_starts(_HEDGE_PHRASES)
 
-        def found(pat: re.Pattern[str], starts: list[int], s: int, e: int) -> bool:
-            if s and _is_word(low[s - 1]):
-                return pat.search(low[s:e]) is not None
-            if e < n and _is_word(low[e]):
-                return pat.search(low, s, e) is not None
-            i = bisect_left(starts, s)
-            return i < len(starts) and starts[i] < e and pat.search(low, s, e) is not None
-
         def label(i: int) -> Classification:
             s, e = sentences[i].start, sentences[i].end
-            if found(_OPINION_ASCII, opinion, s, e):
-                return "opinion"
-            if found(_HEDGE_ASCII, hedge, s, e):
-                return "hedged"
+            if (s and _is_word(low[s - 1])) or (e < n and _is_word(low[e])):
+                piece = low[s:e]
+                return ("opinion" if _OPINION_ASCII.search(piece) else
+                        "hedged" if _HEDGE_ASCII.search(piece) else "verifiable")
+            for p in opinion[bisect_left(opinion, s):bisect_left(opinion, e)]:
+                if _OPINION_ASCII.match(low, p, e):
+                    return "opinion"
+            for p in hedge[bisect_left(hedge, s):bisect_left(hedge, e)]:
+                if _HEDGE_ASCII.match(low, p, e):
+                    return "hedged"
             return "verifiable"
 
         return label
@@ -583,11 +636,12 @@ def detect_claims(
         def label(i: int) -> Classification:
             return classify(sentences[i].text)
     starts = [e.start for e in entities]
+    kinds = [_TYPE_OF[e.type] for e in entities]
     claims: list[FactualClaim] = []
     for n, sent in enumerate(sentences):
-        mine = tuple(entities[bisect_left(starts, sent.start):bisect_left(starts, sent.end)])
-        present = {_TYPE_OF[e.type] for e in mine}
-        types = tuple(t for t in _PRIORITY if t in present)
+        i, j = bisect_left(starts, sent.start), bisect_left(starts, sent.end)
+        mine = tuple(entities[i:j])
+        types = _ORDERED_TYPES[frozenset(kinds[i:j])]
         if types:
             claims.append(FactualClaim(f"c{n}", sent.text, types, mine, label(n),
                                        sent.start, sent.end))

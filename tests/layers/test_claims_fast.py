@@ -201,15 +201,26 @@ def test_any_sentence_spans_give_the_same_result() -> None:
             (c.id, c.classification, as_tuples(c.entities)) for c in want], (text, spans)
 
 
-def test_durations_with_a_cut_anywhere() -> None:
-    """Pieces are only scanned apart where no match can span the cut."""
-    for text in random_texts(300, 300):
-        want = [m.span() for m in claims._DURATION.finditer(text)]
+DURATION_WORDS = (
+    "5 2.5 ٣ 1999 21st 3rd 12th a an one two twelve fifteen several few many second seconds "
+    "minute hours day days week month monthly year years decades decade century centuries "
+    "last next this previous following season yesterday today tomorrow since until by before "
+    "after in during the spring summer autumn fall winter of old Old 5years fiveyears ayear "
+    "holiday it was é _ x"
+).split()
+
+
+def test_durations_match_the_whole_text_scan() -> None:
+    """Dense in durations: every piece boundary is exercised."""
+    rng = random.Random(9)
+    gaps = [" ", " ", " ", "  ", "-", "\n", ". ", ".", ", ", "", "\u00a0", "_", "é", " - "]
+    for _ in range(6000):
+        text = "".join(rng.choice(DURATION_WORDS) + rng.choice(gaps)
+                       for _ in range(rng.randint(1, 14)))
         folded = claims._Folded.of(text)
-        if folded is None:
-            continue
-        for c in range(len(text) + 1):
-            assert list(folded.durations([c])) == want, (text, c)
+        assert folded is not None
+        want = [m.span() for m in claims._DURATION.finditer(text)]
+        assert list(folded.durations()) == want, text
 
 
 def test_entity_type_looks_back_like_slicing() -> None:
