@@ -9,10 +9,10 @@ for a number or a date.
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from dataclasses import dataclass
+from typing import Any, cast
 
-from gateway.quantities import DateRef, Quantity, extract_dates, extract_numbers
+from gateway.quantities import DateRef, Quantity, _classes, _dates, _numbers, _runs
 
 __all__ = ["NO_FACTS", "DocText", "Facts", "RangeFacts", "scan_facts"]
 
@@ -62,27 +62,42 @@ def scan_facts(docs: list[DocText]) -> Facts:
     dates: list[DateRef] = []
     by_sentence: dict[int, tuple[list[Quantity], list[DateRef]]] = {}
 
-    def slot(doc: DocText, start: int) -> tuple[list[Quantity], list[DateRef]]:
-        sid = doc.base + bisect_right(doc.starts, start) - 1
-        got = by_sentence.get(sid)
-        if got is None:
-            got = by_sentence[sid] = ([], [])
-        return got
-
     for doc in docs:
         text = doc.text
-        if any(ch.isdigit() for ch in text) or _maybe_spelled(text):
-            doc_dates = extract_dates(text)
-            for d in doc_dates:
-                slot(doc, d.start)[1].append(d)
+        cls, rare = _classes(text)  # shared by both scans (see gateway.quantities)
+        if b"#" in cls or any(ch.isdigit() for ch in rare) or _maybe_spelled(text):
+            runs = _runs(cls)
+            doc_dates = _dates(text, cls, rare, runs)
+            doc_numbers = _numbers(text, doc_dates, cls, rare, runs)
+            _assign(doc, doc_dates, 1, by_sentence)
+            _assign(doc, doc_numbers, 0, by_sentence)
             dates += doc_dates
-            for q in extract_numbers(text, doc_dates):
-                slot(doc, q.start)[0].append(q)
-                numbers.append(q.value)
+            numbers += [q.value for q in doc_numbers]
     by_decade: dict[int, list[DateRef]] = {}
     for d in dates:
         by_decade.setdefault(d.year // 10 if d.year is not None else -1, []).append(d)
     return Facts(sorted(numbers), dates, by_decade, by_sentence)
+
+
+def _assign(doc: DocText, values: list[Quantity] | list[DateRef], which: int,
+            by_sentence: dict[int, tuple[list[Quantity], list[DateRef]]]) -> None:
+    """Append each value (in text order) to its sentence's list ``which`` (0: numbers,
+    1: dates): the sentence id is ``base + bisect_right(starts, start) - 1``, found by
+    walking the sorted sentence starts alongside the values."""
+    starts, n, k, base = doc.starts, len(doc.starts), 0, doc.base
+    last_sid = None
+    got: list[Any] = []
+    for v in values:
+        start = v.start
+        while k < n and starts[k] <= start:
+            k += 1
+        sid = base + k - 1
+        if sid != last_sid:
+            slot = by_sentence.get(sid)
+            if slot is None:
+                slot = by_sentence[sid] = ([], [])
+            got, last_sid = cast(list[Any], slot[which]), sid
+        got.append(v)
 
 
 def _maybe_spelled(text: str) -> bool:
