@@ -152,6 +152,7 @@ _PERSON_TITLES = frozenset(
     "pope saint st. rev. reverend bishop sheikh".split()
 )
 _LOC_PREP = re.compile(r"\b(?:in|at|from|near|to|across|outside|inside)\s+$", _I)
+_LOC_PREPS = ("in", "at", "from", "near", "to", "across", "outside", "inside")
 _ACRONYM = re.compile(r"^[A-Z][A-Z&.]{1,7}$")
 _TITLE_WORD = re.compile(r"^(?:[A-Z][a-z'’-]+|[A-Z]\.(?:[A-Z]\.)?|[A-Z][a-z]*[A-Z][a-z]+)$")
 _TITLE_WORDS = re.compile(r"\s*(?:{w})(?:\s+(?:{w}))*\s*".format(w=_TITLE_WORD.pattern[1:-1]))
@@ -339,9 +340,13 @@ def _entity_type(text: str, sentence: str, start: int,
     while k and sentence[k - 1].isspace():
         k -= 1
     # _LOC_PREP ends in \s+$: a match is a preposition (at most 7 letters) ending at k,
-    # so searching from k - 7 finds it (\b still sees the character before ``pos``).
-    if single and k < start and _LOC_PREP.search(sentence, max(0, k - 7), start):
-        return "LOCATION"
+    # so searching from k - 7 finds it (\b still sees the character before ``pos``);
+    # ASCII text not ending in one cannot match.
+    if single and k < start:
+        before = sentence[max(0, k - 7):k]
+        if ((not before.isascii() or before.lower().endswith(_LOC_PREPS))
+                and _LOC_PREP.search(sentence, max(0, k - 7), start)):
+            return "LOCATION"
     if fallback == "PERSON":
         return "PERSON"
     if k and sentence[max(0, k - _TITLE_WINDOW):k].rsplit(None, 1)[-1].lower() in _PERSON_TITLES:
@@ -511,44 +516,47 @@ class _Folded:
         into pieces that no match spans, and no match sees past either end.
         """
         words, n = self.words, len(self.low)
-        hits: list[int] = []
+        hits: list[tuple[int, int]] = []  # (start, end) of the unit's word
         for unit in _GLUED_UNITS:
             for u in _occurrences(words, unit):
                 st = words.rfind(b" ", 0, u) + 1
                 en = words.find(b" ", u)
-                if _UNIT_WORD.fullmatch(words, st, n if en < 0 else en):
-                    hits.append(u)
+                if en < 0:
+                    en = n
+                if _UNIT_WORD.fullmatch(words, st, en):
+                    hits.append((st, en))
         for unit in _WORD_UNITS:
             if unit[1:-1] in self.vocab:
-                hits.extend(_occurrences(self.padded, unit))
+                hits.extend((p, p + len(unit) - 2) for p in _occurrences(self.padded, unit))
         done = 0
-        for u in sorted(hits):
-            if u < done:
+        for first, en in sorted(hits):
+            if first < done:
                 continue
-            start = words.rfind(b" ", 0, u) + 1  # of u's word; then back word by word
-            while start:
-                end = start - 1  # words[end] is a blank: find the previous word's end
-                while end and words[end - 1] == 32:
-                    end -= 1
-                if not end or self._stops(end):
+            st, end = first, 0  # back word by word from the unit's word
+            while st:
+                c = st - 1  # words[c] is a blank: find the previous word's end
+                while c and words[c - 1] == 32:
+                    c -= 1
+                if not c:
                     break
-                start = words.rfind(b" ", 0, end) + 1
-            else:
-                end = 0
-            done = words.find(b" ", u)  # end of u's word; then forward word by word
-            while done >= 0 and not self._stops(done):
-                nxt = done
-                while nxt < n and words[nxt] == 32:
-                    nxt += 1
-                done = words.find(b" ", nxt)
-            if done < 0:
-                done = n
+                st = words.rfind(b" ", 0, c) + 1
+                if self._stops(c, st):
+                    end = c
+                    break
+            st, done = first, en  # forward word by word
+            while done < n and not self._stops(done, st):
+                st = done
+                while st < n and words[st] == 32:
+                    st += 1
+                done = words.find(b" ", st)
+                if done < 0:
+                    done = n
             for m in _DURATION_ASCII.finditer(self.low, end, done):
                 yield m.span()
 
-    def _stops(self, c: int) -> bool:
+    def _stops(self, c: int, start: int) -> bool:
         """Whether no duration match contains both ``low[c - 1]``, the last character
-        of a word of :attr:`words`, and ``low[c]`` (a blank there), and one ending at
+        of the word ``words[start:c]``, and ``low[c]`` (a blank there), and one ending at
         ``c`` sees the same ``\\b`` there (``low[c]`` is no word character).
 
         Inside a match, "." only follows a digit, and whitespace or "-" only follows a
@@ -560,8 +568,7 @@ class _Folded:
         if b == ".":
             return not self.low[c - 1].isdecimal()
         if b == "-" or b.isspace():
-            words = self.words
-            word = words[words.rfind(b" ", 0, c) + 1:c]
+            word = self.words[start:c]
             if word in _SPANNING_WORDS or 48 <= word[-1] <= 57:  # ... or ends in a digit
                 return False
             return not (word.endswith(_SPANNING_ENDS) and _SPANNING.fullmatch(word))

@@ -226,7 +226,8 @@ def test_durations_match_the_whole_text_scan() -> None:
 def test_entity_type_looks_back_like_slicing() -> None:
     rng = random.Random(3)
     words = ("in at from near to across outside inside INSIDE Mr. Dr. president reverend king "
-             "the of Paris London Smith John IBM U.S. NASA Bank University Lake é").split()
+             "the of Paris London Smith John IBM U.S. NASA Bank University Lake é ın acroſs İn "
+             "xin").split()
     gaps = [" ", "  ", "\n", "\u00a0", "", ", ", " \n"]
     for _ in range(20000):
         sentence = "".join(rng.choice(words) + rng.choice(gaps) for _ in range(rng.randint(1, 8)))
@@ -280,6 +281,12 @@ def test_regulatory_leads_open_their_patterns() -> None:
         assert body[2 + len(lead)] not in "?*+{", pat.pattern
         if word is not None:
             assert ci and lead.startswith(word.decode() + " ")
+
+
+def test_locative_prepositions_are_the_patterns() -> None:
+    alternatives = re.search(r"\(\?:([a-z|]+)\)", claims._LOC_PREP.pattern)
+    assert alternatives is not None
+    assert tuple(alternatives.group(1).split("|")) == claims._LOC_PREPS
 
 
 def test_unit_lists_cover_the_duration_units() -> None:
