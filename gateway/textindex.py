@@ -28,8 +28,8 @@ string operations per sentence, and look-ups afterwards are dictionary hits.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
 from bisect import bisect_right
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from hashlib import blake2b
 from heapq import nsmallest
@@ -249,7 +249,7 @@ class TextIndex:
         # (posting length, position, posting, form): sorting these tuples orders by
         # length and keeps the sorted-word order among equal lengths (as a stable sort).
         found: list[tuple[int, int, list[int], str]] = []
-        for word, form in resolved:
+        for _, form in resolved:
             posting = postings.get(form) if form is not None else None
             if not posting:
                 total += max_idf
