@@ -683,15 +683,19 @@ class ClaimsLayer:
         cfg = self.config
         claims = detect_claims(inp.response_text,
                                answer_sentences(inp.context, inp.response_text))
-        factual = [c for c in claims if c.types]
-        assertive = [c for c in factual if c.classification == "verifiable"]
-        by_class = {k: sum(1 for c in claims if c.classification == k)
-                    for k in ("verifiable", "hedged", "opinion")}
-        by_type = {t: sum(1 for c in factual if t in c.types) for t in _PRIORITY}
-        if len(factual) < max(1, cfg.min_claims):
-            score = 1.0
-        else:
-            score = 1.0 - len(assertive) / len(factual)
+        by_class = {"verifiable": 0, "hedged": 0, "opinion": 0}
+        by_type = dict.fromkeys(_PRIORITY, 0)
+        factual = 0
+        assertive: list[str] = []  # factual and verifiable: what needs verification
+        for c in claims:
+            by_class[c.classification] += 1
+            if c.types:
+                factual += 1
+                for t in c.types:
+                    by_type[t] += 1
+                if c.classification == "verifiable":
+                    assertive.append(c.text)
+        score = 1.0 if factual < max(1, cfg.min_claims) else 1.0 - len(assertive) / factual
         passed = score >= cfg.threshold
         evidence = [
             Evidence(text=c.text, status=c.classification, score=None,
@@ -708,7 +712,7 @@ class ClaimsLayer:
                 + ", ".join(f"{k}={v}" for k, v in by_type.items())
             ),
             evidence=evidence,
-            failed_claims=[c.text for c in assertive] if not passed else [],
+            failed_claims=list(assertive) if not passed else [],
             details={"claims": len(claims), "by_classification": by_class, "by_type": by_type,
-                     "needs_verification": [c.text for c in claims if c.requires_verification]},
+                     "needs_verification": assertive},
         )

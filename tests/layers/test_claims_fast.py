@@ -10,14 +10,19 @@ the Unicode facts the lower-casing relies on.
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import random
 import re
 
 import pytest
 
+from gateway.context import GroundingContext
 from gateway.layers import claims
 from gateway.layers.claims import (
     REGULATORY_PATTERNS,
+    ClaimsConfig,
+    ClaimsLayer,
     ExtractedEntity,
     FactualClaim,
     classify,
@@ -27,6 +32,7 @@ from gateway.layers.claims import (
 from gateway.quantities import extract_dates, extract_numbers
 from gateway.textindex import AnswerSentence, analyze_answer
 from gateway.textutil import Span, entity_candidates, split_sentences
+from gateway.verify.base import Evidence, LayerResources, LayerResult, VerifyInput
 
 # --- reference versions -------------------------------------------------------------
 
@@ -235,6 +241,49 @@ def test_entity_type_looks_back_like_slicing() -> None:
         name = " ".join(rng.choice(words) for _ in range(rng.randint(1, 4)))
         assert claims._entity_type(name, sentence, start) == ref_entity_type(
             name, sentence, start), (name, sentence, start)
+
+
+def ref_verify(claims_: list[FactualClaim], cfg: ClaimsConfig) -> LayerResult:
+    """``ClaimsLayer.verify`` as first written, from the claims."""
+    factual = [c for c in claims_ if c.types]
+    assertive = [c for c in factual if c.classification == "verifiable"]
+    by_class = {k: sum(1 for c in claims_ if c.classification == k)
+                for k in ("verifiable", "hedged", "opinion")}
+    by_type = {t: sum(1 for c in factual if t in c.types) for t in claims._PRIORITY}
+    few = len(factual) < max(1, cfg.min_claims)
+    score = 1.0 if few else 1.0 - len(assertive) / len(factual)
+    passed = score >= cfg.threshold
+    evidence = [
+        Evidence(text=c.text, status=c.classification, score=None,
+                 reason=f"{', '.join(c.types) or 'opinion'}: "
+                        + "; ".join(f"{e.type} {e.text}" for e in c.entities))
+        for c in claims_[: cfg.max_evidence]
+    ]
+    return LayerResult(
+        score=score, passed=passed,
+        label="no_claims" if not claims_ else "assertive" if assertive else "qualified",
+        explanation=(
+            f"{len(claims_)} claim(s): {by_class['verifiable']} verifiable, "
+            f"{by_class['hedged']} hedged, {by_class['opinion']} opinion; types "
+            + ", ".join(f"{k}={v}" for k, v in by_type.items())
+        ),
+        evidence=evidence,
+        failed_claims=[c.text for c in assertive] if not passed else [],
+        details={"claims": len(claims_), "by_classification": by_class, "by_type": by_type,
+                 "needs_verification": [c.text for c in claims_ if c.requires_verification]},
+    )
+
+
+def test_layer_result_is_unchanged() -> None:
+    rng = random.Random(4)
+    for text in random_texts(400, 300):
+        cfg = ClaimsConfig(threshold=rng.choice([0.0, 0.3, 0.5, 1.0]),
+                           min_claims=rng.randint(0, 3), max_evidence=rng.randint(0, 25))
+        layer = ClaimsLayer(cfg, LayerResources())
+        got = asyncio.run(layer.verify(VerifyInput(messages=[], response_text=text,
+                                                   context=GroundingContext())))
+        want = ref_verify(detect_claims(text), cfg)
+        assert dataclasses.asdict(got) == dataclasses.asdict(want), text
 
 
 # --- the facts the fast paths rest on -----------------------------------------------
