@@ -36,6 +36,7 @@ from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from math import floor, log10
+from operator import attrgetter
 
 __all__ = [
     "DateRef",
@@ -67,6 +68,8 @@ _DATE = re.compile(  # the look-ahead lets the scanner skip most positions cheap
     rf"|(?:\b(?P<dc>[12][0-9]{{2}}0)|['’](?P<ds>[0-9]0))s\b"
     rf"|\b(?P<y>{_YEAR})\b(?!\s*(?:%|percent|per cent|million|billion|thousand)|[.,]\d))"
 )
+"""Groups by number (`_dates` reads them so): iy 1, im 2, id 3, am 4, ad 5, ay 6, bd 7,
+bm 8, by 9, cm 10, cy 11, dc 12, ds 13, y 14."""
 
 _SMALL: dict[str, float] = {
     "zero": 0, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
@@ -151,6 +154,7 @@ _SUFFIX_INITIALS = frozenset("hHtTmMbBkK%\u212a")
 """What a scale or percent after one space starts with, case ignored (K: Kelvin sign;
 "p" is looked at further)."""
 _CURRENCY = frozenset("$£€¥")
+_START = attrgetter("start")
 
 
 def _classes(text: str) -> tuple[bytes, str]:
@@ -165,7 +169,26 @@ def _classes(text: str) -> tuple[bytes, str]:
 
 def _runs(cls: bytes) -> list[tuple[int, int]]:
     """The ASCII digit runs, as class offsets (text offsets + 1)."""
-    return [r.span() for r in _RUNS.finditer(cls)]
+    return [r.span() for r in _RUNS.finditer(cls)] if b"#" in cls else []
+
+
+_SHORT = 2000
+_last: tuple[str, bytes, str, list[tuple[int, int]]] = ("", b" ", "", [])
+"""`_prepare` of the last short text: ``extract_numbers(s, extract_dates(s))`` per answer
+sentence classifies each sentence once."""
+
+
+def _prepare(text: str) -> tuple[bytes, str, list[tuple[int, int]]]:
+    """`_classes` and `_runs` of ``text`` (remembered for the last short text)."""
+    global _last
+    last = _last
+    if last[0] is text:
+        return last[1], last[2], last[3]
+    cls, rare = _classes(text)
+    runs = _runs(cls)
+    if len(text) <= _SHORT:
+        _last = (text, cls, rare, runs)
+    return cls, rare, runs
 
 
 @dataclass(slots=True, unsafe_hash=True)
@@ -202,20 +225,19 @@ class Quantity:
 
 def extract_dates(text: str) -> list[DateRef]:
     """All dates in ``text``, in order (see the module docstring for the forms)."""
-    cls, rare = _classes(text)
-    if b"#" not in cls and (not rare or _DIGIT.search(rare) is None):
+    cls, rare, runs = _prepare(text)
+    if not runs and (not rare or _DIGIT.search(rare) is None):
         return []  # cheap prefilter: most sentences state no date
-    return _dates(text, cls, rare, _runs(cls))
+    return _dates(text, cls, rare, runs)
 
 
 def _dates(text: str, cls: bytes, rare: str, runs: list[tuple[int, int]]) -> list[DateRef]:
     """`extract_dates` given `_classes` and `_runs` of ``text``."""
-    out: list[DateRef] = []
-    matches: Iterable[re.Match[str]]
     if rare and _DIGIT.search(rare) is not None:
-        matches = _DATE.finditer(text)  # digits beyond ASCII: the scan of old
+        matches = list(_DATE.finditer(text))  # digits beyond ASCII: the scan of old
     else:
         matches = _date_matches(text, cls, runs)
+    out: list[DateRef] = []
     for m in matches:
         # The last group that matched names the branch (groups never nest).
         last = m.lastgroup
@@ -224,17 +246,19 @@ def _dates(text: str, cls: bytes, rare: str, runs: list[tuple[int, int]]) -> lis
         day: int | None = None
         decade = False
         if last == "ay" or last == "ad":
-            year, month, day = _year(m["ay"]), _MONTH_NUM[m["am"]], int(m["ad"])
+            am, ad, ay = m.group(4, 5, 6)
+            year, month, day = int(ay) if ay else None, _MONTH_NUM[am], int(ad)
         elif last == "y":
-            year, month = int(m["y"]), None
+            year, month = int(m[14]), None
         elif last == "id":
-            year, month, day = int(m["iy"]), int(m["im"]), int(m["id"])
+            year, month, day = int(m[1]), int(m[2]), int(m[3])
         elif last == "bm" or last == "by":
-            year, month, day = _year(m["by"]), _MONTH_NUM[m["bm"]], int(m["bd"])
+            bd, bm, by = m.group(7, 8, 9)
+            year, month, day = int(by) if by else None, _MONTH_NUM[bm], int(bd)
         elif last == "cy":
-            year, month = int(m["cy"]), _MONTH_NUM[m["cm"]]
+            year, month = int(m[11]), _MONTH_NUM[m[10]]
         else:  # "dc" or "ds"
-            year, month, decade = int(m["dc"]) if last == "dc" else 1900 + int(m["ds"]), None, True
+            year, month, decade = int(m[12]) if last == "dc" else 1900 + int(m[13]), None, True
         if day is not None and not 1 <= day <= 31:
             continue
         start, end = m.span()
@@ -296,14 +320,9 @@ def _date_matches(text: str, cls: bytes, runs: list[tuple[int, int]]) -> list[re
     return out
 
 
-def _year(s: str | None) -> int | None:
-    return int(s) if s else None
-
-
 def extract_numbers(text: str, dates: Iterable[DateRef] | None = None) -> list[Quantity]:
     """Quantities in ``text`` outside any date span (pass ``dates`` if already found)."""
-    cls, rare = _classes(text)
-    runs = _runs(cls)
+    cls, rare, runs = _prepare(text)
     if dates is None:
         dates = extract_dates(text) if runs or rare and _DIGIT.search(rare) else ()
     return _numbers(text, dates, cls, rare, runs)
@@ -311,7 +330,8 @@ def extract_numbers(text: str, dates: Iterable[DateRef] | None = None) -> list[Q
 
 def _numbers(text: str, dates: Iterable[DateRef], cls: bytes, rare: str,
              runs: list[tuple[int, int]]) -> list[Quantity]:
-    taken = sorted((d.start, d.end) for d in dates)
+    taken = [(d.start, d.end) for d in dates]
+    taken.sort()
     n_taken = len(taken)
     if not rare or _DIGIT.search(rare) is None:
         out = _digit_quantities(text, runs, taken) if runs else []
@@ -351,11 +371,7 @@ def _numbers(text: str, dates: Iterable[DateRef], cls: bytes, rare: str,
         return words
     # Digit and word matches never start at the same offset; stripping never moves a
     # start (no match begins or ends with whitespace), so ``start`` orders them.
-    return sorted(out + words, key=_start)
-
-
-def _start(q: Quantity) -> int:
-    return q.start
+    return sorted(out + words, key=_START)
 
 
 def _part_of_name(text: str, s: int) -> bool:
