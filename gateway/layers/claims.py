@@ -406,16 +406,20 @@ def _extract(text: str, sentences: Sequence[Span] | Sequence[AnswerSentence],
         add(s, e, "DATE")
     kinds: dict[str, tuple[EntityType | None, bool, EntityType]] = {}
     for sent, candidates in items:
+        base = sent.start
         for span in entity_candidates(sent.text) if candidates is None else candidates:
-            s = sent.start + span.start
-            piece = text[s:s + len(span.text)].rstrip(" .,;:")  # add(), typed only if kept
+            name = span.text
+            s = base + span.start
+            piece = text[s:s + len(name)].rstrip(" .,;:")  # add(), typed only if kept
             e = s + len(piece)
             if piece and taken.find(1, s, e) < 0:
-                kind = kinds.get(span.text)
+                kind = kinds.get(name)
                 if kind is None:
-                    kind = kinds[span.text] = _name_kind(span.text)
-                out.append(ExtractedEntity(
-                    piece, _entity_type(span.text, sent.text, span.start, kind), s, e))
+                    kind = kinds[name] = _name_kind(name)
+                fixed, single, fallback = kind
+                if fixed is None and (single or fallback == "MISC"):  # the context decides
+                    fixed = _entity_type(name, sent.text, span.start, kind)
+                out.append(ExtractedEntity(piece, fixed or fallback, s, e))
                 taken[s:e] = b"\x01" * (e - s)
     for q in extract_numbers(text, dates):
         add(q.start, q.end, "NUMBER")
@@ -449,8 +453,9 @@ class _Folded:
     (checked over all of Unicode in tests/layers/test_claims_fast.py).
     :meth:`of` returns ``None`` for the rest.
 
-    ``words`` is ``low`` as bytes, offsets unchanged, with everything but ``[a-z0-9]``
-    blanked: every ASCII whole word (``\\b...\\b``) of ``low`` is a word of it, and
+    ``words`` is ``low`` as bytes, one per character (offsets unchanged), with
+    everything but ``[a-z0-9]`` blanked: every ASCII whole word (``\\b...\\b``) of
+    ``low`` is a word of it, so :attr:`vocab` (its set of words) has it, and
     ``padded`` (``words`` between two blanks) contains it as ``b" word "``.
     """
 
@@ -588,7 +593,8 @@ class _Folded:
 
         def label(i: int) -> Classification:
             s, e = sentences[i].start, sentences[i].end
-            if (s and _is_word(low[s - 1])) or (e < n and _is_word(low[e])):
+            if (s and (low[s - 1].isalnum() or low[s - 1] == "_")) or (
+                    e < n and (low[e].isalnum() or low[e] == "_")):  # inside a word
                 piece = low[s:e]
                 return ("opinion" if _OPINION_ASCII.search(piece) else
                         "hedged" if _HEDGE_ASCII.search(piece) else "verifiable")

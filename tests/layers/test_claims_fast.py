@@ -332,6 +332,18 @@ def test_regulatory_leads_open_their_patterns() -> None:
             assert ci and lead.startswith(word.decode() + " ")
 
 
+def test_spanning_shortcuts_agree_with_the_pattern() -> None:
+    numbers = [b"", b"5", b"12", b"a", b"an", b"seven", b"many", b"x"]
+    forms = [b"second", b"seconds", b"hours", b"day", b"decades", b"centuries", b"century",
+             b"st", b"nd", b"th", b"5st", b"21st", b"last", b"the", b"of", b"fall", b"in", b"it",
+             b"yesterday", b"season", b"old", b"s", b"y", b"7"]
+    for word in claims._SPANNING_WORDS:
+        assert claims._SPANNING.fullmatch(word), word
+    for word in (n + f for n in numbers for f in forms):
+        if claims._SPANNING.fullmatch(word) and word and not word[-1:].isdigit():
+            assert word in claims._SPANNING_WORDS or word.endswith(claims._SPANNING_ENDS), word
+
+
 def test_locative_prepositions_are_the_patterns() -> None:
     alternatives = re.search(r"\(\?:([a-z|]+)\)", claims._LOC_PREP.pattern)
     assert alternatives is not None
