@@ -497,7 +497,7 @@ def _word_matches(text: str, cls: bytes) -> list[re.Match[str]]:
 
 
 def _digit_quantity(m: re.Match[str], text: str, s: int, e: int) -> Quantity:
-    cur, num, scale, pct = m.group("cur", "num", "scale", "pct")
+    cur, num, scale, pct = m.groups()
     digits = num.replace(",", "")
     value = float(digits)
     sig = _sig(digits)
@@ -520,16 +520,23 @@ def _sig(digits: str) -> int:
 
 
 def _word_quantity(m: re.Match[str], text: str, s: int, e: int) -> Quantity | None:
-    w, half, wscale, wpct = m.group("w", "half", "wscale", "wpct")
+    w, half, wscale, wpct = m.groups()
     words = w.lower().replace("-", " ").split()
-    if words in (["one"], ["a"]) and not wscale:
-        return None  # "one of them", "a house": not quantities
-    if words == ["a", "dozen"]:
-        words = ["dozen"]
-    wlow = (wscale or "").lower()
-    if not all(w in _SMALL for w in words) or (wlow and wlow not in _SCALES):
-        return None  # matched only through case folding ("ſix", "bıllion"): not a number
-    value = sum(_SMALL[w] for w in words)
+    wlow = wscale.lower() if wscale else ""
+    if wlow and wlow not in _SCALES:
+        return None  # matched only through case folding ("bıllion"): not a number
+    value: float | None
+    if len(words) == 1:
+        word = words[0]
+        if (word == "one" or word == "a") and not wscale:
+            return None  # "one of them", "a house": not quantities
+        value = _SMALL.get(word)  # (None: matched only through case folding, "ſix")
+    else:
+        if words == ["a", "dozen"]:
+            words = ["dozen"]
+        value = sum(_SMALL[w] for w in words) if all(w in _SMALL for w in words) else None
+    if value is None:
+        return None
     if half:
         value += 0.5
     if wscale:
