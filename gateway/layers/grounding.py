@@ -172,6 +172,18 @@ def _in_name(start: int, end: int, entities: Sequence[Span]) -> bool:
     return any(e.start <= start and end <= e.end for e in entities)
 
 
+class _LazyForms(dict[str, str | None]):
+    """``index.resolve(word)`` for each word looked up, computed on first look-up."""
+
+    def __init__(self, index: TextIndex) -> None:
+        super().__init__()
+        self.index = index
+
+    def __missing__(self, word: str) -> str | None:
+        form = self[word] = self.index.resolve(word)
+        return form
+
+
 def check_sentence(
     text: str, ctx: TextIndex, question: TextIndex | None, cfg: GroundingConfig,
     entities: Sequence[Span] | None = None,
@@ -310,7 +322,8 @@ def check_answer(
     # of them all.
     forms = ctx.resolve_all(every)
     ctx.prefetch(f for f in forms.values() if f is not None)
-    qforms = question.resolve_all(every) if question is not None else None
+    # The question is asked only about words the context lacks or has far away.
+    qforms = _LazyForms(question) if question is not None else None
     checks = [_check(s, t, w, ctx, forms, question, qforms, cfg)
               for s, t, w in zip(sentences, tokens, word_sets, strict=True)]
     if not checks:
