@@ -26,7 +26,8 @@ numbers, and a space before the first letters of a number word (`_WORD_AT`). The
 patterns then run at those places only (`_date_matches`, `_digit_quantities`,
 `_word_matches`; each docstring says why no match is missed). Texts with non-ASCII
 ``\\d`` digits (dates, digit numbers) or with ``İ ı ſ K`` (number words, see `_FOLDS`)
-take the whole-text scan instead.
+take the whole-text scan instead. The class string of the last short text is kept
+(`_prepare`): ``extract_numbers(s, extract_dates(s))`` classifies ``s`` once.
 """
 
 from __future__ import annotations
@@ -484,7 +485,13 @@ def _plain_quantity(text: str, s: int, d: int, e: int, end: int) -> Quantity:
 
 
 def _word_matches(text: str, cls: bytes) -> list[re.Match[str]]:
-    """``list(_NUMBER_WORDS.finditer(text))`` for text without `_FOLDS` characters."""
+    """``list(_NUMBER_WORDS.finditer(text))`` for text without `_FOLDS` characters.
+
+    A match starts after a non-word character (``\\b``) with ASCII letters (no
+    `_FOLDS`: only ASCII letters match the pattern's letters, case ignored), which the
+    class string keeps lower-cased, so `_WORD_AT` finds every start; the pattern is
+    tried at each in text order, skipping those inside the last match.
+    """
     out: list[re.Match[str]] = []
     pos = 0
     match = _NUMBER_WORDS.match
