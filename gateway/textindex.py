@@ -62,6 +62,7 @@ from gateway.textutil import (
 __all__ = [
     "ANSWER_KEY",
     "INDEX_KEY",
+    "AnalyzedAnswer",
     "AnswerSentence",
     "IndexCache",
     "IndexedSentence",
@@ -369,28 +370,57 @@ def _indexed_chars(index: TextIndex) -> int:
 @dataclass(frozen=True, slots=True)
 class AnswerSentence:
     """One sentence of an answer, its entity candidates, dates and numbers (shared by
-    the layers; offsets are relative to the sentence)."""
+    the layers)."""
 
     span: Span
     entities: tuple[Span, ...]
-    """``entity_candidates(span.text)``."""
+    """``entity_candidates(span.text)`` (offsets relative to the sentence)."""
     dates: tuple[DateRef, ...] = ()
-    """``extract_dates(span.text)``."""
+    """The answer's dates that start in this sentence (offsets into the answer)."""
     numbers: tuple[Quantity, ...] = ()
-    """``extract_numbers(span.text, dates)``."""
+    """The answer's numbers that start in this sentence (offsets into the answer)."""
 
 
-def analyze_answer(answer: str) -> list[AnswerSentence]:
-    """The sentences of ``answer`` with their entity candidates, dates and numbers."""
-    out = []
-    for s in split_sentences(answer):
-        dates = extract_dates(s.text)
-        out.append(AnswerSentence(s, tuple(entity_candidates(s.text)), tuple(dates),
-                                  tuple(extract_numbers(s.text, dates))))
-    return out
+class AnalyzedAnswer(list[AnswerSentence]):
+    """What :func:`analyze_answer` returns: the sentences, plus the whole answer's
+    dates and numbers (in text order) for the layers that read them over the text."""
+
+    __slots__ = ("dates", "numbers", "text")
+
+    def __init__(self, text: str, sentences: Iterable[AnswerSentence],
+                 dates: list[DateRef], numbers: list[Quantity]) -> None:
+        super().__init__(sentences)
+        self.text = text
+        self.dates = dates
+        self.numbers = numbers
 
 
-def answer_sentences(context: GroundingContext, answer: str) -> list[AnswerSentence]:
+def analyze_answer(answer: str) -> AnalyzedAnswer:
+    """The sentences of ``answer`` with their entity candidates, dates and numbers.
+
+    Dates and numbers are found over the whole answer once (``extract_dates`` /
+    ``extract_numbers``, as the ``claims`` layer reads them) and each goes to the
+    sentence it starts in, so concatenating the sentences' values gives the
+    whole-answer lists in text order.
+    """
+    spans = split_sentences(answer)
+    dates = extract_dates(answer)
+    numbers = extract_numbers(answer, dates)
+    starts = [s.start for s in spans]
+    by_date: list[list[DateRef]] = [[] for _ in spans]
+    by_number: list[list[Quantity]] = [[] for _ in spans]
+    if spans:
+        for d in dates:
+            by_date[max(0, bisect_right(starts, d.start) - 1)].append(d)
+        for q in numbers:
+            by_number[max(0, bisect_right(starts, q.start) - 1)].append(q)
+    return AnalyzedAnswer(
+        answer, (AnswerSentence(s, tuple(entity_candidates(s.text)), tuple(ds), tuple(qs))
+                 for s, ds, qs in zip(spans, by_date, by_number, strict=True)),
+        dates, numbers)
+
+
+def answer_sentences(context: GroundingContext, answer: str) -> AnalyzedAnswer:
     """:func:`analyze_answer`, once per request (``grounding`` and ``claims`` both need it)."""
     return context.memo(f"{ANSWER_KEY}:{answer}",  # type: ignore[no-any-return]
                         lambda: analyze_answer(answer))

@@ -44,7 +44,7 @@ from typing import AnyStr, ClassVar, Literal
 from pydantic import Field
 
 from gateway.quantities import extract_dates, extract_numbers
-from gateway.textindex import AnswerSentence, analyze_answer, answer_sentences
+from gateway.textindex import AnalyzedAnswer, AnswerSentence, analyze_answer, answer_sentences
 from gateway.textutil import Span, entity_candidates, split_sentences
 from gateway.verify.base import Evidence, LayerConfig, LayerResources, LayerResult, VerifyInput
 
@@ -394,7 +394,10 @@ def _extract(text: str, sentences: Sequence[Span] | Sequence[AnswerSentence],
     else:
         for s, e in folded.regulations(text):
             add(s, e, "REGULATION")
-    dates = extract_dates(text)
+    # analyze_answer(text) found the whole text's dates and numbers already.
+    found = sentences if isinstance(sentences, AnalyzedAnswer) and sentences.text == text \
+        else None
+    dates = found.dates if found is not None else extract_dates(text)
     for d in dates:
         add(d.start, d.end, "DATE")
     durations: Iterable[tuple[int, int]]
@@ -421,7 +424,8 @@ def _extract(text: str, sentences: Sequence[Span] | Sequence[AnswerSentence],
                     fixed = _entity_type(name, sent.text, span.start, kind)
                 out.append(ExtractedEntity(piece, fixed or fallback, s, e))
                 taken[s:e] = b"\x01" * (e - s)
-    for q in extract_numbers(text, dates):
+    numbers = found.numbers if found is not None else extract_numbers(text, dates)
+    for q in numbers:
         add(q.start, q.end, "NUMBER")
     return sorted(out, key=lambda e: e.start)
 

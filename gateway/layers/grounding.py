@@ -239,18 +239,19 @@ def _check(
     bad_values: list[str] = []
     contradicted_value = False
     dates, numbers = sentence.dates, sentence.numbers
+    base = sentence.span.start  # their offsets are into the answer, the entities' into text
     n_values = len(dates) + len(numbers)
     for d in dates:
         if not (ctx.has_date(d) or (question is not None and question.has_date(d))):
             bad_values.append(d.text)
             if match is not None and ctx.dates_of(match.sentence) and not (
-                    not any(ch.isdigit() for ch in d.text) and _in_name(d.start, d.end, entities)):
+                    not any(ch.isdigit() for ch in d.text) and _in_name(d.start - base, d.end - base, entities)):
                 contradicted_value = True
     for q in numbers:
         if not (ctx.has_number(q) or (question is not None and question.has_number(q))):
             bad_values.append(q.text)
             if match is not None and not (
-                not any(ch.isdigit() for ch in q.text) and _in_name(q.start, q.end, entities)
+                not any(ch.isdigit() for ch in q.text) and _in_name(q.start - base, q.end - base, entities)
             ) and any(
                 n.kind == q.kind and (not q.unit or n.unit == q.unit)
                 for n in ctx.numbers_of(match.sentence)

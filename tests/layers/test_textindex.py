@@ -144,3 +144,21 @@ def test_best_matches_with_resolved_forms_equal_without() -> None:
     top = index.best_matches(words, 3)
     assert top[0].sentence == 0 and [m.coverage for m in top] == sorted(
         (m.coverage for m in top), reverse=True)
+
+
+def test_answer_values_are_found_once_over_the_whole_answer() -> None:
+    """Each sentence holds the whole-answer dates/numbers that start in it; claims
+    reads the same lists whether or not it is handed the analysis."""
+    from gateway.layers.claims import extract_entities
+    from gateway.textindex import analyze_answer
+
+    answer = ("He was born in July\n1981 in Texas. The team won 12 games and $3.5 million. "
+              "Twenty-five fans came on May 5, 2001.")
+    got = analyze_answer(answer)
+    dates = extract_dates(answer)
+    assert [d for a in got for d in a.dates] == got.dates == dates
+    assert [q for a in got for q in a.numbers] == got.numbers == extract_numbers(answer, dates)
+    assert got[0].dates[0].text == "July\n1981"  # one date across the line break
+    assert len(got) == 4 and got[1].dates == () and [q.value for q in got[2].numbers] == [
+        12.0, 3.5e6]
+    assert extract_entities(answer, got) == extract_entities(answer)
