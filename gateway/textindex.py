@@ -104,6 +104,20 @@ class Match:
 
 
 @dataclass(slots=True)
+class _WordInfo:
+    """What :meth:`TextIndex.best_matches` needs of one indexed word."""
+
+    size: int
+    """Sentences containing it (0: none, or a stopword)."""
+    idf: float
+    posting: list[int]
+    sids: frozenset[int]
+
+
+_NO_INFO = _WordInfo(0, 0.0, [], frozenset())
+
+
+@dataclass(slots=True)
 class TextIndex:
     """Sentences, tokens and postings are built up front; numbers, dates and negation
     are found on first use (most answers need few of them, some none), memoized, and
@@ -118,9 +132,8 @@ class TextIndex:
     _facts: Facts | None = None
     _negated: dict[int, bool] = field(default_factory=dict)
     _ranges: dict[tuple[int, int], RangeFacts] = field(default_factory=dict)
-    _idf: dict[int, float] = field(default_factory=dict)
-    """Posting length -> IDF weight."""
-    _posting_sets: dict[str, frozenset[int]] = field(default_factory=dict)
+    _infos: dict[str, _WordInfo] = field(default_factory=dict)
+    """Form -> its posting, as a set too, and IDF weight (for :meth:`best_matches`)."""
 
     def facts(self) -> Facts:
         """Numbers and dates of all documents (scanned once, on the first call)."""
@@ -211,11 +224,13 @@ class TextIndex:
                     found[form].append(sid)
         known.update(found)
 
-    def _posting_set(self, form: str, posting: list[int]) -> frozenset[int]:
-        got = self._posting_sets.get(form)
-        if got is None:
-            got = self._posting_sets[form] = frozenset(posting)
-        return got
+    def _add_infos(self, forms: list[str]) -> None:
+        self.prefetch(forms)
+        n = len(self.sentences)
+        for form in forms:
+            posting = self._postings[form]
+            self._infos[form] = _WordInfo(len(posting), log((n + 1) / len(posting)) + 1.0,
+                                          posting, frozenset(posting)) if posting else _NO_INFO
 
     def best_match(self, words: Iterable[str]) -> Match | None:
         """The sentence sharing the most IDF weight with ``words`` (content words)."""
@@ -234,47 +249,40 @@ class TextIndex:
         if not n:
             return []
         max_idf = log(n + 1) + 1.0
-        total = 0.0
-        idf_of = self._idf
-        # sorted: set order varies per process (hash seed)
+        order = sorted(words)  # set order varies per process (hash seed)
         if forms is None:
-            resolve = self.resolve
-            resolved = [(word, resolve(word)) for word in sorted(words)]
-        else:
-            resolved = [(word, forms[word]) for word in sorted(words)]
-        postings = self._postings
-        unknown = [form for _, form in resolved if form is not None and form not in postings]
+            forms = self.resolve_all(order)
+        infos = self._infos
+        unknown = [f for w in order if (f := forms[w]) is not None and f not in infos]
         if unknown:
-            self.prefetch(unknown)
-        # (posting length, position, posting, form): sorting these tuples orders by
-        # length and keeps the sorted-word order among equal lengths (as a stable sort).
-        found: list[tuple[int, int, list[int], str]] = []
-        for _, form in resolved:
-            posting = postings.get(form) if form is not None else None
-            if not posting:
+            self._add_infos(unknown)
+        # (posting length, word, info): sorting orders by length, then by word (the
+        # order of a stable sort over the sorted words); the words are distinct.
+        found: list[tuple[int, str, _WordInfo]] = []
+        total = 0.0
+        for word in order:
+            form = forms[word]
+            info = infos[form] if form is not None else _NO_INFO
+            if not info.size:
                 total += max_idf
                 continue
-            size = len(posting)
-            idf = idf_of.get(size)
-            if idf is None:
-                idf = idf_of[size] = log((n + 1) / size) + 1.0
-            total += idf
-            found.append((size, len(found), posting, form))  # type: ignore[arg-type]
+            total += info.idf
+            found.append((info.size, word, info))
         # Candidates come from the rarest words only, so a word that occurs in every
         # sentence never makes this O(sentences); common words still count in `total`
         # and in the gain of candidates that contain them.
         found.sort()
         gained: dict[int, float] = {}
         get = gained.get
-        for size, _, posting, _ in found[:RAREST_WORDS]:
-            idf = idf_of[size]
-            for sid in posting:
+        for _, _, info in found[:RAREST_WORDS]:
+            idf = info.idf
+            for sid in info.posting:
                 gained[sid] = get(sid, 0.0) + idf
-        for size, _, posting, form in found[RAREST_WORDS:]:
-            idf = idf_of[size]
+        for _, _, info in found[RAREST_WORDS:]:
+            idf = info.idf
             # Only the candidates' sums change, each in the same (posting) order, so
             # the hits may come in any order; the intersection runs in C.
-            for sid in self._posting_set(form, posting).intersection(gained):
+            for sid in info.sids.intersection(gained):
                 gained[sid] += idf
         if not gained or total <= 0:
             return []
