@@ -51,7 +51,6 @@ from gateway.textutil import (
     Span,
     camel_glue_positions,
     entity_candidates,
-    has_camel_glue,
     has_negation,
     punct_to_space,
     split_sentences,
@@ -322,12 +321,13 @@ def _sentence_tokens(text: str, spans: list[Span]) -> list[frozenset[str]]:
     if len(low) != len(text) or "\u03a3" in text:
         return [frozenset(tokenize(s.text)) for s in spans]
     out = [frozenset(low[s.start:s.end].split()) for s in spans]
-    if has_camel_glue(text):
-        starts = [s.start for s in spans]
-        for pos in camel_glue_positions(text):
-            n = bisect_right(starts, pos) - 1
-            if n >= 0 and spans[n].start < pos < spans[n].end:
-                out[n] = frozenset(tokenize(spans[n].text))
+    starts: list[int] | None = None
+    for pos in camel_glue_positions(text):  # rare: most documents have none
+        if starts is None:
+            starts = [s.start for s in spans]
+        n = bisect_right(starts, pos) - 1
+        if n >= 0 and spans[n].start < pos < spans[n].end:
+            out[n] = frozenset(tokenize(spans[n].text))
     return out
 
 
