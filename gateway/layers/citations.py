@@ -47,6 +47,7 @@ from typing import Any, ClassVar
 from cachetools import LRUCache
 from pydantic import Field
 
+from gateway.context import GroundingContext
 from gateway.layers._citation_pairs import (
     Pair,
     candidates,
@@ -141,6 +142,12 @@ class CitationsLayer:
         # the request's memo but not each other's verdicts. Text-only work is shared.
         digest = hashlib.blake2b(config.model_dump_json().encode(), digest_size=8).hexdigest()
         self._memo = f"citations.{digest}"
+
+    def prepare(self, context: GroundingContext) -> None:
+        """Index the request's documents before the answer arrives (shared with
+        ``grounding`` through the request's memo)."""
+        if context.documents:
+            context_index(context, self._indexes)
 
     async def verify(self, inp: VerifyInput) -> LayerResult:
         cfg = self.config

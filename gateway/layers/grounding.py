@@ -53,6 +53,7 @@ from typing import ClassVar
 
 from pydantic import Field
 
+from gateway.context import GroundingContext
 from gateway.quantities import extract_dates, extract_numbers
 from gateway.textindex import (
     AnswerSentence,
@@ -409,6 +410,11 @@ class GroundingLayer:
         self.config = config
         self.resources = resources
         self._indexes = IndexCache(config.index_cache_chars)
+
+    def prepare(self, context: GroundingContext) -> None:
+        """Index the context (numbers and dates included) before the answer arrives."""
+        if context and context.text.strip():
+            context_index(context, self._indexes).facts()
 
     async def verify(self, inp: VerifyInput) -> LayerResult:
         cfg = self.config

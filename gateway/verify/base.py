@@ -57,6 +57,7 @@ __all__ = [
     "LayerResources",
     "LayerResult",
     "LayerUnavailable",
+    "Preparing",
     "VerifyInput",
 ]
 
@@ -198,3 +199,18 @@ class Layer(Protocol):
     Config: ClassVar[type[LayerConfig]]
 
     async def verify(self, inp: VerifyInput) -> LayerResult: ...
+
+
+@runtime_checkable
+class Preparing(Protocol):
+    """A layer that can do its context-side work before the answer exists.
+
+    For an inline policy the engine calls ``prepare`` once the request has gone
+    upstream, so the work overlaps the upstream's generation instead of adding to
+    the verification's latency; ``verify`` later gets the same
+    :class:`~gateway.context.GroundingContext` (whose ``memo`` holds what ``prepare``
+    built). Synchronous, CPU-only, must not raise for any context, and must leave
+    ``verify``'s result unchanged (only its cost may change).
+    """
+
+    def prepare(self, context: GroundingContext) -> None: ...

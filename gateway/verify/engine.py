@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from gateway.asgi import send_bytes
 from gateway.audit import AuditSink, open_audit_sink
-from gateway.context import extract_context, message_text
+from gateway.context import GroundingContext, extract_context, message_text
 from gateway.corpus import CorpusError, load_corpus
 from gateway.errors import UpstreamError
 from gateway.judge import create_judge
@@ -52,7 +52,7 @@ from gateway.shadow import ShadowJob, ShadowQueue
 from gateway.telemetry import RequestTrace, Telemetry, redact_secrets
 from gateway.types import RequestInfo
 from gateway.verify.actions import answer_text, band_action
-from gateway.verify.base import Judge, Layer, LayerResources, VerifyInput
+from gateway.verify.base import Judge, Layer, LayerResources, Preparing, VerifyInput
 from gateway.verify.outcome import CandidateOutcome, Outcome, Verification
 from gateway.verify.pipeline import Budget, min_confidence_for, run_pipeline
 from gateway.verify.streaming import is_sse, relay_accumulating
@@ -67,6 +67,8 @@ log = logging.getLogger("gateway.engine")
 
 _NOOP_DECISION = RequestTrace.decision
 _NOOP_COUNT = Telemetry.count
+_PREPARED = "verity.prepared"
+"""``ChatExchange.extra`` key of :meth:`VerityEngine.prepare`'s (policy, task)."""
 
 Headers = list[tuple[bytes, bytes]]
 
@@ -202,8 +204,9 @@ class VerityEngine:
         if not text and calls_only(completion):  # a tool call: no text to verify
             return _not_verified(policy, "not verified: the answer is tool calls only")
         messages = x.payload.get("messages") or []
-        corpus = self.corpus(policy)
-        context = extract_context(messages, policy.spec.context, corpus)
+        context = await self._prepared_context(policy, x)
+        if context is None:
+            context = extract_context(messages, policy.spec.context, self.corpus(policy))
         inp = VerifyInput(messages=messages, response_text=text,
                           context=context, model=x.info.model, metadata=x.info.metadata)
         v = await run_pipeline(policy, inp, layer_for=self.layer_factory(policy),
@@ -212,6 +215,53 @@ class VerityEngine:
         if n > 1:  # n > 1: the verdict is choice 0's alone (docs/policies.md, Runtime)
             v.note = f"only choice 0 verified; choices 1-{n - 1} of n={n} were not"
         return v
+
+    def prepare(self, policy: Policy, x: ChatExchange) -> None:
+        """Start the context-side work of ``policy``'s layers (:class:`Preparing`) now,
+        to overlap the upstream call; :meth:`verify` picks the result up.
+
+        Call it just before the request goes upstream: the task first runs at the
+        handler's first suspension, which for a pooled connection is after the
+        request has been written (waiting for the answer). Never fails the request:
+        any error leaves :meth:`verify` to extract the context itself.
+        """
+        layer_for = self.layer_factory(policy)
+        try:
+            preparing = [layer for rl in policy.layers
+                         if isinstance(layer := layer_for(rl), Preparing)]
+        except Exception:  # noqa: BLE001 - an optimization must not fail the request
+            log.exception("policy %r: preparing its layers failed", policy.name)
+            return
+        if not preparing:
+            return
+        messages = x.payload.get("messages") or []
+
+        async def run() -> GroundingContext | None:
+            try:
+                context = extract_context(messages, policy.spec.context, self.corpus(policy))
+                for layer in preparing:
+                    layer.prepare(context)
+            except Exception:  # noqa: BLE001 - verify() then starts from scratch
+                log.exception("policy %r: preparing the context failed", policy.name)
+                return None
+            return context
+
+        x.extra[_PREPARED] = (policy, asyncio.get_running_loop().create_task(run()))
+
+    async def _prepared_context(self, policy: Policy,
+                                x: ChatExchange) -> GroundingContext | None:
+        got = x.extra.get(_PREPARED)
+        if got is None or got[0] is not policy:
+            return None
+        result: GroundingContext | None = await got[1]
+        return result
+
+    @staticmethod
+    def discard_prepared(x: ChatExchange) -> None:
+        """Cancel a preparation that has not started (the request ended early)."""
+        got = x.extra.pop(_PREPARED, None)
+        if got is not None and not got[1].done():
+            got[1].cancel()
 
     def new_outcome(self, policy: Policy, x: ChatExchange, mode: str) -> Outcome:
         return Outcome(policy=policy.name, policy_version=policy.version, mode=mode,

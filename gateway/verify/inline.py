@@ -56,12 +56,18 @@ Headers = list[tuple[bytes, bytes]]
 
 
 async def handle(engine: VerityEngine, proxy: Proxy, x: ChatExchange, plan: Selection) -> None:
-    if not x.stream:
-        await _non_stream(engine, proxy, x, plan)
-    elif plan.policy.spec.streaming == "buffer":
-        await _buffer(engine, proxy, x, plan)
-    else:
-        await _passthrough(engine, proxy, x, plan)
+    # The layers' context-side work (e.g. indexing the grounding documents) runs while
+    # the upstream generates the answer, not after it.
+    engine.prepare(plan.policy, x)
+    try:
+        if not x.stream:
+            await _non_stream(engine, proxy, x, plan)
+        elif plan.policy.spec.streaming == "buffer":
+            await _buffer(engine, proxy, x, plan)
+        else:
+            await _passthrough(engine, proxy, x, plan)
+    finally:
+        engine.discard_prepared(x)
 
 
 # ---- shared ------------------------------------------------------------------------------
