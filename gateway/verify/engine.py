@@ -68,7 +68,10 @@ log = logging.getLogger("gateway.engine")
 _NOOP_DECISION = RequestTrace.decision
 _NOOP_COUNT = Telemetry.count
 _PREPARED = "verity.prepared"
-"""``ChatExchange.extra`` key of :meth:`VerityEngine.prepare`'s (policy, task)."""
+"""``ChatExchange.extra`` key of :meth:`VerityEngine.prepare`'s (policy, task, start event)."""
+_PREPARE_AFTER_S = 0.001
+"""A preparation starts this long after it is scheduled (the request is written to
+the upstream by then), or as soon as the answer arrives, whichever is first."""
 
 Headers = list[tuple[bytes, bytes]]
 
@@ -220,10 +223,12 @@ class VerityEngine:
         """Start the context-side work of ``policy``'s layers (:class:`Preparing`) now,
         to overlap the upstream call; :meth:`verify` picks the result up.
 
-        Call it just before the request goes upstream: the task first runs at the
-        handler's first suspension, which for a pooled connection is after the
-        request has been written (waiting for the answer). Never fails the request:
-        any error leaves :meth:`verify` to extract the context itself.
+        Call it just before the request goes upstream. The work starts
+        ``_PREPARE_AFTER_S`` later (by then a pooled connection has written the
+        request: aiohttp writes a body from a task of its own, which a preparation
+        started at once would hold back) or when :meth:`verify` needs it, whichever is
+        first. Never fails the request: any error leaves :meth:`verify` to extract the
+        context itself.
         """
         layer_for = self.layer_factory(policy)
         try:
@@ -235,8 +240,15 @@ class VerityEngine:
         if not preparing:
             return
         messages = x.payload.get("messages") or []
+        go = asyncio.Event()
 
         async def run() -> GroundingContext | None:
+            # Let the request go out first: aiohttp writes the body from a task of its
+            # own, queued after this one; starting at once would hold it back for the
+            # whole preparation. verify() sets ``go`` when the answer is already here.
+            with suppress(TimeoutError):
+                async with asyncio.timeout(_PREPARE_AFTER_S):
+                    await go.wait()
             try:
                 context = extract_context(messages, policy.spec.context, self.corpus(policy))
                 for layer in preparing:
@@ -246,13 +258,14 @@ class VerityEngine:
                 return None
             return context
 
-        x.extra[_PREPARED] = (policy, asyncio.get_running_loop().create_task(run()))
+        x.extra[_PREPARED] = (policy, asyncio.get_running_loop().create_task(run()), go)
 
     async def _prepared_context(self, policy: Policy,
                                 x: ChatExchange) -> GroundingContext | None:
         got = x.extra.get(_PREPARED)
         if got is None or got[0] is not policy:
             return None
+        got[2].set()  # not started yet: start now, the answer is waiting
         result: GroundingContext | None = await got[1]
         return result
 
