@@ -36,9 +36,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import bench_layers  # noqa: E402
 import openai  # noqa: E402
 
-import bench_layers  # noqa: E402
 from gateway.app import create_app  # noqa: E402
 from gateway.scripted import ScriptedUpstream  # noqa: E402
 from gateway.servers import ServerThread  # noqa: E402
