@@ -79,11 +79,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--upstream-ms", type=float, default=50.0)
     ap.add_argument("--text", choices=("synthetic", "news"), default="synthetic")
     ap.add_argument("--data", type=Path, default=bench_layers.DATA)
+    ap.add_argument("--context-words", type=int, default=10_000)
+    ap.add_argument("--answer-words", type=int, default=1_000)
     args = ap.parse_args(argv)
     if args.text == "news":
-        context, answer = bench_layers.news_request(args.data, 10_000, 1_000)
+        context, answer = bench_layers.news_request(args.data, args.context_words,
+                                                    args.answer_words)
     else:
-        context, answer = bench_layers.make_request(10_000, 1_000)
+        context, answer = bench_layers.make_request(args.context_words, args.answer_words)
     messages = [{"role": "system", "content": context},
                 {"role": "user", "content": "Summarize the records above."}]
     upstream = ScriptedUpstream(default_reply=answer, latency_ms=args.upstream_ms, record=False)
@@ -98,18 +101,21 @@ def main(argv: list[str] | None = None) -> int:
         clients = {r: stack.enter_context(openai.OpenAI(base_url=urls[r] + "/v1", api_key="x",
                                                         max_retries=0, timeout=60))
                    for r in runs}
-        for i in range(args.requests + 5):  # 5 warm-up rounds, not recorded
-            for r in runs:
-                VerityEngine.prepare = (  # type: ignore[method-assign]
-                    prepare if r != "inline, no prepare" else (lambda self, policy, x: None))
-                t0 = time.perf_counter()
-                resp = clients[r].chat.completions.create(model="scripted-small",
-                                                          messages=messages)  # type: ignore[arg-type]
-                elapsed = (time.perf_counter() - t0) * 1e3
-                assert resp.choices[0].message.content == answer
-                if i >= 5:
-                    times[r].append(elapsed)
-        VerityEngine.prepare = prepare  # type: ignore[method-assign]
+        try:
+            for i in range(args.requests + 5):  # 5 warm-up rounds, not recorded
+                for r in runs:
+                    VerityEngine.prepare = (  # type: ignore[method-assign]
+                        prepare if r != "inline, no prepare" else (lambda self, policy, x: None))
+                    t0 = time.perf_counter()
+                    resp = clients[r].chat.completions.create(
+                        model="scripted-small", messages=messages)  # type: ignore[arg-type]
+                    elapsed = (time.perf_counter() - t0) * 1e3
+                    if resp.choices[0].message.content != answer:
+                        raise SystemExit(f"{r}: the answer came back changed")
+                    if i >= 5:
+                        times[r].append(elapsed)
+        finally:
+            VerityEngine.prepare = prepare  # type: ignore[method-assign]
     base50, base99 = pct(times["direct"], 50), pct(times["direct"], 99)
     print(f"{args.text} text, upstream {args.upstream_ms:.0f} ms, {args.requests} requests each")
     print(f"{'':20} {'p50 ms':>8} {'p99 ms':>8} {'added p50':>10} {'added p99':>10}")

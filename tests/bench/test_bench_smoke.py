@@ -74,3 +74,21 @@ def test_percentile_is_nearest_rank() -> None:
     assert loadgen.percentile(values, 50) == 50.0
     assert loadgen.percentile(values, 99) == 99.0
     assert loadgen.percentile([], 50) is None
+
+
+def test_layer_benchmarks_run_on_both_texts(capsys: pytest.CaptureFixture[str]) -> None:
+    """bench_layers and bench_grounding_e2e run end to end (tiny sizes; no timings read)."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        layers = _load("bench_layers")
+        e2e = _load("bench_grounding_e2e")
+        assert layers.main(["--iterations", "3", "--context-words", "400",
+                            "--answer-words", "80", "--no-gc-freeze"]) == 0
+        texts = ["synthetic"] + (["news"] if layers.DATA.exists() else [])
+        for text in texts:
+            assert e2e.main(["--requests", "2", "--upstream-ms", "0", "--text", text,
+                             "--context-words", "400", "--answer-words", "80"]) == 0
+    finally:
+        sys.path.remove(str(BENCH))
+    out = capsys.readouterr().out
+    assert "all three, cold" in out and out.count("inline, no prepare") == len(texts)
