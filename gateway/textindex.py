@@ -114,6 +114,7 @@ class _WordInfo:
 
 
 _NO_INFO = _WordInfo(0, 0.0, [], frozenset())
+_NO_POSTING: list[int] = []  # never mutated
 
 
 @dataclass(slots=True)
@@ -131,6 +132,8 @@ class TextIndex:
     _facts: Facts | None = None
     _negated: dict[int, bool] = field(default_factory=dict)
     _ranges: dict[tuple[int, int], RangeFacts] = field(default_factory=dict)
+    _all_postings: bool = False
+    """Every word's posting is in ``_postings`` (:meth:`prefetch_all`)."""
     _infos: dict[str, _WordInfo] = field(default_factory=dict)
     """Form -> its posting, as a set too, and IDF weight (for :meth:`best_matches`)."""
 
@@ -204,6 +207,8 @@ class TextIndex:
         a word not in the text)."""
         got = self._postings.get(form)
         if got is None:
+            if self._all_postings:
+                return _NO_POSTING
             self.prefetch((form,))
             got = self._postings[form]
         return got
@@ -211,6 +216,8 @@ class TextIndex:
     def prefetch(self, forms: Iterable[str]) -> None:
         """Find the postings of ``forms`` in one pass over the sentences (the cost of
         one :meth:`posting` call for all of them)."""
+        if self._all_postings:
+            return
         known = self._postings
         need = {f for f in forms if f not in known}
         if not need:
@@ -223,11 +230,28 @@ class TextIndex:
                     found[form].append(sid)
         known.update(found)
 
+    def prefetch_all(self) -> None:
+        """Find the postings of every word now (work that needs no answer: the gateway
+        does it while the upstream answers), so :meth:`prefetch` has nothing left to do."""
+        if self._all_postings:
+            return
+        postings: dict[str, list[int]] = {}
+        for sid, sentence in enumerate(self.sentences):
+            for tok in sentence.tokens - STOPWORDS:
+                got = postings.get(tok)
+                if got is None:
+                    postings[tok] = [sid]
+                else:
+                    got.append(sid)
+        postings.update(self._postings)  # the same lists (empty for stopwords)
+        self._postings = postings
+        self._all_postings = True
+
     def _add_infos(self, forms: list[str]) -> None:
         self.prefetch(forms)
         n = len(self.sentences)
         for form in forms:
-            posting = self._postings[form]
+            posting = self.posting(form)
             self._infos[form] = _WordInfo(len(posting), log((n + 1) / len(posting)) + 1.0,
                                           posting, frozenset(posting)) if posting else _NO_INFO
 

@@ -412,9 +412,12 @@ class GroundingLayer:
         self._indexes = IndexCache(config.index_cache_chars)
 
     def prepare(self, context: GroundingContext) -> None:
-        """Index the context (numbers and dates included) before the answer arrives."""
+        """Index the context (numbers, dates and every word's posting included) before
+        the answer arrives."""
         if context and context.text.strip():
-            context_index(context, self._indexes).facts()
+            index = context_index(context, self._indexes)
+            index.facts()
+            index.prefetch_all()
 
     async def verify(self, inp: VerifyInput) -> LayerResult:
         cfg = self.config

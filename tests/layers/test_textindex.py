@@ -162,3 +162,15 @@ def test_answer_values_are_found_once_over_the_whole_answer() -> None:
     assert len(got) == 4 and got[1].dates == () and [q.value for q in got[2].numbers] == [
         12.0, 3.5e6]
     assert extract_entities(answer, got) == extract_entities(answer)
+
+
+def test_prefetch_all_equals_postings_found_on_demand() -> None:
+    index = build_index(DOCS)
+    index.prefetch(["team", "the"])  # some found before: kept
+    index.prefetch_all()
+    eager = _eager_postings(DOCS)
+    assert {w: p for w, p in index._postings.items() if p} == eager
+    assert index.posting("the") == [] and index.posting("never-seen") == []
+    assert "never-seen" not in index._postings  # no pass, no entry: all are known
+    words = {"johnson", "born", "games", "million", "revenue"}
+    assert index.best_matches(words, 3) == build_index(DOCS).best_matches(words, 3)
