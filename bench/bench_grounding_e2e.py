@@ -52,7 +52,7 @@ layers:
   - {name: grounding, config: {index_cache_chars: 0}}
   - {name: claims}
   - {name: citations}
-actions: {fail: {type: flag}}
+actions: {marginal: {type: flag}, fail: {type: flag}}  # the answer is delivered unchanged
 """
 
 
@@ -83,10 +83,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--answer-words", type=int, default=1_000)
     args = ap.parse_args(argv)
     if args.text == "news":
-        context, answer = bench_layers.news_request(args.data, args.context_words,
-                                                    args.answer_words)
+        context, [answer] = bench_layers.news_request(args.data, args.context_words,
+                                                      args.answer_words)
     else:
-        context, answer = bench_layers.make_request(args.context_words, args.answer_words)
+        context, [answer] = bench_layers.make_request(args.context_words, args.answer_words)
     messages = [{"role": "system", "content": context},
                 {"role": "user", "content": "Summarize the records above."}]
     upstream = ScriptedUpstream(default_reply=answer, latency_ms=args.upstream_ms, record=False)
