@@ -408,7 +408,9 @@ class AnswerSentence:
     entities: tuple[Span, ...]
     """``entity_candidates(span.text)`` (offsets relative to the sentence)."""
     dates: tuple[DateRef, ...] = ()
-    """The answer's dates that start in this sentence (offsets into the answer)."""
+    """The answer's dates that start in this sentence (offsets into the answer). Found
+    over the whole answer, so not always the sentence's own: one may run into the next
+    sentence ("in May. 5 people" holds the date "May. 5")."""
     numbers: tuple[Quantity, ...] = ()
     """The answer's numbers that start in this sentence (offsets into the answer)."""
 

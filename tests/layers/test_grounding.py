@@ -9,8 +9,9 @@ import pytest
 from pydantic import ValidationError
 
 from gateway.context import Document, GroundingContext
-from gateway.layers.grounding import GroundingConfig, GroundingLayer
+from gateway.layers.grounding import GroundingConfig, GroundingLayer, check_answer, check_sentence
 from gateway.textindex import INDEX_KEY, IndexCache, TextIndex, build_index
+from gateway.textutil import split_sentences
 from gateway.verify.base import LayerResources, LayerResult, VerifyInput
 from gateway.verify.registry import resolve
 
@@ -289,3 +290,25 @@ def test_a_contradiction_is_strong_evidence_beyond_any_allowance() -> None:
     ctx = "The stadium holds 72,000 spectators."
     r = run("The stadium holds 85,000 spectators.", context=ctx)
     assert not r.passed and r.score < 0.2
+
+
+@pytest.mark.parametrize("answer", [
+    "The storm hit the town in May. 5 people died in the storm.",  # "May. 5" across the edge
+    "Revenue was 30\n\npercent of it went away.",  # the next sentence's unit
+    "Andre Johnson was born on July 11,\n1981 in Texas.",  # a date split across sentences
+])
+def test_each_sentence_is_checked_on_its_own_values(answer: str) -> None:
+    """The layer checks each sentence's own dates and numbers (as ``check_sentence``
+    does), not the whole answer's values assigned to sentences by start offset."""
+    context = "The storm hit the town in May 2019. Seven people died in the storm."
+    ctx = build_index([("ctx", context)])
+    cfg = GroundingConfig()
+    _, checks = check_answer(answer, ctx, None, cfg)
+    assert checks == [check_sentence(s.text, ctx, None, cfg) for s in split_sentences(answer)]
+
+
+def test_a_wrong_number_after_a_month_ending_a_sentence_is_caught() -> None:
+    context = "The storm hit the town in May 2019. Seven people died in the storm."
+    result = run("The storm hit the town in May. 5 people died in the storm.", context)
+    assert not result.passed
+    assert result.failed_claims == ["5 people died in the storm."]
