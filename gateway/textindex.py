@@ -207,7 +207,7 @@ class TextIndex:
         a word not in the text)."""
         got = self._postings.get(form)
         if got is None:
-            if self._all_postings:
+            if self._all_postings or form not in self.vocab:
                 return _NO_POSTING
             self.prefetch((form,))
             got = self._postings[form]
@@ -219,10 +219,12 @@ class TextIndex:
         if self._all_postings:
             return
         known = self._postings
-        need = {f for f in forms if f not in known}
+        # Only words of the text get an entry: a cached index shared by many requests
+        # must not grow with every word some answer happened to use.
+        need = {f for f in forms if f not in known} & self.vocab
         if not need:
             return
-        wanted = (need & self.vocab) - STOPWORDS
+        wanted = need - STOPWORDS
         found: dict[str, list[int]] = {f: [] for f in need}
         if wanted:
             for sid, sentence in enumerate(self.sentences):
