@@ -362,7 +362,8 @@ class IndexCache:
     the same documents and system prompts constantly).
 
     Keyed by a digest of the documents' ids and texts; bounded by the number of
-    characters indexed (an index costs about 35 bytes per character of context).
+    characters indexed (an index costs about 25 bytes per character of context when
+    built, 30–35 once prepared, up to about 50 as answers fill its per-word memos).
     An index only ever fills its memos (facts, negation), deterministically, so one
     may serve many requests. Not thread-safe: layers run on the event loop. Owned by a layer
     instance, never module-level.
