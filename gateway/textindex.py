@@ -411,16 +411,14 @@ class AnswerSentence:
     entities: tuple[Span, ...]
     """``entity_candidates(span.text)`` (offsets relative to the sentence)."""
     dates: tuple[DateRef, ...] = ()
-    """The answer's dates that start in this sentence (offsets into the answer). Found
-    over the whole answer, so not always the sentence's own: one may run into the next
-    sentence ("in May. 5 people" holds the date "May. 5")."""
+    """``extract_dates(span.text)``: the sentence's own dates (offsets relative to it)."""
     numbers: tuple[Quantity, ...] = ()
-    """The answer's numbers that start in this sentence (offsets into the answer)."""
+    """``extract_numbers(span.text, dates)`` (offsets relative to the sentence)."""
 
 
 class AnalyzedAnswer(list[AnswerSentence]):
-    """What :func:`analyze_answer` returns: the sentences, plus the whole answer's
-    dates and numbers (in text order) for the layers that read them over the text."""
+    """What :func:`analyze_answer` returns: the sentences, plus all their dates and
+    numbers with offsets into the answer (in text order)."""
 
     __slots__ = ("dates", "numbers", "text")
 
@@ -435,26 +433,25 @@ class AnalyzedAnswer(list[AnswerSentence]):
 def analyze_answer(answer: str) -> AnalyzedAnswer:
     """The sentences of ``answer`` with their entity candidates, dates and numbers.
 
-    Dates and numbers are found over the whole answer once (``extract_dates`` /
-    ``extract_numbers``, as the ``claims`` layer reads them) and each goes to the
-    sentence it starts in, so concatenating the sentences' values gives the
-    whole-answer lists in text order.
+    Dates and numbers are found sentence by sentence, so none spans two sentences
+    (over the whole text "in May. 5 people died" would read as the date "May. 5" and
+    lose the number). :class:`AnalyzedAnswer` also lists them with answer offsets,
+    in text order, for layers that read the answer as one text (``claims``).
     """
-    spans = split_sentences(answer)
-    dates = extract_dates(answer)
-    numbers = extract_numbers(answer, dates)
-    starts = [s.start for s in spans]
-    by_date: list[list[DateRef]] = [[] for _ in spans]
-    by_number: list[list[Quantity]] = [[] for _ in spans]
-    if spans:
-        for d in dates:
-            by_date[max(0, bisect_right(starts, d.start) - 1)].append(d)
-        for q in numbers:
-            by_number[max(0, bisect_right(starts, q.start) - 1)].append(q)
-    return AnalyzedAnswer(
-        answer, (AnswerSentence(s, tuple(entity_candidates(s.text)), tuple(ds), tuple(qs))
-                 for s, ds, qs in zip(spans, by_date, by_number, strict=True)),
-        dates, numbers)
+    sentences: list[AnswerSentence] = []
+    dates: list[DateRef] = []
+    numbers: list[Quantity] = []
+    for s in split_sentences(answer):
+        ds = extract_dates(s.text)
+        qs = extract_numbers(s.text, ds)
+        sentences.append(AnswerSentence(s, tuple(entity_candidates(s.text)), tuple(ds),
+                                        tuple(qs)))
+        base = s.start
+        dates += [DateRef(d.year, d.month, d.day, d.decade, d.text, d.start + base,
+                          d.end + base) for d in ds]
+        numbers += [Quantity(q.value, q.kind, q.unit, q.text, q.start + base, q.end + base,
+                             q.sig_digits) for q in qs]
+    return AnalyzedAnswer(answer, sentences, dates, numbers)
 
 
 def answer_sentences(context: GroundingContext, answer: str) -> AnalyzedAnswer:

@@ -240,19 +240,18 @@ def _check(
     bad_values: list[str] = []
     contradicted_value = False
     dates, numbers = sentence.dates, sentence.numbers
-    base = sentence.span.start  # their offsets are into the answer, the entities' into text
     n_values = len(dates) + len(numbers)
     for d in dates:
         if not (ctx.has_date(d) or (question is not None and question.has_date(d))):
             bad_values.append(d.text)
             if match is not None and ctx.dates_of(match.sentence) and not (
-                    not any(ch.isdigit() for ch in d.text) and _in_name(d.start - base, d.end - base, entities)):
+                    not any(ch.isdigit() for ch in d.text) and _in_name(d.start, d.end, entities)):
                 contradicted_value = True
     for q in numbers:
         if not (ctx.has_number(q) or (question is not None and question.has_number(q))):
             bad_values.append(q.text)
             if match is not None and not (
-                not any(ch.isdigit() for ch in q.text) and _in_name(q.start - base, q.end - base, entities)
+                not any(ch.isdigit() for ch in q.text) and _in_name(q.start, q.end, entities)
             ) and any(
                 n.kind == q.kind and (not q.unit or n.unit == q.unit)
                 for n in ctx.numbers_of(match.sentence)
@@ -307,17 +306,6 @@ def _negation_flip(text: str, words: set[str], ctx_text: str, ctx_negated: bool,
     return len(content_words(tokenize(ctx_text))) <= 1.5 * len(words)
 
 
-def _own_values(sentence: AnswerSentence) -> AnswerSentence:
-    """``sentence`` with the dates and numbers of its own text, as :func:`check_sentence`
-    finds them. ``analyze_answer`` assigns the whole answer's values by start offset,
-    and those differ at sentence edges: "in May. 5 people" reads as the date "May. 5",
-    "30\\n\\npercent" gives the first sentence's 30 the next one's unit."""
-    text = sentence.span.text
-    dates = extract_dates(text)
-    return AnswerSentence(Span(text, 0, len(text)), sentence.entities, tuple(dates),
-                          tuple(extract_numbers(text, dates)))
-
-
 def check_answer(
     answer: str, ctx: TextIndex, question: TextIndex | None, cfg: GroundingConfig,
     sentences: Sequence[AnswerSentence] | None = None,
@@ -337,7 +325,7 @@ def check_answer(
     ctx.prefetch(f for f in forms.values() if f is not None)
     # The question is asked only about words the context lacks or has far away.
     qforms = _LazyForms(question) if question is not None else None
-    checks = [_check(_own_values(s), t, w, ctx, forms, question, qforms, cfg)
+    checks = [_check(s, t, w, ctx, forms, question, qforms, cfg)
               for s, t, w in zip(sentences, tokens, word_sets, strict=True)]
     if not checks:
         return 1.0, []

@@ -147,22 +147,22 @@ def test_best_matches_with_resolved_forms_equal_without() -> None:
         (m.coverage for m in top), reverse=True)
 
 
-def test_answer_values_are_found_once_over_the_whole_answer() -> None:
-    """Each sentence holds the whole-answer dates/numbers that start in it; claims
-    reads the same lists whether or not it is handed the analysis."""
-    from gateway.layers.claims import extract_entities
+def test_answer_values_are_each_sentences_own() -> None:
+    """Each sentence holds extract_dates/extract_numbers of its own text; the analysis
+    also lists them all with answer offsets, in text order (what claims reads)."""
     from gateway.textindex import analyze_answer
 
     answer = ("He was born in July\n1981 in Texas. The team won 12 games and $3.5 million. "
-              "Twenty-five fans came on May 5, 2001.")
+              "The flood came in May. 5 people died.")
     got = analyze_answer(answer)
-    dates = extract_dates(answer)
-    assert [d for a in got for d in a.dates] == got.dates == dates
-    assert [q for a in got for q in a.numbers] == got.numbers == extract_numbers(answer, dates)
-    assert got[0].dates[0].text == "July\n1981"  # one date across the line break
-    assert len(got) == 4 and got[1].dates == () and [q.value for q in got[2].numbers] == [
-        12.0, 3.5e6]
-    assert extract_entities(answer, got) == extract_entities(answer)
+    for a in got:
+        dates = extract_dates(a.span.text)
+        assert list(a.dates) == dates
+        assert list(a.numbers) == extract_numbers(a.span.text, dates)
+    assert [d.text for d in got.dates] == ["1981"]  # "July" and "1981" are two sentences
+    assert [(q.text, answer[q.start:q.end]) for q in got.numbers] == [
+        ("12", "12"), ("$3.5 million", "$3.5 million"), ("5", "5")]
+    assert [d.start for d in got.dates] == [answer.index("1981")]
 
 
 def test_prefetch_all_equals_postings_found_on_demand() -> None:
