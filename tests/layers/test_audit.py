@@ -294,14 +294,17 @@ async def test_unusable_replies_are_judge_errors(upstream: ServedUpstream, judge
         await run(judge)
 
 
-async def test_no_judge_is_unavailable_and_no_context_is_skipped(
-        upstream: ServedUpstream) -> None:
+async def test_no_judge_is_unavailable_and_no_context_is_skipped() -> None:
+    # No upstream fixture: with judge=None there is no client to call anything, and the
+    # module's shared upstream may still receive a request the previous test cancelled
+    # after sending it (a sibling judge call stopped on a JudgeError) - that made this
+    # test flaky when it asserted the upstream saw nothing.
     layer = AuditLayer(AuditConfig(), LayerResources(judge=None))
     with pytest.raises(LayerUnavailable, match="judge"):
         await layer.verify(inp())
     skipped = await layer.verify(inp(context=""))
     assert skipped.skipped and skipped.passed and skipped.credit_score is None
-    assert upstream.requests == []
+    assert skipped.judge_calls == 0
 
 
 def test_config_is_strict() -> None:
