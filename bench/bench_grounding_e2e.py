@@ -7,6 +7,8 @@ scripted upstream, which waits ``--upstream-ms`` before answering (a model's
 generation time). Three runs, interleaved request by request so drift hits all alike:
 
 - ``direct`` — SDK straight to the scripted upstream;
+- ``gateway, no policy`` — through the gateway with no policy (pass-through: what
+  relaying this large request costs without any verification);
 - ``inline`` — through the gateway, policy ``mode: inline`` with the three layers:
   the context is indexed while the upstream answers (``VerityEngine.prepare``);
 - ``inline, no prepare`` — the same with ``prepare`` switched off in this process,
@@ -61,10 +63,11 @@ def pct(samples: list[float], q: int) -> float:
 
 
 @contextmanager
-def gateway(upstream_url: str, workdir: Path, name: str) -> Iterator[str]:
+def gateway(upstream_url: str, workdir: Path, name: str, policy: bool = True) -> Iterator[str]:
     policies = workdir / f"policies-{name}"
     policies.mkdir()
-    (policies / "bench.yaml").write_text(POLICY, encoding="utf-8")
+    if policy:
+        (policies / "bench.yaml").write_text(POLICY, encoding="utf-8")
     settings = load_settings(environ={}, overrides={
         "upstreams": [{"name": "scripted", "base_url": upstream_url + "/v1"}],
         "policies_dir": str(policies), "audit": {"path": str(workdir / f"{name}.jsonl")},
@@ -91,11 +94,13 @@ def main(argv: list[str] | None = None) -> int:
                 {"role": "user", "content": "Summarize the records above."}]
     upstream = ScriptedUpstream(default_reply=answer, latency_ms=args.upstream_ms, record=False)
     prepare = VerityEngine.prepare
-    runs = ("direct", "inline", "inline, no prepare")
+    runs = ("direct", "gateway, no policy", "inline", "inline, no prepare")
     times: dict[str, list[float]] = {r: [] for r in runs}
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         up = stack.enter_context(ServerThread(upstream))
         urls = {"direct": up.url,
+                "gateway, no policy": stack.enter_context(gateway(up.url, Path(tmp), "pt",
+                                                                  policy=False)),
                 "inline": stack.enter_context(gateway(up.url, Path(tmp), "inline")),
                 "inline, no prepare": stack.enter_context(gateway(up.url, Path(tmp), "np"))}
         clients = {r: stack.enter_context(openai.OpenAI(base_url=urls[r] + "/v1", api_key="x",
