@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, cast
 
-from gateway.quantities import DateRef, Quantity, _classes, _dates, _numbers, _runs
+from gateway._quantity_scan import _classes, _runs
+from gateway.quantities import DateRef, Quantity, _dates, _numbers
 
 __all__ = ["NO_FACTS", "DocText", "Facts", "RangeFacts", "scan_facts"]
 
