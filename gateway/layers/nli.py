@@ -25,6 +25,10 @@ entails it). ``failed_claims`` are those hypotheses. No context (or no resolvabl
 citation with ``premise: citations``), or no checkable sentence: skipped, 0.5 —
 decided before the judge is needed, so with no judge too.
 
+``prefilter: grounding`` (context premise only) sends the judge just the sentences
+the model-free grounding check does not find supported (see docs/layers.md,
+"Cascade" — cheaper, blind to what grounding wrongly supports).
+
 An unusable judge reply (not JSON, a label outside the three, a hypothesis left out)
 raises :class:`~gateway.verify.base.JudgeError`; the policy's ``on_error`` decides.
 """
@@ -48,6 +52,8 @@ from gateway.layers._judged import (
     require_judge,
 )
 from gateway.layers.citations import extract_pairs
+from gateway.layers.grounding import GroundingConfig, check_answer
+from gateway.textindex import answer_sentences, build_index, context_index
 from gateway.verify.base import (
     Evidence,
     JudgeError,
@@ -93,6 +99,11 @@ class NliConfig(LayerConfig):
     """Reply budget of one judge call."""
     use_corpus: bool = True
     """Resolve citations against the corpus too (``premise: citations`` / ``auto``)."""
+    prefilter: Literal["none", "grounding"] = "none"
+    """``grounding``: with the context premise, send the judge only the sentences the
+    model-free grounding check (default settings) does not find supported — fewer
+    judge tokens, but the sentences it does support (e.g. swapped roles built from
+    context words) are then never put to the judge."""
 
 
 @dataclass(slots=True)
@@ -152,10 +163,13 @@ class NliLayer:
         if not any(g.hypotheses for g in groups):
             why = ("no grounding context" if mode == "context" and not inp.context
                    else "no cited source resolves" if mode == "citations"
+                   else "grounding supports every checkable sentence"
+                   if self.config.prefilter == "grounding"
                    else "no checkable answer sentence")
             return LayerResult(score=NEUTRAL_SCORE, passed=True, skipped=True, label="skipped",
                                explanation=f"nothing to check: {why}",
-                               details={"premise": mode, "unresolved": unresolved})
+                               details={"premise": mode, "unresolved": unresolved,
+                                        **self._prefiltered(inp, groups, mode)})
         # Only now is the judge needed: nothing to check is skipped with or without one.
         tally = JudgeTally(require_judge(self.resources), inp.model)
         size = self.config.batch_size
@@ -167,8 +181,18 @@ class NliLayer:
                     for v in _parse(text, hyps, g.source_id)]
         result = self._result(verdicts, mode)
         result.details.update(unresolved=unresolved,
-                              truncated=any(g.truncated for g in groups))
+                              truncated=any(g.truncated for g in groups),
+                              **self._prefiltered(inp, groups, mode))
         return tally.account(result)
+
+    def _prefiltered(self, inp: VerifyInput, groups: list[_Group],
+                     mode: str) -> dict[str, int]:
+        """``{"prefiltered": n}``: checkable sentences grounding supported, not sent."""
+        if self.config.prefilter != "grounding" or mode != "context" or not inp.context:
+            return {}
+        checkable = answer_claims(inp.response_text, len(inp.response_text))
+        doubtful = _doubtful(inp)
+        return {"prefiltered": sum(1 for h in checkable if h not in doubtful)}
 
     # -- premises ----------------------------------------------------------------------
 
@@ -182,7 +206,12 @@ class NliLayer:
             unresolved = 0
         if not inp.context:
             return [], "context", unresolved
-        hyps = answer_claims(inp.response_text, cfg.max_hypotheses)
+        if cfg.prefilter == "grounding":
+            doubtful = _doubtful(inp)
+            hyps = [h for h in answer_claims(inp.response_text, len(inp.response_text))
+                    if h in doubtful][:cfg.max_hypotheses]
+        else:
+            hyps = answer_claims(inp.response_text, cfg.max_hypotheses)
         premise, cut = excerpt(inp.context.text, hyps, cfg.max_premise_chars)
         return [_Group(None, premise, hyps, cut)], "context", unresolved
 
@@ -245,6 +274,21 @@ class NliLayer:
                 {"hypothesis": v.hypothesis, "source_id": v.source_id, "label": v.label,
                  "confidence": v.confidence, "score": round(v.score, 4), "reason": v.reason}
                 for v in verdicts]})
+
+
+def _doubtful(inp: VerifyInput) -> set[str]:
+    """Answer sentences the grounding check (default settings) does not support, on
+    the request's shared context index and answer analysis (memoized per request)."""
+
+    def check() -> set[str]:
+        question = build_index([("question", inp.question)]) if inp.question else None
+        _, checks = check_answer(inp.response_text, context_index(inp.context), question,
+                                 GroundingConfig(),
+                                 answer_sentences(inp.context, inp.response_text))
+        return {c.text for c in checks if c.status != "supported"}
+
+    return inp.context.memo(  # type: ignore[no-any-return]
+        f"nli.doubtful:{inp.response_text}", check)
 
 
 def _parse(text: str, hypotheses: list[str], source_id: str | None) -> list[_Verdict]:

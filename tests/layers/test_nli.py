@@ -255,6 +255,34 @@ async def test_without_context_it_is_skipped_and_calls_nothing(
     assert judge_calls(upstream) == []
 
 
+async def test_grounding_prefilter_sends_only_unsupported_sentences(
+        upstream: ServedUpstream, judge: OpenAIJudge) -> None:
+    reply = verdicts(("contradiction", 0.9))
+    upstream.app.rules = [Rule(r"Hypotheses:.*9 million", reply)]
+    result = await layer(judge, premise="context", prefilter="grounding").verify(
+        exchange(f"{GOOD} {BAD}"))
+    (sent,) = judge_calls(upstream)
+    prompt = sent["messages"][-1]["content"]
+    assert f"1. {BAD}" in prompt and GOOD not in prompt.split("Hypotheses:")[1]
+    assert not result.passed and result.failed_claims == [BAD]
+    assert result.details["prefiltered"] == 1  # GOOD: supported by the context, not sent
+    # without the prefilter both sentences go to the judge
+    upstream.reset()
+    upstream.app.rules = [Rule(r"Hypotheses:.*9 million",
+                               verdicts(("entailment", 0.9), ("contradiction", 0.9)))]
+    full = await layer(judge, premise="context").verify(exchange(f"{GOOD} {BAD}"))
+    assert f"1. {GOOD}\n2. {BAD}" in judge_calls(upstream)[0]["messages"][-1]["content"]
+    assert "prefiltered" not in full.details
+
+
+async def test_grounding_prefilter_skips_a_fully_supported_answer_without_a_judge() -> None:
+    result = await layer(None, premise="context", prefilter="grounding").verify(
+        exchange(f"{GOOD} The Eiffel Tower was completed in 1889."))
+    assert result.skipped and result.passed and result.judge_calls == 0
+    assert result.explanation == "nothing to check: grounding supports every checkable sentence"
+    assert result.details["prefiltered"] == 2
+
+
 # -- end to end through a real gateway -----------------------------------------------------
 
 POLICY = """
