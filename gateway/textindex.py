@@ -6,15 +6,17 @@ per-request memo under :data:`INDEX_KEY`, so ``grounding``, ``claims`` and
 ``citations`` all reuse one build. :func:`build_index` indexes any texts (the
 grounding layer also indexes the user question with it).
 
-What is indexed, per sentence of every document, when the index is built:
-
-- its raw lower-cased tokens (for "does this word occur anywhere"),
-- an inverted index *content word -> sentence ids* (for "which context sentence
-  best matches this answer sentence" without comparing every pair).
+What is indexed when the index is built: each sentence of every document and its
+lower-cased tokens (for "does this word occur anywhere").
 
 What is found only when a layer first asks (the answer decides what is needed),
 then memoized on the index:
 
+- the inverted index *content word -> sentence ids* (for "which context sentence
+  best matches this answer sentence" without comparing every pair), for the words
+  an answer uses, in one pass over the sentences (:meth:`TextIndex.prefetch`), or
+  for every word ahead of the answer (:meth:`TextIndex.prefetch_all`, the gateway's
+  prepare step);
 - the numbers and dates of the documents (normalized, see
   :mod:`gateway.quantities`): scanned over whole documents, as before, but only
   once something asks :meth:`TextIndex.has_number` / ``has_date`` /
@@ -37,20 +39,12 @@ from math import log
 from cachetools import LRUCache
 
 from gateway.context import GroundingContext
-from gateway.quantities import (
-    DateRef,
-    Quantity,
-    date_matches,
-    extract_dates,
-    extract_numbers,
-    number_in,
-)
+from gateway.quantities import DateRef, Quantity, date_matches, number_in
 from gateway.textfacts import NO_FACTS, DocText, Facts, RangeFacts, scan_facts
 from gateway.textutil import (
     STOPWORDS,
     Span,
     camel_glue_positions,
-    entity_candidates,
     has_negation,
     punct_to_space,
     split_sentences,
@@ -59,17 +53,12 @@ from gateway.textutil import (
 )
 
 __all__ = [
-    "ANSWER_KEY",
     "INDEX_KEY",
-    "AnalyzedAnswer",
-    "AnswerSentence",
     "IndexCache",
     "IndexedSentence",
     "Match",
     "RangeFacts",
     "TextIndex",
-    "analyze_answer",
-    "answer_sentences",
     "build_index",
     "context_index",
 ]
@@ -79,8 +68,6 @@ RAREST_WORDS = 6
 
 INDEX_KEY = "gateway.textindex"
 """Memo key of the context index in ``GroundingContext.memo``."""
-ANSWER_KEY = "gateway.answer"
-"""Memo key prefix of :func:`answer_sentences`."""
 
 
 @dataclass(slots=True)
@@ -259,11 +246,6 @@ class TextIndex:
             self._infos[form] = _WordInfo(len(posting), log((n + 1) / len(posting)) + 1.0,
                                           posting) if posting else _NO_INFO
 
-    def best_match(self, words: Iterable[str]) -> Match | None:
-        """The sentence sharing the most IDF weight with ``words`` (content words)."""
-        top = self.best_matches(words, 1)
-        return top[0] if top else None
-
     def best_matches(self, words: Iterable[str], k: int,
                      forms: Mapping[str, str | None] | None = None) -> list[Match]:
         """The ``k`` sentences sharing the most IDF weight with ``words``, best first.
@@ -406,64 +388,6 @@ class IndexCache:
 
 def _indexed_chars(index: TextIndex) -> int:
     return max(1, sum(len(s.text) for s in index.sentences))
-
-
-@dataclass(frozen=True, slots=True)
-class AnswerSentence:
-    """One sentence of an answer, its entity candidates, dates and numbers (shared by
-    the layers)."""
-
-    span: Span
-    entities: tuple[Span, ...]
-    """``entity_candidates(span.text)`` (offsets relative to the sentence)."""
-    dates: tuple[DateRef, ...] = ()
-    """``extract_dates(span.text)``: the sentence's own dates (offsets relative to it)."""
-    numbers: tuple[Quantity, ...] = ()
-    """``extract_numbers(span.text, dates)`` (offsets relative to the sentence)."""
-
-
-class AnalyzedAnswer(list[AnswerSentence]):
-    """What :func:`analyze_answer` returns: the sentences, plus all their dates and
-    numbers with offsets into the answer (in text order)."""
-
-    __slots__ = ("dates", "numbers", "text")
-
-    def __init__(self, text: str, sentences: Iterable[AnswerSentence],
-                 dates: list[DateRef], numbers: list[Quantity]) -> None:
-        super().__init__(sentences)
-        self.text = text
-        self.dates = dates
-        self.numbers = numbers
-
-
-def analyze_answer(answer: str) -> AnalyzedAnswer:
-    """The sentences of ``answer`` with their entity candidates, dates and numbers.
-
-    Dates and numbers are found sentence by sentence, so none spans two sentences
-    (over the whole text "in May. 5 people died" would read as the date "May. 5" and
-    lose the number). :class:`AnalyzedAnswer` also lists them with answer offsets,
-    in text order, for layers that read the answer as one text (``claims``).
-    """
-    sentences: list[AnswerSentence] = []
-    dates: list[DateRef] = []
-    numbers: list[Quantity] = []
-    for s in split_sentences(answer):
-        ds = extract_dates(s.text)
-        qs = extract_numbers(s.text, ds)
-        sentences.append(AnswerSentence(s, tuple(entity_candidates(s.text)), tuple(ds),
-                                        tuple(qs)))
-        base = s.start
-        dates += [DateRef(d.year, d.month, d.day, d.decade, d.text, d.start + base,
-                          d.end + base) for d in ds]
-        numbers += [Quantity(q.value, q.kind, q.unit, q.text, q.start + base, q.end + base,
-                             q.sig_digits) for q in qs]
-    return AnalyzedAnswer(answer, sentences, dates, numbers)
-
-
-def answer_sentences(context: GroundingContext, answer: str) -> AnalyzedAnswer:
-    """:func:`analyze_answer`, once per request (``grounding`` and ``claims`` both need it)."""
-    return context.memo(f"{ANSWER_KEY}:{answer}",  # type: ignore[no-any-return]
-                        lambda: analyze_answer(answer))
 
 
 def context_index(context: GroundingContext, cache: IndexCache | None = None) -> TextIndex:

@@ -37,6 +37,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
+from gateway.answer import AnalyzedAnswer, AnswerSentence, analyze_answer, answer_sentences
 from gateway.layers._claim_scan import (
     _DURATION,
     _HEDGE,
@@ -61,7 +62,6 @@ from gateway.layers._claim_scan import _SPANNING_ENDS as _SPANNING_ENDS
 from gateway.layers._claim_scan import _SPANNING_WORDS as _SPANNING_WORDS
 from gateway.layers._claim_scan import _WORD_UNITS as _WORD_UNITS
 from gateway.quantities import extract_dates, extract_numbers
-from gateway.textindex import AnalyzedAnswer, AnswerSentence, analyze_answer, answer_sentences
 from gateway.textutil import Span, entity_candidates, split_sentences
 from gateway.verify.base import Evidence, LayerConfig, LayerResources, LayerResult, VerifyInput
 

@@ -53,17 +53,10 @@ from typing import ClassVar
 
 from pydantic import Field
 
+from gateway.answer import AnswerSentence, analyze_answer, answer_sentences
 from gateway.context import GroundingContext
 from gateway.quantities import extract_dates, extract_numbers
-from gateway.textindex import (
-    AnswerSentence,
-    IndexCache,
-    TextIndex,
-    analyze_answer,
-    answer_sentences,
-    build_index,
-    context_index,
-)
+from gateway.textindex import IndexCache, TextIndex, build_index, context_index
 from gateway.textutil import (
     Span,
     content_words,

@@ -41,6 +41,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
+from gateway.answer import answer_sentences
 from gateway.context import Document
 from gateway.layers._citation_pairs import candidates, doc_keys, norm
 from gateway.layers._judged import (
@@ -53,7 +54,7 @@ from gateway.layers._judged import (
 )
 from gateway.layers.citations import extract_pairs
 from gateway.layers.grounding import GroundingConfig, check_answer
-from gateway.textindex import answer_sentences, build_index, context_index
+from gateway.textindex import build_index, context_index
 from gateway.verify.base import (
     Evidence,
     JudgeError,

@@ -17,6 +17,7 @@ import re
 
 import pytest
 
+from gateway.answer import AnswerSentence, analyze_answer
 from gateway.context import GroundingContext
 from gateway.layers import claims
 from gateway.layers.claims import (
@@ -30,7 +31,6 @@ from gateway.layers.claims import (
     extract_entities,
 )
 from gateway.quantities import extract_dates, extract_numbers
-from gateway.textindex import AnswerSentence, analyze_answer
 from gateway.textutil import Span, entity_candidates, split_sentences
 from gateway.verify.base import Evidence, LayerResources, LayerResult, VerifyInput
 

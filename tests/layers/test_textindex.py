@@ -82,8 +82,8 @@ def test_range_facts_cover_only_their_sentences_and_are_memoized() -> None:
 
 
 def test_answer_sentences_are_analyzed_once_per_request() -> None:
+    from gateway.answer import analyze_answer, answer_sentences
     from gateway.context import GroundingContext
-    from gateway.textindex import analyze_answer, answer_sentences
     from gateway.textutil import entity_candidates
 
     answer = "Andre Johnson played for the Houston Texans. He was born in 1981."
@@ -150,7 +150,7 @@ def test_best_matches_with_resolved_forms_equal_without() -> None:
 def test_answer_values_are_each_sentences_own() -> None:
     """Each sentence holds extract_dates/extract_numbers of its own text; the analysis
     also lists them all with answer offsets, in text order (what claims reads)."""
-    from gateway.textindex import analyze_answer
+    from gateway.answer import analyze_answer
 
     answer = ("He was born in July\n1981 in Texas. The team won 12 games and $3.5 million. "
               "The flood came in May. 5 people died.")
