@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import itertools
 import json
 import random
 import statistics
@@ -231,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         for layer in layers:
             run(layer, inp)
 
-    turn = iter(range(1 << 60))
+    turn = itertools.count()
 
     def next_answer() -> VerifyInput:
         return new_input(answers[next(turn) % len(answers)])
