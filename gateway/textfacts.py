@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from gateway._quantity_scan import _classes, _runs
-from gateway.quantities import DateRef, Quantity, _dates, _numbers
+from gateway.quantities import _WORD_HINT, DateRef, Quantity, _dates, _numbers
 
 __all__ = ["NO_FACTS", "DocText", "Facts", "RangeFacts", "scan_facts"]
 
@@ -102,7 +102,6 @@ def _assign(doc: DocText, values: list[Quantity] | list[DateRef], which: int,
 
 
 def _maybe_spelled(text: str) -> bool:
-    low = text.lower()
-    return any(w in low for w in ("two", "three", "four", "five", "six", "seven", "eight",
-                                   "nine", "ten", "twelve", "twenty", "dozen", "hundred",
-                                   "thousand", "million", "billion"))
+    """Whether ``text`` may hold a spelled-out number: every number word the scan keeps
+    contains one of the quantities module's hints ("thirt", "fort", "eleven", …)."""
+    return _WORD_HINT.search(text.lower()) is not None

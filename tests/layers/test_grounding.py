@@ -312,3 +312,15 @@ def test_a_wrong_number_after_a_month_ending_a_sentence_is_caught() -> None:
     result = run("The storm hit the town in May. 5 people died in the storm.", context)
     assert not result.passed
     assert result.failed_claims == ["5 people died in the storm."]
+
+
+@pytest.mark.parametrize("number", ["thirteen", "eleven", "forty", "fifteen", "thirty-one",
+                                    "a trillion", "zero"])
+def test_spelled_number_in_a_digit_free_context_supports_the_same_number(number: str) -> None:
+    # A context without a digit used to be scanned for numbers only when it held one of
+    # a few number words, so "thirteen" in the answer found no "thirteen" in the context.
+    context = f"The old keeper looked after {number} lighthouses along the northern coast."
+    r = run(f"The keeper looked after {number} lighthouses.", context=context)
+    assert r.evidence[0].status == "supported", r.evidence[0].reason
+    wrong = run("The keeper looked after twelve lighthouses.", context=context)
+    assert wrong.evidence[0].status != "supported"
