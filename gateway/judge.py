@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -86,8 +86,7 @@ class _CachingJudge:
             hit = self._cache.get(key)
             if hit is not None:
                 return JudgeReply(texts=list(hit.texts), cost=0.0, cached=True, model=hit.model)
-        async with self._sem:
-            reply = await self._call(list(messages), name, temperature, max_tokens, n)
+        reply = await self._call(list(messages), name, temperature, max_tokens, n)
         del reply.texts[n:]  # some servers return more choices than asked: n means n
         reply.cost = self._price(reply.input_tokens, reply.output_tokens)
         if key is not None and self._cache is not None:
@@ -96,10 +95,29 @@ class _CachingJudge:
 
     async def _call(self, messages: list[Mapping[str, Any]], model: str, temperature: float,
                     max_tokens: int, n: int) -> JudgeReply:
+        """The reply to one ``complete``: one or more HTTP requests, each holding
+        ``self._sem`` (``max_concurrency`` bounds requests in flight, not calls)."""
         raise NotImplementedError
 
     async def aclose(self) -> None:
         pass
+
+
+async def _concurrently(calls: list[Coroutine[Any, Any, JudgeReply]]) -> JudgeReply:
+    """Await ``calls`` at once and merge their replies (texts in call order). The first
+    failure cancels the rest and is raised as itself."""
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(c) for c in calls]
+    except ExceptionGroup as eg:  # TaskGroup wraps: callers handle JudgeError
+        raise eg.exceptions[0] from None
+    replies = [t.result() for t in tasks]
+    merged = JudgeReply(texts=[], model=replies[0].model if replies else "")
+    for r in replies:
+        merged.texts += r.texts
+        merged.input_tokens += r.input_tokens
+        merged.output_tokens += r.output_tokens
+    return merged
 
 
 class OpenAIJudge(_CachingJudge):
@@ -119,11 +137,23 @@ class OpenAIJudge(_CachingJudge):
 
     async def _call(self, messages: list[Mapping[str, Any]], model: str, temperature: float,
                     max_tokens: int, n: int) -> JudgeReply:
+        reply = await self._post(messages, model, temperature, max_tokens, n)
+        if len(reply.texts) < n:  # many servers ignore `n`: ask for the rest, at once
+            more = await _concurrently([self._post(messages, model, temperature, max_tokens, 1)
+                                        for _ in range(n - len(reply.texts))])
+            reply.texts += more.texts
+            reply.input_tokens += more.input_tokens
+            reply.output_tokens += more.output_tokens
+        return reply
+
+    async def _post(self, messages: list[Mapping[str, Any]], model: str, temperature: float,
+                    max_tokens: int, n: int) -> JudgeReply:
         body = {"model": model, "messages": messages, "temperature": temperature,
                 "max_tokens": max_tokens, "n": n}
         try:
-            resp = await self._client.post(self.url, content=orjson.dumps(body),
-                                           headers={"content-type": "application/json"})
+            async with self._sem:
+                resp = await self._client.post(self.url, content=orjson.dumps(body),
+                                               headers={"content-type": "application/json"})
         except httpx.TimeoutException as exc:
             raise JudgeError(f"judge timed out after {self.config.timeout}s") from exc
         except httpx.HTTPError as exc:
@@ -139,15 +169,9 @@ class OpenAIJudge(_CachingJudge):
         if not texts:
             raise JudgeError("judge reply has no choices")
         usage = data.get("usage") or {}
-        reply = JudgeReply(texts=texts, input_tokens=int(usage.get("prompt_tokens") or 0),
-                           output_tokens=int(usage.get("completion_tokens") or 0),
-                           model=str(data.get("model") or model))
-        if len(texts) < n:  # many servers ignore `n`: ask again for the rest
-            more = await self._call(messages, model, temperature, max_tokens, n - len(texts))
-            reply.texts += more.texts
-            reply.input_tokens += more.input_tokens
-            reply.output_tokens += more.output_tokens
-        return reply
+        return JudgeReply(texts=texts, input_tokens=int(usage.get("prompt_tokens") or 0),
+                          output_tokens=int(usage.get("completion_tokens") or 0),
+                          model=str(data.get("model") or model))
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -186,22 +210,24 @@ class AnthropicJudge(_CachingJudge):
                  if m.get("role") in ("user", "assistant")]
         # A layer may ask for up to 2 (OpenAI's range); Anthropic rejects more than 1.
         temperature = min(max(temperature, 0.0), ANTHROPIC_MAX_TEMPERATURE)
-        texts: list[str] = []
-        tin = tout = 0
-        for _ in range(n):  # the Messages API has no `n`
-            try:
-                kwargs: dict[str, Any] = {"model": model, "max_tokens": max_tokens,
-                                          "messages": turns,
-                                          "extra_body": {"temperature": temperature}}
-                if system:
-                    kwargs["system"] = system
+        kwargs: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "messages": turns,
+                                  "extra_body": {"temperature": temperature}}
+        if system:
+            kwargs["system"] = system
+        if n == 1:
+            return await self._create(kwargs, model)
+        # The Messages API has no `n`: n requests, in flight together (each under a slot).
+        return await _concurrently([self._create(kwargs, model) for _ in range(n)])
+
+    async def _create(self, kwargs: dict[str, Any], model: str) -> JudgeReply:
+        try:
+            async with self._sem:
                 msg = await self._client.messages.create(**kwargs)
-            except self._anthropic.APIError as exc:
-                raise JudgeError(f"anthropic judge failed: {type(exc).__name__}") from exc
-            texts.append("".join(getattr(b, "text", "") for b in msg.content))
-            tin += msg.usage.input_tokens
-            tout += msg.usage.output_tokens
-        return JudgeReply(texts=texts, input_tokens=tin, output_tokens=tout, model=model)
+        except self._anthropic.APIError as exc:
+            raise JudgeError(f"anthropic judge failed: {type(exc).__name__}") from exc
+        return JudgeReply(texts=["".join(getattr(b, "text", "") for b in msg.content)],
+                          input_tokens=msg.usage.input_tokens,
+                          output_tokens=msg.usage.output_tokens, model=model)
 
     async def aclose(self) -> None:
         await self._client.close()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
 from gateway.judge import OpenAIJudge, create_judge, parse_json_reply
@@ -144,6 +146,48 @@ async def test_extra_choices_beyond_n_are_dropped_and_not_cached() -> None:
         await judge.aclose()
     assert one.texts == ["answer 0"] and again.cached and again.texts == ["answer 0"]
     assert two.texts == ["answer 0", "answer 1"]
+
+
+async def test_samples_a_server_did_not_return_are_asked_for_together() -> None:
+    """A server that ignores ``n``: the missing samples are asked for at once (one
+    round trip more, not n - 1), each request under ``max_concurrency``."""
+    import asyncio
+
+    import httpx
+    import orjson
+
+    in_flight = most = 0
+    calls: list[int] = []
+    all_in = asyncio.Event()
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        nonlocal in_flight, most
+        calls.append(orjson.loads(request.content)["n"])
+        in_flight += 1
+        most = max(most, in_flight)
+        if len(calls) > 1 and in_flight >= 3:
+            all_in.set()
+        if len(calls) > 1:  # the follow-ups wait for each other (or 0.5 s)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(all_in.wait(), 0.5)
+        in_flight -= 1
+        return httpx.Response(200, content=orjson.dumps({
+            "model": "m", "choices": [{"message": {"content": f"answer {len(calls)}"}}]}))
+
+    for limit, expected in ((16, 3), (2, 2)):
+        calls.clear()
+        most = 0
+        all_in.clear()
+        client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+        judge = OpenAIJudge(JudgeConfig(max_concurrency=limit), "http://judge.test/v1", None,
+                            client=client)
+        try:
+            reply = await judge.complete([{"role": "user", "content": "x"}], model="m",
+                                         temperature=1.0, n=4)
+        finally:
+            await judge.aclose()
+        assert len(reply.texts) == 4 and calls == [4, 1, 1, 1]
+        assert most == expected, (limit, most)
 
 
 async def test_anthropic_judge_sends_system_and_developer_text_as_system() -> None:

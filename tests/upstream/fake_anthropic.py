@@ -12,6 +12,9 @@ What it answers is steered by the last user text:
 
 - ``status:<code>`` -> that HTTP error in Anthropic's error shape (429 with
   ``retry-after: 7``; 529 ``overloaded_error``);
+- ``hold:<n>[:<seconds>]`` -> waits until ``n`` message requests are in flight (at
+  most ``seconds``, default 5), then answers; ``max_in_flight`` records the most seen
+  at once (how a test sees requests sent together, without timing them);
 - ``stream-error`` -> (streams) an ``error`` event after the first text delta;
 - ``stream-cut`` -> (streams) the body ends after the first text delta;
 - ``use-tool`` or ``tool_choice`` any/tool with tools given -> a ``tool_use`` block
@@ -25,6 +28,7 @@ that straddle network reads.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -63,6 +67,8 @@ class FakeAnthropic:
     url: str = ""
     """Set by whoever serves it (``http://127.0.0.1:<port>``)."""
     requests: list[dict[str, Any]] = field(default_factory=list)
+    in_flight: int = 0
+    max_in_flight: int = 0
 
     def last(self) -> dict[str, Any]:
         assert self.requests, "the fake Anthropic received no request"
@@ -99,7 +105,12 @@ class FakeAnthropic:
                                            "first_id": data[0]["id"],
                                            "last_id": data[-1]["id"]})
         if scope["path"] == "/v1/messages" and scope["method"] == "POST":
-            return await self._messages(payload, send)
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            try:
+                return await self._messages(payload, send)
+            finally:
+                self.in_flight -= 1
         await _error(send, 404, f"Not found: {scope['path']}")
 
     async def _messages(self, req: dict[str, Any], send: Any) -> None:
@@ -107,6 +118,12 @@ class FakeAnthropic:
         if temperature is not None and not 0 <= temperature <= 1:
             return await _error(send, 400, "temperature: range: 0..1")
         text = _last_user_text(req["messages"])
+        if text.startswith("hold:"):
+            want, _, most = text.split()[0][5:].partition(":")
+            for _ in range(int(float(most or 5) * 100)):  # a caller sending one at a time
+                if self.in_flight >= int(want):           # never gets there: it waits it out
+                    break
+                await asyncio.sleep(0.01)
         if text.startswith("status:"):
             code = int(text.split(":", 1)[1].split()[0])
             extra = [(b"retry-after", b"7")] if code == 429 else []

@@ -13,6 +13,7 @@ from fake_anthropic import FakeAnthropic
 
 from gateway.context import GroundingContext
 from gateway.judge import AnthropicJudge
+from gateway.verify.base import JudgeError
 from gateway.layers.semantic_entropy import SemanticEntropyConfig, SemanticEntropyLayer
 from gateway.servers import ServerThread
 from gateway.settings import JudgeConfig
@@ -84,6 +85,30 @@ async def test_n_samples_are_n_requests_without_an_n_field(
     bodies = sent(fake)
     assert len(bodies) == 3
     assert all("n" not in b and b["temperature"] == 1.0 for b in bodies)
+
+
+@pytest.mark.parametrize("limit, expected", [(16, 3), (2, 2)])
+async def test_n_samples_are_in_flight_together_within_max_concurrency(
+        fake: FakeAnthropic, limit: int, expected: int) -> None:
+    """Sampling ``n`` answers costs one round trip, not ``n`` in a row; ``max_concurrency``
+    still bounds the requests in flight (the fake holds each until 3 are in flight, or
+    0.5 s: a judge sending one at a time, or more than allowed, shows in the count)."""
+    fake.max_in_flight = 0
+    judge = AnthropicJudge(JudgeConfig(max_concurrency=limit), "sk-ant-judge", fake.url)
+    try:
+        reply = await judge.complete([{"role": "user", "content": "hold:3:0.5"}], model=MODEL,
+                                     temperature=1.0, max_tokens=16, n=3)
+    finally:
+        await judge.aclose()
+    assert reply.texts == ["You said: hold:3:0.5"] * 3
+    assert len(sent(fake)) == 3 and fake.max_in_flight == expected
+
+
+async def test_one_failed_sample_fails_the_call_as_a_judge_error(
+        fake: FakeAnthropic, judge: AnthropicJudge) -> None:
+    with pytest.raises(JudgeError, match="anthropic judge failed"):
+        await judge.complete([{"role": "user", "content": "status:529"}], model=MODEL,
+                             temperature=1.0, max_tokens=16, n=3)
 
 
 async def test_semantic_entropy_above_temperature_1_samples_through_an_anthropic_judge(
