@@ -3,8 +3,8 @@
 Owns the per-request objects behind the façade's :class:`~gateway.telemetry.RequestTrace`,
 :class:`~gateway.telemetry.UpstreamTrace` and :class:`~gateway.telemetry.LayerSpan`:
 the SERVER (or shadow INTERNAL root) span, the ``chat {model}`` CLIENT span per
-upstream call, the ``verify {layer}`` and ``regenerate attempt {n}`` INTERNAL spans,
-their attributes and statuses, and the metric points each one records when it
+upstream call, the ``prepare context``, ``verify {layer}`` and ``regenerate attempt {n}``
+INTERNAL spans, their attributes and statuses, and the metric points each one records when it
 finishes. Spans are parented explicitly (each trace object holds its span's
 context), so nothing depends on contextvars surviving starlette's task hops; the
 context is attached only around a verification layer and a regenerate attempt, so
@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
@@ -25,12 +26,21 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, set_span_in_
 from gateway import semconv as sc
 from gateway._otel_attrs import UpstreamKey, as_count, as_number, clean_attrs, error_kind
 from gateway._otel_events import emit_evaluation, evaluation_event, inference_details
-from gateway.telemetry import Headers, LayerSpan, Redactor, RequestTrace, UpstreamTrace
+from gateway.telemetry import (
+    Headers,
+    LayerSpan,
+    PrepareSpan,
+    Redactor,
+    RequestTrace,
+    UpstreamTrace,
+)
 
 if TYPE_CHECKING:
     from gateway._otel_impl import OtelTelemetry
 
-__all__ = ["OtelLayer", "OtelTrace", "OtelUpstream"]
+__all__ = ["OtelLayer", "OtelPrepare", "OtelTrace", "OtelUpstream"]
+
+PREPARE_SPAN = "prepare context"
 
 
 class OtelUpstream(UpstreamTrace):
@@ -175,6 +185,69 @@ class OtelLayer(LayerSpan):
             tel.metrics.judge_cost.add(cost, {sc.VERITY_LAYER_NAME: name})
 
 
+class OtelPrepare(PrepareSpan):
+    """The inline prepare step's ``prepare context`` span.
+
+    Started by ``with`` (the work, which runs after a short delay or not at all),
+    ended by :meth:`end` (when the request is done with the result, so that
+    ``verity.prepare.used`` is known) at the time the work finished.
+    """
+
+    __slots__ = ("_current", "_done", "_end_ns", "_span", "_trace", "_used")
+
+    def __init__(self, trace: OtelTrace) -> None:
+        self._trace = trace
+        self._span: Span | None = None
+        self._done: list[str] = []
+        self._current: str | None = None
+        self._end_ns: int | None = None
+        self._used = False
+
+    def __enter__(self) -> OtelPrepare:
+        # Parented by the request span itself: the step runs beside the upstream call.
+        self._span = self._trace.tel.tracer.start_span(
+            PREPARE_SPAN, context=self._trace.context, kind=SpanKind.INTERNAL)
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self._end_ns = time.time_ns()
+        span = self._span
+        if span is None:
+            return
+        if exc is None and self._current is not None:
+            self._done.append(self._current)
+        span.set_attribute(sc.VERITY_PREPARE_LAYERS, self._done)
+        if exc is not None:  # the caller falls back to preparing nothing
+            kind = type(exc).__qualname__
+            message = self._trace.tel.redact(str(exc))[:256]
+            if self._current is not None:
+                span.set_attribute(sc.VERITY_PREPARE_FAILED_LAYER, self._current)
+            span.set_attribute(sc.ERROR_TYPE, kind)
+            span.add_event(sc.EVENT_EXCEPTION, {sc.EXCEPTION_TYPE: kind,
+                                                sc.EXCEPTION_MESSAGE: message})
+            span.set_status(Status(StatusCode.ERROR, kind))
+
+    def context_chars(self, chars: int) -> None:
+        if self._span is not None:
+            self._span.set_attribute(sc.VERITY_PREPARE_CONTEXT_CHARS, chars)
+
+    def layer(self, key: str) -> None:
+        if self._current is not None:
+            self._done.append(self._current)
+        self._current = key
+
+    def used(self) -> None:
+        self._used = True
+
+    def end(self) -> None:
+        span, self._span = self._span, None
+        if span is None:
+            return
+        span.set_attribute(sc.VERITY_PREPARE_USED, self._used)
+        span.end(end_time=self._end_ns)
+
+
 class OtelTrace(RequestTrace):
     """A request (SERVER span) or a shadow audit (INTERNAL root span)."""
 
@@ -245,6 +318,9 @@ class OtelTrace(RequestTrace):
             otel_context.detach(token)
             self._parent = outer
             span.end()
+
+    def prepare(self) -> PrepareSpan:
+        return OtelPrepare(self)
 
     def decision(self, record: Mapping[str, Any]) -> None:
         attrs = clean_attrs([

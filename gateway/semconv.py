@@ -66,6 +66,11 @@ URL_SCHEME: Final = "url.scheme"
 URL_FULL: Final = "url.full"
 NETWORK_PROTOCOL_VERSION: Final = "network.protocol.version"
 USER_AGENT_ORIGINAL: Final = "user_agent.original"
+EXCEPTION_TYPE: Final = "exception.type"
+EXCEPTION_MESSAGE: Final = "exception.message"
+
+# --- General events ---------------------------------------------------------
+EVENT_EXCEPTION: Final = "exception"
 
 # --- Gateway attributes -----------------------------------------------------
 VERITY_LAYER_NAME: Final = "verity.layer.name"
@@ -84,6 +89,11 @@ VERITY_ACTION: Final = "verity.action"
 VERITY_ATTEMPTS: Final = "verity.attempts"
 VERITY_ATTEMPT_NUMBER: Final = "verity.attempt.number"
 VERITY_SHADOW_TRACE_ID: Final = "verity.shadow.trace_id"
+# The inline prepare step (span ``prepare context``).
+VERITY_PREPARE_LAYERS: Final = "verity.prepare.layers"
+VERITY_PREPARE_FAILED_LAYER: Final = "verity.prepare.failed_layer"
+VERITY_PREPARE_CONTEXT_CHARS: Final = "verity.prepare.context_chars"
+VERITY_PREPARE_USED: Final = "verity.prepare.used"
 
 # --- Gateway events ---------------------------------------------------------
 EVENT_VERITY_DECISION: Final = "verity.decision"

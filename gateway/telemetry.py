@@ -20,6 +20,13 @@ Contract (what callers do):
   (``name``, ``score``, ``passed``, ``latency_ms``, ``label``, ``explanation``,
   ``cache_hit``, ``judge_calls``, ``cost``, ``error``).
 - ``with trace.attempt(n):`` around a regenerate attempt.
+- ``prep = trace.prepare()`` when an inline policy's context-side preparation is
+  scheduled (no span yet); ``with prep:`` around the work itself (starts the span,
+  records an exception and re-raises it), inside which ``prep.context_chars(n)``
+  gives the context's size and ``prep.layer(key)`` precedes each layer's
+  ``prepare``; after it, ``prep.used()`` when verification picks the prepared
+  context up, and ``prep.end()`` once the request is done with it (ends the span at
+  the time the work finished; a no-op if the work never started).
 - ``trace.decision(record)`` once, with the whole outcome record (policy, mode,
   verdict, score, action, attempts).
 - ``telemetry.start_shadow(trace)`` returns a new trace for background work,
@@ -45,10 +52,12 @@ import os
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from types import TracebackType
 from typing import Any
 
-__all__ = ["LayerSpan", "NoopTelemetry", "Redactor", "RequestTrace", "Telemetry",
-           "UpstreamTrace", "create_telemetry", "redact_secrets", "telemetry_enabled"]
+__all__ = ["LayerSpan", "NoopTelemetry", "PrepareSpan", "Redactor", "RequestTrace",
+           "Telemetry", "UpstreamTrace", "create_telemetry", "redact_secrets",
+           "telemetry_enabled"]
 
 Headers = list[tuple[bytes, bytes]]
 Redactor = Callable[[str], str]
@@ -90,6 +99,35 @@ class LayerSpan:
         pass
 
 
+class PrepareSpan:
+    """An inline policy's context-side preparation (INTERNAL span). No-op base.
+
+    A context manager around the work; the span outlives the block until
+    :meth:`end`, so that it can say whether verification used the result.
+    """
+
+    __slots__ = ()
+
+    def __enter__(self) -> PrepareSpan:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        return None
+
+    def context_chars(self, chars: int) -> None:
+        """The size of the prepared context (its documents' text), in characters."""
+
+    def layer(self, key: str) -> None:
+        """The layer (its policy key) whose ``prepare`` runs next."""
+
+    def used(self) -> None:
+        """Verification picked the prepared context up."""
+
+    def end(self) -> None:
+        """The request is done with the preparation: end the span (once)."""
+
+
 class RequestTrace:
     """One incoming request (SERVER span). No-op base."""
 
@@ -107,6 +145,10 @@ class RequestTrace:
     def attempt(self, number: int) -> Iterator[None]:
         yield
 
+    def prepare(self) -> PrepareSpan:
+        """The inline prepare step, child of this request's span (see :class:`PrepareSpan`)."""
+        return _NOOP_PREPARE
+
     def decision(self, record: Mapping[str, Any]) -> None:
         pass
 
@@ -121,6 +163,7 @@ class RequestTrace:
 
 _NOOP_UPSTREAM = UpstreamTrace()
 _NOOP_LAYER = LayerSpan()
+_NOOP_PREPARE = PrepareSpan()
 _NOOP_TRACE = RequestTrace()
 
 

@@ -68,7 +68,8 @@ log = logging.getLogger("gateway.engine")
 _NOOP_DECISION = RequestTrace.decision
 _NOOP_COUNT = Telemetry.count
 _PREPARED = "verity.prepared"
-"""``ChatExchange.extra`` key of :meth:`VerityEngine.prepare`'s (policy, task, start event)."""
+"""``ChatExchange.extra`` key of :meth:`VerityEngine.prepare`'s (policy, task, start event,
+span)."""
 _PREPARE_AFTER_S = 0.001
 """A preparation starts this long after it is scheduled (the request is written to
 the upstream by then), or as soon as the answer arrives, whichever is first."""
@@ -228,11 +229,12 @@ class VerityEngine:
         request: aiohttp writes a body from a task of its own, which a preparation
         started at once would hold back) or when :meth:`verify` needs it, whichever is
         first. Never fails the request: any error leaves :meth:`verify` to extract the
-        context itself.
+        context itself. The work is the request's ``prepare context`` span
+        (:meth:`RequestTrace.prepare`), ended by :meth:`discard_prepared`.
         """
         layer_for = self.layer_factory(policy)
         try:
-            preparing = [layer for rl in policy.layers
+            preparing = [(rl.key, layer) for rl in policy.layers
                          if isinstance(layer := layer_for(rl), Preparing)]
         except Exception:  # noqa: BLE001 - an optimization must not fail the request
             log.exception("policy %r: preparing its layers failed", policy.name)
@@ -241,6 +243,7 @@ class VerityEngine:
             return
         messages = x.payload.get("messages") or []
         go = asyncio.Event()
+        span = x.trace.prepare()
 
         async def run() -> GroundingContext | None:
             # Let the request go out first: aiohttp writes the body from a task of its
@@ -250,15 +253,19 @@ class VerityEngine:
                 async with asyncio.timeout(_PREPARE_AFTER_S):
                     await go.wait()
             try:
-                context = extract_context(messages, policy.spec.context, self.corpus(policy))
-                for layer in preparing:
-                    layer.prepare(context)
+                with span:  # records an exception, and re-raises it
+                    context = extract_context(messages, policy.spec.context,
+                                              self.corpus(policy))
+                    span.context_chars(sum(len(d.text) for d in context.documents))
+                    for key, layer in preparing:
+                        span.layer(key)
+                        layer.prepare(context)
             except Exception:  # noqa: BLE001 - verify() then starts from scratch
                 log.exception("policy %r: preparing the context failed", policy.name)
                 return None
             return context
 
-        x.extra[_PREPARED] = (policy, asyncio.get_running_loop().create_task(run()), go)
+        x.extra[_PREPARED] = (policy, asyncio.get_running_loop().create_task(run()), go, span)
 
     async def _prepared_context(self, policy: Policy,
                                 x: ChatExchange) -> GroundingContext | None:
@@ -267,14 +274,20 @@ class VerityEngine:
             return None
         got[2].set()  # not started yet: start now, the answer is waiting
         result: GroundingContext | None = await got[1]
+        if result is not None:
+            got[3].used()
         return result
 
     @staticmethod
     def discard_prepared(x: ChatExchange) -> None:
-        """Cancel a preparation that has not started (the request ended early)."""
+        """Cancel a preparation that has not started (the request ended early), and end
+        its span (if it started)."""
         got = x.extra.pop(_PREPARED, None)
-        if got is not None and not got[1].done():
+        if got is None:
+            return
+        if not got[1].done():
             got[1].cancel()
+        got[3].end()
 
     def new_outcome(self, policy: Policy, x: ChatExchange, mode: str) -> Outcome:
         return Outcome(policy=policy.name, policy_version=policy.version, mode=mode,
