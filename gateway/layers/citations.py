@@ -15,8 +15,13 @@ Model-free port of seed 003 (claim–citation pairs) with seed 001 source bindin
 2. **Resolve** each citation: request documents first (``Document.id``, block
    ``id``/``title`` attributes, position), then the corpus
    (``inp.context.corpus``, else ``resources.corpus``), by exact id, then by a
-   normalized form (case, spaces/``_``/``-``), title or URL. A citation that
-   resolves to nothing is ``unresolved`` — the classic fabricated reference.
+   normalized form (case, spaces/``_``/``-``), title or URL. Author–year
+   citations also try ids like ``smith2020`` / ``smith-et-al-2020`` and an
+   (author, year) key taken from ids, ``author``/``year`` attributes, titles and
+   first lines. A citation that resolves to nothing is ``unresolved`` — the
+   classic fabricated reference — except an author–year one in parentheses or
+   narrative, which ``unresolved_author_year`` decides (``auto``: flagged only when
+   the request supplied author–year sources or a sibling resolved; docs/layers-citations.md).
 3. **Check** the claim against the cited text only: the share of its content
    words present (``min_overlap``), every number and date it states
    (rounding-aware, via :mod:`gateway.quantities`) and every named entity.
@@ -42,18 +47,21 @@ from bisect import bisect_left
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from cachetools import LRUCache
 from pydantic import Field
 
 from gateway.context import GroundingContext
+from gateway.corpus import Corpus
 from gateway.layers._citation_pairs import (
     Pair,
+    author_year_keys,
     candidates,
     checkable,
     doc_keys,
     extract_pairs,
+    has_author_year_sources,
     norm,
 )
 from gateway.quantities import date_matches, extract_dates, extract_numbers, number_matches
@@ -98,6 +106,13 @@ class CitationsConfig(LayerConfig):
     """Authority of corpus sources without ``authority`` metadata."""
     max_source_chars: int = Field(2000, ge=100)
     max_claims: int = Field(200, ge=1)
+    unresolved_author_year: Literal["auto", "flag", "ignore"] = "auto"
+    """An author–year citation in parentheses or narrative (``(Smith, 2020)``,
+    ``Smith (2020)``) that resolves to nothing: ``flag`` it as unresolved (like ``[1]``),
+    ``ignore`` it, or ``auto``: flag it only when the request supplied author–year
+    sources (a document id like ``smith2020`` or ``author``/``year`` attributes) or
+    another author–year citation in the answer resolved; else ignore it (general
+    literature the gateway has no copy of, or prose like ``(Paris, 1889)``)."""
 
 
 @dataclass(slots=True)
@@ -136,6 +151,7 @@ class CitationsLayer:
         self.resources = resources or LayerResources()
         self._corpus_index: LRUCache[tuple[str, str], TextIndex] = LRUCache(maxsize=256)
         self._aliases: dict[str, str] | None = None
+        self._corpus_maps: LRUCache[int, tuple[Corpus, dict[str, str]]] = LRUCache(maxsize=8)
         self._indexes = IndexCache(_INDEX_CACHE_CHARS)
         # Per-request memo keys of results that depend on the config (resolution, source
         # weights, support checks) carry it: two ``citations`` entries of one policy share
@@ -153,7 +169,12 @@ class CitationsLayer:
         cfg = self.config
         pairs = extract_pairs(inp.response_text, cfg.sources_list_covers_answer)
         resolved = [(p, self._resolve(p.ref, inp)) for p in pairs]
-        resolved = [(p, s) for p, s in resolved if p.explicit or s is not None]
+        if any(p.author_year and s is None for p, s in resolved):
+            flag = self._flag_author_year(resolved, inp)
+            resolved = [(p, s) for p, s in resolved
+                        if p.explicit or s is not None or (p.author_year and flag)]
+        else:
+            resolved = [(p, s) for p, s in resolved if p.explicit or s is not None]
         if not resolved:
             return self._uncited(inp)
         self._prefetch(resolved, inp)
@@ -167,6 +188,17 @@ class CitationsLayer:
         return self._result(claims)
 
     # -- resolution --------------------------------------------------------------------
+
+    def _flag_author_year(self, resolved: list[tuple[Pair, _Source | None]],
+                          inp: VerifyInput) -> bool:
+        """Are unresolved author–year citations fabricated references (``auto``: the
+        request supplied author–year sources, or a sibling citation resolved)?"""
+        mode = self.config.unresolved_author_year
+        if mode != "auto":
+            return mode == "flag"
+        docs = inp.context.documents
+        return any(p.author_year and s is not None for p, s in resolved) or bool(
+            inp.context.memo("citations.ay_sources", lambda: has_author_year_sources(docs)))
 
     def _resolve(self, ref: str, inp: VerifyInput) -> _Source | None:
         return inp.context.memo(f"{self._memo}.ref:{ref}",  # type: ignore[no-any-return]
@@ -195,11 +227,17 @@ class CitationsLayer:
         return None
 
     def _corpus_map(self, corpus: Mapping[str, str], ctx: Any) -> dict[str, str]:
-        """Normalized id / title / url -> corpus id; built once for ``resources.corpus``."""
+        """Normalized id / title / url / author–year key -> corpus id; built once for
+        ``resources.corpus`` and per loaded (immutable, cached) :class:`Corpus`."""
         if corpus is self.resources.corpus:
             if self._aliases is None:
                 self._aliases = _id_map(corpus)
             return self._aliases
+        if isinstance(corpus, Corpus):
+            held = self._corpus_maps.get(id(corpus))
+            if held is None or held[0] is not corpus:
+                held = self._corpus_maps[id(corpus)] = (corpus, _id_map(corpus))
+            return held[1]
         return ctx.memo(f"{self._memo}.corpusmap",  # type: ignore[no-any-return]
                         lambda: _id_map(corpus))
 
@@ -307,11 +345,22 @@ class CitationsLayer:
 
 
 def _id_map(corpus: Mapping[str, str]) -> dict[str, str]:
+    """Normalized id / title / url, then author–year keys (strong before weak) -> id."""
     out = {norm(k): k for k in corpus}
-    for key, m in (getattr(corpus, "meta", None) or {}).items():
+    meta = getattr(corpus, "meta", None) or {}
+    for key, m in meta.items():
         for alias in (getattr(m, "title", None), getattr(m, "url", None)):
             if alias:
                 out.setdefault(norm(alias), key)
+    weak: list[tuple[str, str]] = []
+    for key, text in corpus.items():
+        m = meta.get(key)
+        strong, w = author_year_keys(key, {}, getattr(m, "title", None), text)
+        for k in strong:
+            out.setdefault(k, key)
+        weak += [(k, key) for k in w]
+    for k, key in weak:
+        out.setdefault(k, key)
     return out
 
 
