@@ -111,6 +111,9 @@ class GroundingConfig(LayerConfig):
     answers, but cannot flag one on its own)."""
     negation_min_coverage: float = Field(0.6, ge=0.0, le=1.0)
     """Coverage of the best context sentence needed before a negation flip counts."""
+    contradiction_window: int = Field(2, ge=1)
+    """A number or date the context lacks is *contradicted* (not just unsupported) when
+    one of this many best-matching context sentences states another value of its kind."""
     local_window: int = Field(3, ge=0)
     """Words must occur in one of this many best-matching context sentences (0: anywhere)."""
     use_question: bool = True
@@ -234,20 +237,25 @@ def _check(
     contradicted_value = False
     dates, numbers = sentence.dates, sentence.numbers
     n_values = len(dates) + len(numbers)
+    # A value the context lacks contradicts it where a best-matching sentence states
+    # another of the same kind ("completed in 1899" vs "It was completed in 1889").
+    # Several of them: in a short context the best match is often a sibling sentence
+    # ("The Eiffel Tower is 330 m tall.") and the value sits in the next one.
+    near = [m.sentence for m in matches[:cfg.contradiction_window]]
     for d in dates:
         if not (ctx.has_date(d) or (question is not None and question.has_date(d))):
             bad_values.append(d.text)
-            if match is not None and ctx.dates_of(match.sentence) and not (
+            if any(ctx.dates_of(i) for i in near) and not (
                     not any(ch.isdigit() for ch in d.text) and _in_name(d.start, d.end, entities)):
                 contradicted_value = True
     for q in numbers:
         if not (ctx.has_number(q) or (question is not None and question.has_number(q))):
             bad_values.append(q.text)
-            if match is not None and not (
+            if near and not (
                 not any(ch.isdigit() for ch in q.text) and _in_name(q.start, q.end, entities)
             ) and any(
                 n.kind == q.kind and (not q.unit or n.unit == q.unit)
-                for n in ctx.numbers_of(match.sentence)
+                for i in near for n in ctx.numbers_of(i)
             ):
                 contradicted_value = True
 

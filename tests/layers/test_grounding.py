@@ -324,3 +324,18 @@ def test_spelled_number_in_a_digit_free_context_supports_the_same_number(number:
     assert r.evidence[0].status == "supported", r.evidence[0].reason
     wrong = run("The keeper looked after twelve lighthouses.", context=context)
     assert wrong.evidence[0].status != "supported"
+
+
+def test_a_wrong_value_is_contradicted_when_the_next_best_sentence_states_the_right_one(
+) -> None:
+    # The best match for the name is the first sentence (no date in it); the date the
+    # answer gets wrong is in the second, anaphoric one ("It was completed ...").
+    context = ("The Eiffel Tower is 330 metres tall. It was completed in 1889 and designed "
+               "by Gustave Eiffel.")
+    wrong = run("The Eiffel Tower was completed in 1899.", context=context)
+    assert not wrong.passed and wrong.label == "contradicted", wrong.explanation
+    right = run("The Eiffel Tower was completed in 1889.", context=context)
+    assert right.passed and right.label == "supported", right.explanation
+    only_best = run("The Eiffel Tower was completed in 1899.", context=context,
+                    contradiction_window=1)
+    assert only_best.label == "unsupported"
