@@ -30,6 +30,7 @@ from functools import lru_cache
 __all__ = [
     "NEGATIONS",
     "NUMBER_WORDS",
+    "PLACES",
     "STOPWORDS",
     "TO_SPACE",
     "Span",
@@ -74,6 +75,30 @@ NUMBER_WORDS: frozenset[str] = frozenset(
     "eighty ninety hundred thousand million billion trillion dozen half percent".split()
 )
 """Spelled-out number words: compared as numbers (:mod:`gateway.quantities`), not as words."""
+
+PLACES: frozenset[str] = frozenset(
+    "afghanistan albania algeria argentina australia austria bangladesh belgium bolivia brazil "
+    "bulgaria cambodia canada chile china colombia croatia cuba denmark egypt england estonia "
+    "ethiopia finland france germany ghana greece haiti hungary iceland india indonesia iran iraq "
+    "ireland israel italy jamaica japan jordan kenya korea latvia lebanon libya lithuania "
+    "malaysia mexico morocco nepal netherlands nigeria norway pakistan peru philippines poland "
+    "portugal romania russia scotland serbia singapore somalia spain sudan sweden switzerland "
+    "syria taiwan thailand turkey uganda ukraine venezuela vietnam wales yemen zimbabwe europe "
+    "asia africa america antarctica britain uk usa us alabama alaska arizona arkansas california "
+    "colorado connecticut delaware florida georgia hawaii idaho illinois indiana iowa kansas "
+    "kentucky louisiana maine maryland massachusetts michigan minnesota mississippi missouri "
+    "montana nebraska nevada ohio oklahoma oregon pennsylvania tennessee texas utah vermont "
+    "virginia washington wisconsin wyoming london paris berlin madrid rome moscow tokyo beijing "
+    "shanghai delhi mumbai sydney melbourne toronto vancouver chicago boston seattle houston "
+    "dallas miami atlanta denver detroit phoenix philadelphia brooklyn manhattan hollywood "
+    "dubai cairo istanbul athens vienna dublin edinburgh glasgow manchester liverpool "
+    "birmingham amsterdam brussels geneva zurich stockholm oslo copenhagen helsinki warsaw "
+    "prague budapest lisbon barcelona milan naples munich hamburg frankfurt seoul bangkok "
+    "jakarta manila hanoi nairobi lagos johannesburg sao lima bogota caracas havana".split()
+)
+"""Lower-case names of countries, US states and large cities: a gazetteer of lone
+place names (``claims`` entity typing, ``citations`` telling ``(Paris, 1889)`` from a
+citation)."""
 
 NEGATIONS: frozenset[str] = frozenset(
     "not no never none nobody nothing neither nor cannot without n't isn wasn aren weren "

@@ -54,14 +54,14 @@ from pydantic import Field
 
 from gateway.context import GroundingContext
 from gateway.corpus import Corpus
+from gateway.layers._author_year import has_author_year_sources
 from gateway.layers._citation_pairs import (
     Pair,
-    author_year_keys,
     candidates,
     checkable,
+    corpus_keys,
     doc_keys,
     extract_pairs,
-    has_author_year_sources,
     norm,
 )
 from gateway.quantities import date_matches, extract_dates, extract_numbers, number_matches
@@ -231,15 +231,15 @@ class CitationsLayer:
         ``resources.corpus`` and per loaded (immutable, cached) :class:`Corpus`."""
         if corpus is self.resources.corpus:
             if self._aliases is None:
-                self._aliases = _id_map(corpus)
+                self._aliases = corpus_keys(corpus)
             return self._aliases
         if isinstance(corpus, Corpus):
             held = self._corpus_maps.get(id(corpus))
             if held is None or held[0] is not corpus:
-                held = self._corpus_maps[id(corpus)] = (corpus, _id_map(corpus))
+                held = self._corpus_maps[id(corpus)] = (corpus, corpus_keys(corpus))
             return held[1]
         return ctx.memo(f"{self._memo}.corpusmap",  # type: ignore[no-any-return]
-                        lambda: _id_map(corpus))
+                        lambda: corpus_keys(corpus))
 
     def _doc_source(self, i: int, inp: VerifyInput) -> _Source:
         return inp.context.memo(f"{self._memo}.doc:{i}",  # type: ignore[no-any-return]
@@ -342,26 +342,6 @@ class CitationsLayer:
                         + (f"; {unresolved} cite sources that do not exist" if unresolved else ""),
             details={"pairs": pairs, "claims": summary, "supported": supported,
                      "unresolved": unresolved, "total": len(claims)})
-
-
-def _id_map(corpus: Mapping[str, str]) -> dict[str, str]:
-    """Normalized id / title / url, then author–year keys (strong before weak) -> id."""
-    out = {norm(k): k for k in corpus}
-    meta = getattr(corpus, "meta", None) or {}
-    for key, m in meta.items():
-        for alias in (getattr(m, "title", None), getattr(m, "url", None)):
-            if alias:
-                out.setdefault(norm(alias), key)
-    weak: list[tuple[str, str]] = []
-    for key, text in corpus.items():
-        m = meta.get(key)
-        strong, w = author_year_keys(key, {}, getattr(m, "title", None), text)
-        for k in strong:
-            out.setdefault(k, key)
-        weak += [(k, key) for k in w]
-    for k, key in weak:
-        out.setdefault(k, key)
-    return out
 
 
 def _doc_ranges(index: TextIndex, docs: Any) -> list[tuple[int, int]]:

@@ -62,6 +62,7 @@ from gateway.layers._claim_scan import _SPANNING_ENDS as _SPANNING_ENDS
 from gateway.layers._claim_scan import _SPANNING_WORDS as _SPANNING_WORDS
 from gateway.layers._claim_scan import _WORD_UNITS as _WORD_UNITS
 from gateway.quantities import extract_dates, extract_numbers
+from gateway.textutil import PLACES as _PLACES
 from gateway.textutil import Span, entity_candidates, split_sentences
 from gateway.verify.base import Evidence, LayerConfig, LayerResources, LayerResult, VerifyInput
 
@@ -92,26 +93,6 @@ _LOC_WORDS = frozenset(
     "city county river lake mountain mountains mount island islands street avenue road bay "
     "valley ocean sea province state coast desert peninsula gulf strait canyon falls harbor "
     "harbour port beach kingdom republic district region square bridge airport".split()
-)
-_PLACES = frozenset(
-    "afghanistan albania algeria argentina australia austria bangladesh belgium bolivia brazil "
-    "bulgaria cambodia canada chile china colombia croatia cuba denmark egypt england estonia "
-    "ethiopia finland france germany ghana greece haiti hungary iceland india indonesia iran iraq "
-    "ireland israel italy jamaica japan jordan kenya korea latvia lebanon libya lithuania "
-    "malaysia mexico morocco nepal netherlands nigeria norway pakistan peru philippines poland "
-    "portugal romania russia scotland serbia singapore somalia spain sudan sweden switzerland "
-    "syria taiwan thailand turkey uganda ukraine venezuela vietnam wales yemen zimbabwe europe "
-    "asia africa america antarctica britain uk usa us alabama alaska arizona arkansas california "
-    "colorado connecticut delaware florida georgia hawaii idaho illinois indiana iowa kansas "
-    "kentucky louisiana maine maryland massachusetts michigan minnesota mississippi missouri "
-    "montana nebraska nevada ohio oklahoma oregon pennsylvania tennessee texas utah vermont "
-    "virginia washington wisconsin wyoming london paris berlin madrid rome moscow tokyo beijing "
-    "shanghai delhi mumbai sydney melbourne toronto vancouver chicago boston seattle houston "
-    "dallas miami atlanta denver detroit phoenix philadelphia brooklyn manhattan hollywood "
-    "dubai cairo istanbul athens vienna dublin edinburgh glasgow manchester liverpool "
-    "birmingham amsterdam brussels geneva zurich stockholm oslo copenhagen helsinki warsaw "
-    "prague budapest lisbon barcelona milan naples munich hamburg frankfurt seoul bangkok "
-    "jakarta manila hanoi nairobi lagos johannesburg sao lima bogota caracas havana".split()
 )
 _PERSON_TITLES = frozenset(
     "mr mr. mrs mrs. ms ms. dr dr. prof prof. sir dame lord lady king queen prince princess "

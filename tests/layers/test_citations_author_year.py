@@ -16,7 +16,8 @@ from serving import ServedUpstream
 
 from gateway.context import ContextSpec, extract_context
 from gateway.corpus import Corpus, SourceMeta
-from gateway.layers._citation_pairs import ay_key, doc_keys, parse_author_year
+from gateway.layers._author_year import ay_key, parse_author_year
+from gateway.layers._citation_pairs import doc_keys
 from gateway.layers.citations import CitationsConfig, CitationsLayer, extract_pairs
 from gateway.scripted import Rule
 from gateway.verify.base import LayerResources, LayerResult, VerifyInput
