@@ -54,8 +54,8 @@ def summarize_records(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
     for rec in records:
         total += 1
         policy = str(rec.get("policy"))
-        outcomes[(policy, str(rec.get("mode")), str(rec.get("verdict")),
-                  str(rec.get("action")))] += 1
+        outcomes[(policy, str(rec.get("mode")), _opt_str(rec.get("verdict")),
+                  _opt_str(rec.get("action")))] += 1
         for layer in rec.get("layers") or ():
             key = f"{policy}/{layer.get('key') or layer.get('name')}"
             if layer.get("error"):
@@ -84,8 +84,9 @@ def summarize_records(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
             "latency_ms_p99": _pct(layer_lat.get(key, []), 0.99)}
     return {
         "records": total,
+        # verdict and action are null (JSON) for a record that was never verified
         "outcomes": [{"policy": p, "mode": m, "verdict": v, "action": a, "count": n}
-                     for (p, m, v, a), n in sorted(outcomes.items())],
+                     for (p, m, v, a), n in sorted(outcomes.items(), key=_outcome_order)],
         "layers": layers,
         "candidates": [{"policy": p, "candidate": c, "evaluated": n,
                         "verdict_differs": cand_diff[(p, c)],
@@ -94,15 +95,43 @@ def summarize_records(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _opt_str(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _outcome_order(item: tuple[tuple[str, str, str | None, str | None], int]) -> tuple[Any, ...]:
+    (p, m, v, a), _ = item  # None (not verified) sorts after every verdict / action
+    return p, m, v is None, v or "", a is None, a or ""
+
+
+NOT_VERIFIED = "not verified"
+_NOTE_PREFIX = NOT_VERIFIED + ": "
+
+
 def format_record_line(rec: dict[str, Any]) -> str:
-    score = rec.get("score")
+    """One fixed-column line: time, audit id, policy/mode, verdict, score, action, layers.
+
+    A record that was never verified (``verdict`` null: the upstream failed, the
+    shadow queue dropped it, ...) shows ``not verified`` in the verdict column and
+    the reason from its ``note`` in the action column.
+    """
     layers = " ".join(
         f"{lay.get('key')}={'err' if lay.get('error') else 'skip' if lay.get('skipped') else format(lay.get('score') or 0.0, '.2f')}"
         for lay in rec.get("layers") or ())
-    return (f"{str(rec.get('started_at', ''))[:19]}  {rec.get('audit_id')}  "
-            f"{rec.get('policy')}/{rec.get('mode')}  {rec.get('verdict')}"
-            f"{'' if score is None else f' {score:.2f}'}  -> {rec.get('action')}"
-            f"{'' if rec.get('applied', True) else ' (not applied)'}  [{layers}]")
+    where = f"{rec.get('policy')}/{rec.get('mode')}"
+    if rec.get("verdict") is None:
+        note = str(rec.get("note") or "")
+        reason = note[len(_NOTE_PREFIX):] if note.startswith(_NOTE_PREFIX) else note
+        verdict, score_text = NOT_VERIFIED, ""
+        action = "   " + format(f"({reason})" if reason else "", "<24")
+    else:
+        score = rec.get("score")
+        verdict = str(rec.get("verdict"))
+        score_text = "n/a" if score is None else f"{score:.2f}"
+        applied = "" if rec.get("applied", True) else " (not applied)"
+        action = "-> " + format(f"{rec.get('action')}{applied}", "<24")
+    return (f"{str(rec.get('started_at') or '')[:19]:<19}  {rec.get('audit_id')}  "
+            f"{where:<20}  {verdict:<12} {score_text:>4}  {action}  [{layers}]")
 
 
 def _f(x: Any) -> str:
@@ -111,10 +140,11 @@ def _f(x: Any) -> str:
 
 def render_report(summary: dict[str, Any]) -> str:
     out = [f"records: {summary['records']}", "", "verdicts and actions:"]
-    out.append(f"  {'policy':<18}{'mode':<8}{'verdict':<10}{'action':<12}{'count':>7}")
+    out.append(f"  {'policy':<18}{'mode':<8}{'verdict':<14}{'action':<12}{'count':>7}")
     for row in summary["outcomes"]:
-        out.append(f"  {row['policy']:<18}{row['mode']:<8}{row['verdict']:<10}"
-                   f"{row['action']:<12}{row['count']:>7}")
+        verdict = NOT_VERIFIED if row["verdict"] is None else row["verdict"]
+        out.append(f"  {row['policy']:<18}{row['mode']:<8}{verdict:<14}"
+                   f"{_f(row['action']):<12}{row['count']:>7}")
     out += ["", "layers:",
             f"  {'policy/layer':<30}{'n':>6}{'mean':>8}{'failed':>8}{'errors':>8}"
             f"{'p50 ms':>9}{'p99 ms':>9}"]

@@ -91,3 +91,55 @@ def test_tail_and_show(audit_file: Path) -> None:
 def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
     proc = _run("--file", str(tmp_path / "none.jsonl"), "report")
     assert proc.returncode == 2 and "no audit file" in proc.stderr
+
+
+@pytest.fixture(scope="module")
+def unverified_audit(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One verified record and one the gateway wrote for an upstream it could not reach
+    (``verdict``/``action`` null, ``note: not verified: upstream_connect_error``)."""
+    from gateway.servers import free_port
+
+    tmp = tmp_path_factory.mktemp("unverified")
+    pdir = tmp / "policies"
+    pdir.mkdir()
+    (pdir / "live.yaml").write_text(POLICY)
+    (pdir / "strict.yaml").write_text(STRICT)
+    audit = tmp / "audit.jsonl"
+    up = ScriptedUpstream(rules=[], default_reply="a fine answer")
+    with ServerThread(up) as u:
+        settings = load_settings(environ={}, overrides={
+            "upstreams": [{"name": "s", "base_url": u.url + "/v1", "models": ["m"]},
+                          {"name": "down", "base_url": f"http://127.0.0.1:{free_port()}/v1"}],
+            "policies_dir": str(pdir), "audit": {"path": str(audit)}})
+        with ServerThread(create_app(settings)) as g:
+            client = openai.OpenAI(base_url=g.url + "/v1", api_key="k", max_retries=0)
+            client.chat.completions.create(model="m",
+                                           messages=[{"role": "user", "content": "hello"}])
+            with pytest.raises(openai.APIStatusError):
+                client.chat.completions.create(
+                    model="unreachable", messages=[{"role": "user", "content": "hello"}])
+            client.close()
+    return audit
+
+
+def test_report_json_has_null_for_an_unverified_record(unverified_audit: Path) -> None:
+    proc = _run("--file", str(unverified_audit), "report", "--json")
+    assert proc.returncode == 0, proc.stderr
+    outcomes = json.loads(proc.stdout)["outcomes"]
+    assert [(row["verdict"], row["action"]) for row in outcomes] == \
+        [("pass", "pass"), (None, None)]  # JSON null, listed after the verdicts
+    text = _run("--file", str(unverified_audit), "report")
+    assert text.returncode == 0, text.stderr
+    assert "None" not in text.stdout and "not verified" in text.stdout
+
+
+def test_tail_says_not_verified_and_keeps_columns(unverified_audit: Path) -> None:
+    proc = _run("--file", str(unverified_audit), "tail")
+    assert proc.returncode == 0, proc.stderr
+    verified, unverified = proc.stdout.rstrip("\n").splitlines()
+    assert "None" not in unverified and "not applied" not in unverified
+    assert "not verified" in unverified and "upstream_connect_error" in unverified
+    assert verified.split()[1] != unverified.split()[1]  # the audit id stays field 1
+    # The verdict column starts at the same offset on both lines, and so do the layers.
+    assert verified.index(" pass ") == unverified.index(" not verified ")
+    assert verified.index("[") == unverified.index("[")
