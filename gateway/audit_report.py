@@ -43,7 +43,7 @@ def _pct(values: list[float], q: float) -> float | None:
 
 def summarize_records(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
     total = 0
-    outcomes: Counter[tuple[str, str, str, str]] = Counter()
+    outcomes: Counter[tuple[str, str, str | None, str | None]] = Counter()
     layer_scores: dict[str, list[float]] = defaultdict(list)
     layer_lat: dict[str, list[float]] = defaultdict(list)
     layer_fail: Counter[str] = Counter()
