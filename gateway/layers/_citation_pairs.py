@@ -30,7 +30,12 @@ from gateway.textutil import content_words, split_sentences, tokenize
 
 __all__ = ["Pair", "candidates", "checkable", "corpus_keys", "doc_keys", "extract_pairs", "norm"]
 
-_MIN_SEGMENT_WORDS = 3
+_MIN_CLAIM_WORDS = 3
+"""Content words that make a sentence worth a citation (:func:`checkable`)."""
+_MIN_SEGMENT_WORDS = 2
+"""Content words that make the clause since an earlier marker in the same sentence its
+own claim ("… opened in 1932 [a] and carries eight lanes [b]"; or one and a digit):
+shorter, it joins the previous marker's claim (usually: the sentence up to it)."""
 MAX_CLAIM_CHARS = 1000
 """Longest claim text taken before a citation marker."""
 
@@ -51,6 +56,7 @@ _NAME_NUM = re.compile(r"[A-Z][\w'’.-]*(?:\s+[A-Za-z][\w'’.-]*){0,4}\s+\d+(?
 _MD_LINK = re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)")
 _BOUNDARY = re.compile(r"[.!?](?<!\bet al\.)(?:[\"'”’)\]]|\[\^?[^\[\]\n]{1,120}\])*\s+|\n\s*")
 _NORM = re.compile(r"[\s_\-:/]+")
+_SPACED_PUNCT = re.compile(r" (?=[,;:.!?])")
 
 
 _Mark = tuple[int, int, str, list[tuple[str, bool]], str]
@@ -70,6 +76,10 @@ class Pair:
     for author–year citations in parentheses (the layer decides: ``unresolved_author_year``)."""
     author_year: bool = False
     """``(Smith, 2020)`` / ``Smith (2020)`` (brackets ``[Smith, 2020]`` are plain markers)."""
+    sentence: str = ""
+    """When the claim is only the clause since an earlier marker of its sentence
+    ("and carries eight lanes"), the sentence up to the marker, which holds its subject
+    ("The bridge opened in 1932 and carries eight lanes"); else empty (the claim is it)."""
 
 
 def norm(ref: str) -> str:
@@ -151,10 +161,10 @@ def _refs(m: re.Match[str], footnotes: Mapping[str, str],
     return [(inner.strip(), False)]
 
 
-def checkable(sentence: str) -> bool:
-    """A sentence worth a citation: three content words, or a number and one."""
+def checkable(sentence: str, min_words: int = _MIN_CLAIM_WORDS) -> bool:
+    """A sentence worth a citation: three content words (``min_words``), or a number and one."""
     n = len(content_words(tokenize(sentence)))
-    return n >= _MIN_SEGMENT_WORDS or (n >= 1 and any(ch.isdigit() for ch in sentence))
+    return n >= min_words or (n >= 1 and any(ch.isdigit() for ch in sentence))
 
 
 def _sources_list(text: str) -> tuple[int, list[tuple[int, str]]]:
@@ -208,7 +218,7 @@ def extract_pairs(answer: str, sources_list_covers_answer: bool = True) -> list[
             last = b
         text = "".join(parts) + body[last:]
     pairs: list[Pair] = []
-    claim, prev_end = "", -1
+    claim, sentence, prev_end, claim_start = "", "", -1, 0
     for i, (m_start, m_end, written, refs, kind) in enumerate(marks):
         if kind == "narrative":
             stop = marks[i + 1][0] if i + 1 < len(marks) else len(body)
@@ -224,14 +234,21 @@ def extract_pairs(answer: str, sources_list_covers_answer: bool = True) -> list[
             # A claim is at most MAX_CLAIM_CHARS back from its marker: one endless
             # "sentence" with thousands of markers must not cost O(n²) on the event loop.
             sent = max(sent, end - MAX_CLAIM_CHARS)
+            # After an earlier marker of the sentence, the claim is the clause since that
+            # marker (the earlier text is the other citation's to back); a clause too short
+            # to check ("… [a] and still stands [b]") joins the previous claim (from the
+            # sentence start, or from the marker before: "…; it has a cycleway [b]").
             start = max(sent, prev_end)
-            if start > sent and not checkable(text[start:end]):
-                start = sent
+            if start > sent and not checkable(text[start:end], _MIN_SEGMENT_WORDS):
+                start = max(sent, claim_start)
+            claim_start = start
             claim = _clean(text[start:end])
+            sentence = _clean(text[sent:end]) if start > sent else ""
         prev_end = m_end
         if not claim:
             continue
-        pairs += [Pair(claim, written, ref, explicit, kind == "paren") for ref, explicit in refs]
+        pairs += [Pair(claim, written, ref, explicit, kind == "paren", sentence)
+                  for ref, explicit in refs]
     if sources_list_covers_answer and listed and not any(p.explicit or p.author_year
                                                          for p in pairs):
         pairs = []
@@ -243,7 +260,8 @@ def extract_pairs(answer: str, sources_list_covers_answer: bool = True) -> list[
 
 
 def _clean(claim: str) -> str:
-    return " ".join(_MARKER.sub(" ", _MD_LINK.sub(r"\1", claim)).split()).strip(" ,;:-")
+    text = " ".join(_MARKER.sub(" ", _MD_LINK.sub(r"\1", claim)).split())
+    return _SPACED_PUNCT.sub("", text).strip(" ,;:-")  # "1932 [a], and" -> "1932, and"
 
 
 def _sentence_start(bounds: list[int], end: int) -> int:

@@ -7,11 +7,12 @@ Model-free port of seed 003 (claim–citation pairs) with seed 001 source bindin
    ``[2-4]``, ``[Source: X]``, ``(Source: X)``, footnotes ``[^1]`` with
    ``[^1]: …`` definitions, ``[doc-id]`` when it names a known source, and a
    trailing ``Sources:`` / ``References:`` list. The claim is the text from the
-   sentence start (or the previous marker, when that leaves at least three
-   content words) up to the marker. Numeric markers refer to the numbered
-   Sources list when there is one, else to the n-th request document. A
-   Sources list with no inline markers covers every answer sentence that has
-   at least three content words (config ``sources_list_covers_answer``).
+   sentence start up to the marker, or from an earlier marker in the sentence when
+   that clause has two content words (or one and a number); the sentence is kept
+   with it (its subject). Numeric markers refer to the numbered Sources list when
+   there is one, else to the n-th request document. A Sources list with no inline
+   markers covers every answer sentence that has at least three content words
+   (config ``sources_list_covers_answer``).
 2. **Resolve** each citation: request documents first (``Document.id``, block
    ``id``/``title`` attributes, position), then the corpus
    (``inp.context.corpus``, else ``resources.corpus``), by exact id, then by a
@@ -22,9 +23,10 @@ Model-free port of seed 003 (claim–citation pairs) with seed 001 source bindin
    classic fabricated reference — except an author–year one in parentheses or
    narrative, which ``unresolved_author_year`` decides (``auto``: flagged only when
    the request supplied author–year sources or a sibling resolved; docs/layers-citations.md).
-3. **Check** the claim against the cited text only: the share of its content
-   words present (``min_overlap``), every number and date it states
-   (rounding-aware, via :mod:`gateway.quantities`) and every named entity.
+3. **Check** the claim (for a clause, its own key terms only) against the cited
+   text only: the share of its content words present (``min_overlap``), every
+   number and date it states (rounding-aware, via :mod:`gateway.quantities`) and
+   every named entity.
    Request documents reuse the per-request :mod:`gateway.textindex` index.
 4. **Bind** (seed 001): per claim, ``confidence = min(1, Σ relevance·authority·
    recency / sqrt(N))`` over its resolved sources; request documents weigh
@@ -33,7 +35,7 @@ Model-free port of seed 003 (claim–citation pairs) with seed 001 source bindin
 
 Score = supported claims / claims; ``passed`` iff score >= ``min_supported``.
 ``failed_claims`` lists unsupported and unresolved claims; ``details["pairs"]``
-holds ``{claim, citation, source_id, source_text}`` for a later NLI layer
+holds ``{claim, sentence, citation, source_id, source_text}`` for a later NLI layer
 (``source_text`` is the best-matching passage when the source is longer than
 ``max_source_chars``). With no citations the layer is skipped (neutral) unless
 ``require_citations``.
@@ -330,7 +332,8 @@ class CitationsLayer:
                                          source_id=src.id if src else None,
                                          source_span=check.passage, score=check.relevance,
                                          reason=check.reason))
-                pairs.append({"claim": claim, "citation": pair.citation,
+                pairs.append({"claim": claim, "sentence": pair.sentence or claim,
+                              "citation": pair.citation,
                               "source_id": src.id if src else None,
                               "source_text": _passage_or_text(src, check, cfg)})
         score = supported / len(claims)

@@ -95,6 +95,90 @@ def test_code_and_links_are_not_citations() -> None:
     assert [p for p in pairs if p.explicit] == []
 
 
+# -- several markers in one sentence -------------------------------------------------
+#
+# A marker after an earlier one in its sentence cites the clause since that marker: the
+# text before it is the earlier citation's to back (QA: "… opened in 1932 [a] and carries
+# eight lanes [b]" checked "1932" against b and failed a correct answer).
+
+BRIDGE = (
+    '<document id="a">The Harbour Bridge took eight years to build and opened in 1932 '
+    "to great fanfare.</document>\n"
+    '<document id="b">Today it carries eight lanes of traffic, two railway lines and a '
+    "separate cycle path.</document>")
+
+
+def test_each_marker_cites_the_clause_since_the_previous_one() -> None:
+    pairs = extract_pairs("The bridge opened in 1932 [a] and carries eight lanes [b].")
+    assert [(p.claim, p.ref, p.sentence) for p in pairs] == [
+        ("The bridge opened in 1932", "a", ""),
+        ("and carries eight lanes", "b", "The bridge opened in 1932 and carries eight lanes")]
+    # Commas and semicolons at clause ends are not part of either claim.
+    pairs = extract_pairs("The bridge opened in 1932 [a], carries eight lanes of traffic [b]; "
+                          "it also has a separate cycle path [b].")
+    assert [(p.claim, p.ref) for p in pairs] == [
+        ("The bridge opened in 1932", "a"), ("carries eight lanes of traffic", "b"),
+        ("it also has a separate cycle path", "b")]
+    assert pairs[2].sentence == ("The bridge opened in 1932, carries eight lanes of traffic; "
+                                 "it also has a separate cycle path")
+
+
+def test_a_clause_too_short_to_check_joins_the_previous_claim() -> None:
+    # "and still stands": one content word, nothing to check on its own.
+    pairs = extract_pairs("The bridge opened in 1932 [a] and still stands [b].")
+    assert [p.claim for p in pairs] == ["The bridge opened in 1932",
+                                        "The bridge opened in 1932 and still stands"]
+    pairs = extract_pairs("The bridge opened in 1932 [a], carries eight lanes of traffic [b]; "
+                          "it has a cycleway [b].")
+    assert [p.claim for p in pairs][1:] == [
+        "carries eight lanes of traffic", "carries eight lanes of traffic; it has a cycleway"]
+
+
+def test_two_correct_citations_in_one_sentence_both_pass() -> None:
+    r = run("The bridge opened in 1932 [a] and carries eight lanes [b].", docs=BRIDGE)
+    assert r.passed and r.score == 1.0 and r.label == "supported" and not r.failed_claims
+    assert [(e.status, e.source_id) for e in r.evidence] == [("supported", "a"),
+                                                             ("supported", "b")]
+    assert r.details["pairs"][1]["sentence"] == \
+        "The bridge opened in 1932 and carries eight lanes"  # the subject, for a judge
+
+
+def test_one_wrong_citation_in_a_sentence_is_flagged_alone() -> None:
+    year = run("The bridge opened in 1937 [a] and carries eight lanes [b].", docs=BRIDGE)
+    assert year.score == 0.5 and not year.passed
+    assert year.failed_claims == ["The bridge opened in 1937"]
+    assert "not in a: 1937" in year.evidence[0].reason
+    assert year.evidence[1].status == "supported"
+    tracks = run("The bridge opened in 1932 [a] and carries eight monorail tracks [b].",
+                 docs=BRIDGE)
+    assert tracks.failed_claims == ["and carries eight monorail tracks"]
+    assert [e.status for e in tracks.evidence] == ["supported", "unsupported"]
+    lanes = run("The bridge opened in 1932 [a] and carries 12 lanes [b].", docs=BRIDGE)
+    assert lanes.failed_claims == ["and carries 12 lanes"]  # the clause's own number
+    assert "not in b: 12" in lanes.evidence[1].reason
+    swapped = run("The bridge opened in 1932 [b] and carries eight lanes [a].", docs=BRIDGE)
+    assert swapped.score == 0.0 and len(swapped.failed_claims) == 2
+
+
+def test_clauses_ending_in_commas_and_semicolons() -> None:
+    ok = run("The bridge opened in 1932 [a], carries eight lanes of traffic [b]; it also has "
+             "a separate cycle path [b].", docs=BRIDGE)
+    assert ok.passed and ok.details["total"] == 3
+    bad = run("The bridge opened in 1932 [a], carries eight lanes of traffic [b]; it also has "
+              "two monorail tracks [b].", docs=BRIDGE)
+    assert bad.failed_claims == ["it also has two monorail tracks"]
+    assert bad.details["supported"] == 2
+
+
+def test_text_after_the_last_marker_of_a_sentence_is_not_cited() -> None:
+    answer = ("The bridge opened in 1932 [a] and carries twelve monorail lines. "
+              "It carries eight lanes [b].")
+    assert [(p.claim, p.ref) for p in extract_pairs(answer)] == [
+        ("The bridge opened in 1932", "a"), ("It carries eight lanes", "b")]
+    r = run(answer, docs=BRIDGE)
+    assert r.passed and r.details["total"] == 2  # uncited text is grounding's to check
+
+
 # -- the layer -----------------------------------------------------------------------
 
 def test_supported_citations_pass_and_expose_pairs() -> None:
@@ -102,6 +186,7 @@ def test_supported_citations_pass_and_expose_pairs() -> None:
             "to Rama [Sundara 65.1].", corpus=SUNDARA)
     assert r.passed and r.score == 1.0 and r.label == "supported" and not r.failed_claims
     assert r.details["pairs"][0] == {"claim": "Hanuman set fire to Lanka",
+                                     "sentence": "Hanuman set fire to Lanka",
                                      "citation": "[Sundara 54.30]", "source_id": "Sundara 54.30",
                                      "source_text": SUNDARA["Sundara 54.30"]}
     assert [e.status for e in r.evidence] == ["supported", "supported"]
