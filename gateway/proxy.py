@@ -34,7 +34,7 @@ from gateway.upstream.client import UpstreamClient, UpstreamResponse
 if TYPE_CHECKING:
     from gateway.settings import Settings
 
-__all__ = ["ChatExchange", "Engine", "Proxy"]
+__all__ = ["ChatExchange", "Engine", "Proxy", "check_messages"]
 
 CHAT_PATH = "/v1/chat/completions"
 _SSE = b"text/event-stream"
@@ -135,8 +135,13 @@ class Proxy:
         payload = _parse_object(body)
         model = payload.get("model")
         if not isinstance(model, str) or not model:
-            raise InvalidRequest("You must provide a model parameter.", param="model")
-        if not isinstance(payload.get("messages"), list):
+            if model is None or model == "":
+                raise InvalidRequest("You must provide a model parameter.", param="model")
+            raise InvalidRequest(f"Invalid type for 'model': expected a string, but got "
+                                 f"{_json_type(model)} instead.", param="model",
+                                 code="invalid_type")
+        messages = payload.get("messages")
+        if not isinstance(messages, list):
             raise InvalidRequest("'messages' must be an array of message objects.",
                                  param="messages")
         upstream = self.route(model)
@@ -153,6 +158,10 @@ class Proxy:
             stream=payload.get("stream") is True,
         )
         plan = self.engine.select(info) if self.engine is not None else None
+        if plan is not None:
+            # Verification reads the messages: reject the shapes no chat API accepts
+            # before the upstream is called (and bills). Pass-through leaves them to it.
+            check_messages(messages)
         watcher = DisconnectWatcher(receive)
         exchange = ChatExchange(scope, receive, send, body, payload, info, upstream,
                                 principal, trace, watcher)
@@ -393,6 +402,53 @@ async def traced_chunks(resp: UpstreamResponse, up: UpstreamTrace) -> AsyncItera
     except UpstreamError as err:
         up.error(type(err).__name__)
         raise
+
+
+def check_messages(messages: list[Any]) -> None:
+    """Raise :class:`InvalidRequest` (400, ``param: messages[i]…``) for a message no
+    OpenAI-compatible chat API accepts: not an object, no ``role`` or a ``role`` that is
+    not a string, or ``content`` that is neither a string, an array nor null.
+
+    Deliberately no stricter: unknown role names (some servers accept their own),
+    content parts, ``name``, ``tool_calls`` and extra keys are the upstream's to judge.
+    """
+    for i, message in enumerate(messages):
+        if type(message) is not dict:
+            raise InvalidRequest(f"Invalid type for 'messages[{i}]': expected an object, but "
+                                 f"got {_json_type(message)} instead.",
+                                 param=f"messages[{i}]", code="invalid_type")
+        role = message.get("role")
+        if type(role) is not str:
+            if "role" not in message:
+                raise InvalidRequest(f"Missing required parameter: 'messages[{i}].role'.",
+                                     param=f"messages[{i}].role",
+                                     code="missing_required_parameter")
+            raise InvalidRequest(f"Invalid type for 'messages[{i}].role': expected a string, "
+                                 f"but got {_json_type(role)} instead.",
+                                 param=f"messages[{i}].role", code="invalid_type")
+        content = message.get("content")
+        if content is not None and type(content) is not str and type(content) is not list:
+            raise InvalidRequest(f"Invalid type for 'messages[{i}].content': expected a "
+                                 f"string or an array of content parts, but got "
+                                 f"{_json_type(content)} instead.",
+                                 param=f"messages[{i}].content", code="invalid_type")
+
+
+def _json_type(value: Any) -> str:
+    """How OpenAI's errors name a JSON value's type ("an integer", "null", …)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
 
 
 def _parse_object(body: bytes) -> dict[str, Any]:
