@@ -5,7 +5,8 @@ A policy's ``context`` section (:class:`ContextSpec`) names the sources:
 - ``system`` — the system/developer messages' text;
 - ``blocks`` — delimited blocks inside any message, e.g. ``<context>…</context>``
   or ``<document id="x">…</document>`` (tags configurable);
-- ``tools`` — tool-result messages (``role: tool``);
+- ``tools`` — tool-result messages (``role: tool``, and the deprecated
+  function-calling results, ``role: function``);
 - ``corpus`` — a configured directory of text / JSONL documents keyed by source id
   (used to resolve citations; see ``gateway.corpus``).
 
@@ -70,15 +71,21 @@ class GroundingContext:
 
 
 def message_text(message: Mapping[str, Any]) -> str:
-    """A message's text: string content, or its text parts joined (images etc. left out)."""
+    """A message's text: string content, or its text parts joined (images etc. left out).
+
+    Never raises: anything else (not an object, content of another type, parts that
+    are not text objects) has no text."""
+    if not isinstance(message, Mapping):
+        return ""
     content = message.get("content")
     if isinstance(content, str):
         return content
-    if isinstance(content, Sequence):
+    if isinstance(content, (list, tuple)):
         return "\n".join(
-            str(part.get("text", ""))
+            text
             for part in content
             if isinstance(part, Mapping) and part.get("type") in ("text", "input_text")
+            and isinstance(text := part.get("text"), str)
         )
     return ""
 
@@ -88,12 +95,17 @@ def extract_context(
     spec: ContextSpec,
     corpus: Mapping[str, str] | None = None,
 ) -> GroundingContext:
-    """Collect the grounding documents named by ``spec`` from ``messages``."""
+    """Collect the grounding documents named by ``spec`` from ``messages``.
+
+    Never raises on a message's shape: one that is not an object, or has no text, adds
+    nothing (the proxy rejects the invalid shapes before a policy sees them)."""
     from gateway._blocks import find_blocks  # local: keeps import cost off pass-through
 
     docs: list[Document] = []
     n = 0
     for message in messages:
+        if not isinstance(message, Mapping):
+            continue
         role = message.get("role")
         text = message_text(message)
         if not text:
@@ -117,5 +129,13 @@ def extract_context(
             n += 1
             docs.append(Document(id=str(message.get("tool_call_id") or f"tool-{n}"),
                                  text=text, kind="tool"))
+        elif role == "function" and "tools" in spec.sources and not blocks:
+            # A legacy function-calling result: no call id; the function's name (not
+            # unique: one function may be called twice) goes in ``attrs``.
+            n += 1
+            name = message.get("name")
+            docs.append(Document(id=f"function-{n}", text=text, kind="tool",
+                                 attrs={"name": name} if isinstance(name, str) and name
+                                 else {}))
     # The corpus mapping is shared as is (no per-request copy; keeps ``Corpus.meta``).
     return GroundingContext(documents=docs, corpus=corpus if corpus is not None else {})
