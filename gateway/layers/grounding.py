@@ -241,21 +241,21 @@ def _check(
     # another of the same kind ("completed in 1899" vs "It was completed in 1889").
     # Several of them: in a short context the best match is often a sibling sentence
     # ("The Eiffel Tower is 330 m tall.") and the value sits in the next one.
-    near = [m.sentence for m in matches[:cfg.contradiction_window]]
+    near_ids = [m.sentence for m in matches[:cfg.contradiction_window]]
     for d in dates:
         if not (ctx.has_date(d) or (question is not None and question.has_date(d))):
             bad_values.append(d.text)
-            if any(ctx.dates_of(i) for i in near) and not (
+            if any(ctx.dates_of(i) for i in near_ids) and not (
                     not any(ch.isdigit() for ch in d.text) and _in_name(d.start, d.end, entities)):
                 contradicted_value = True
     for q in numbers:
         if not (ctx.has_number(q) or (question is not None and question.has_number(q))):
             bad_values.append(q.text)
-            if near and not (
+            if near_ids and not (
                 not any(ch.isdigit() for ch in q.text) and _in_name(q.start, q.end, entities)
             ) and any(
                 n.kind == q.kind and (not q.unit or n.unit == q.unit)
-                for i in near for n in ctx.numbers_of(i)
+                for i in near_ids for n in ctx.numbers_of(i)
             ):
                 contradicted_value = True
 
