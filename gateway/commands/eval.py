@@ -9,23 +9,36 @@ from typing import Any
 
 import orjson
 
-__all__ = ["add_parser", "run"]
+__all__ = ["add_parser", "positive_int", "run"]
 
 
 def add_parser(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser(
         "eval", help="measure a policy on labeled cases through a real gateway",
         description="Send every case through a real gateway (a scripted upstream answers "
-                    "with the case's model_output) and report AUROC, recall at <=5%% false "
+                    "with the case's model_output) and report AUROC, recall at <=5% false "
                     "flags, precision/recall at the policy's threshold, a length-only "
                     "baseline, zone confusion for 1-5 labels and per-layer latency.")
     p.add_argument("cases", type=Path, help="JSONL cases (see ../shared/data/README.md)")
     p.add_argument("--policy", type=Path, help="policy file (default: shipped grounding.yaml)")
     p.add_argument("--json", action="store_true", help="print one JSON summary on stdout")
     p.add_argument("--source", help="only cases with this source")
-    p.add_argument("--limit", type=int, help="only the first N cases")
-    p.add_argument("--concurrency", type=int, default=8)
+    p.add_argument("--limit", type=positive_int, metavar="N",
+                   help="only the first N cases (N >= 1; default: all)")
+    p.add_argument("--concurrency", type=positive_int, default=8, metavar="N",
+                   help="cases in flight at once (default 8)")
     p.set_defaults(func=run)
+
+
+def positive_int(text: str) -> int:
+    """An argparse ``type``: an integer >= 1 (0 and negatives are usage errors)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
@@ -41,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, CaseError) as exc:
         print(f"gateway eval: {exc}", file=sys.stderr)
         return 2
-    if args.limit:
+    if args.limit is not None:
         cases = cases[: args.limit]
     if not cases:
         print("gateway eval: no cases", file=sys.stderr)

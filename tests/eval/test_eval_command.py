@@ -106,3 +106,22 @@ def test_cases_without_context_are_scored_not_errors(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
     assert summary["overall"]["scored"] == 2 and summary["errors"] == []
+
+
+@pytest.mark.parametrize("option", ["--limit", "--concurrency"])
+@pytest.mark.parametrize("value", ["0", "-3", "x"])
+def test_eval_rejects_a_count_that_is_not_positive(tmp_path: Path, option: str,
+                                                   value: str) -> None:
+    # --limit 0 used to run every case and --limit -3 to drop the last three;
+    # --concurrency 0 waited forever.
+    proc = _run(str(_cases(tmp_path)), option, value)
+    assert proc.returncode == 2
+    assert f"argument {option}: expected a positive integer, got {value!r}" in proc.stderr
+    assert proc.stdout == ""
+
+
+def test_eval_help_shows_a_single_percent_sign() -> None:
+    proc = _run("--help")
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stdout.split())  # argparse wraps lines
+    assert "<=5% false flags" in text and "%%" not in text
