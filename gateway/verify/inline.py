@@ -122,7 +122,8 @@ def _headers(policy: Policy, outcome: Outcome, applied: Applied) -> Headers:
         (b"x-verity-verdict", v.verdict.encode()),
         (b"x-verity-score", (b"n/a" if v.score is None else f"{v.score:.2f}".encode())),
         (b"x-verity-action", applied.action.encode()),
-        (b"x-verity-layers", v.layers_header().encode("latin-1", "replace")),
+        # "n/a" (like the score) when no layer ran, e.g. an answer of tool calls only
+        (b"x-verity-layers", (v.layers_header() or "n/a").encode("latin-1", "replace")),
     ]
     if applied.attempts:
         out.append((b"x-verity-attempts", str(applied.attempts).encode()))

@@ -68,6 +68,10 @@ def test_tool_call_answer_is_delivered_unverified(
     if delivery != "passthrough":
         assert (h["x-verity-verdict"], h["x-verity-action"], h["x-verity-score"]) == \
             ("pass", "pass", "n/a")
+        # No layer ran: "n/a" like the score, not an empty header value.
+        assert h["x-verity-layers"] == "n/a"
+    else:
+        assert "x-verity-layers" not in h
     (rec,) = gw.audit(expect=1)
     assert rec["verdict"] == "pass" and rec["layers"] == []
     assert rec["note"] == "not verified: the answer is tool calls only"
