@@ -24,6 +24,12 @@ def test_sentences_keep_abbreviations_and_initials() -> None:
         "Dr. Smith met J. K. Rowling in the U.S. Army.", "It cost $3.5 million."]
 
 
+def test_et_al_does_not_end_a_sentence_but_a_name_al_does() -> None:
+    assert texts("Smith et al. (2019) found it. Lee et al. 2020 agreed.") == [
+        "Smith et al. (2019) found it.", "Lee et al. 2020 agreed."]
+    assert texts("He met Al. Then he left.") == ["He met Al.", "Then he left."]
+
+
 def test_sentence_offsets_point_into_the_text() -> None:
     text = "  First one.  Second one?\nThird"
     for span in split_sentences(text):

@@ -28,7 +28,8 @@ from gateway.layers._author_year import (
 )
 from gateway.textutil import content_words, split_sentences, tokenize
 
-__all__ = ["Pair", "candidates", "checkable", "corpus_keys", "doc_keys", "extract_pairs", "norm"]
+__all__ = ["Pair", "candidates", "checkable", "corpus_keys", "doc_keys", "extract_pairs",
+           "marker_spans", "norm"]
 
 _MIN_CLAIM_WORDS = 3
 """Content words that make a sentence worth a citation (:func:`checkable`)."""
@@ -159,6 +160,27 @@ def _refs(m: re.Match[str], footnotes: Mapping[str, str],
         ref = inner.strip()  # "[Step 2]" is a step, not "[Smith 2020]": only if it names one
         return [(ref, ref.split(None, 1)[0].rstrip(".").lower() not in _NOT_SOURCE_WORDS)]
     return [(inner.strip(), False)]
+
+
+def marker_spans(text: str) -> list[tuple[int, int]]:
+    """``(start, end)`` of each citation marker in ``text`` — ``[1]``, ``[^2]``,
+    ``[Source: X]``, ``[Smith 2020]``, ``(Source: X)``, ``(Smith et al., 2020)``,
+    ``Smith et al. (2020)`` — for layers that must not read a marker as part of the
+    claim (the ``1`` of ``[1]`` is no number the answer states). A bracket that
+    numbers part of the answer (``[Step 2]``) is not a marker."""
+    if "[" not in text and "(" not in text:
+        return []
+    out = []
+    for m in _MARKER.finditer(text):
+        inner = m.group("br")
+        if inner is not None and _NAME_NUM.fullmatch(inner.strip()) and (
+                inner.split(None, 1)[0].rstrip(".").lower() in _NOT_SOURCE_WORDS):
+            continue
+        out.append((m.start(), m.end()))
+    if "(" in text:
+        out += [(a, b) for a, b, _, _ in _ay_marks(text)]
+        out.sort()
+    return out
 
 
 def checkable(sentence: str, min_words: int = _MIN_CLAIM_WORDS) -> bool:

@@ -55,6 +55,7 @@ from pydantic import Field
 
 from gateway.answer import AnswerSentence, analyze_answer, answer_sentences
 from gateway.context import GroundingContext
+from gateway.layers._citation_pairs import marker_spans
 from gateway.quantities import extract_dates, extract_numbers
 from gateway.textindex import IndexCache, TextIndex, build_index, context_index
 from gateway.textutil import (
@@ -317,7 +318,12 @@ def check_answer(
     """
     if sentences is None:
         sentences = analyze_answer(answer)
-    tokens = [tokenize(s.span.text) for s in sentences]
+    # Citation markers are the citations layer's: the "1" of "[1]" or the "Smith" and
+    # "2020" of "(Smith, 2020)" are nothing the answer states about the context.
+    marked = [marker_spans(s.span.text) for s in sentences]
+    sentences = [_without_markers(s, m) if m else s for s, m in zip(sentences, marked, strict=True)]
+    tokens = [tokenize(_blanked(s.span.text, m) if m else s.span.text)
+              for s, m in zip(sentences, marked, strict=True)]
     word_sets = [content_words(t) for t in tokens]
     every = set[str]().union(*word_sets)
     # Each word resolved once per answer; one pass over the context for the postings
@@ -367,6 +373,22 @@ def check_answer(
         + max(0.0, weak - allowance) + cfg.within_allowance_weight * min(weak, allowance)
     )
     return exp(-evidence), checks
+
+
+def _blanked(text: str, spans: Sequence[tuple[int, int]]) -> str:
+    for a, b in spans:
+        text = text[:a] + " " * (b - a) + text[b:]
+    return text
+
+
+def _without_markers(s: AnswerSentence, spans: Sequence[tuple[int, int]]) -> AnswerSentence:
+    """``s`` without the entities, dates and numbers that overlap a citation marker."""
+    def outside(start: int, end: int) -> bool:
+        return all(end <= a or b <= start for a, b in spans)
+
+    return AnswerSentence(s.span, tuple(e for e in s.entities if outside(e.start, e.end)),
+                          tuple(d for d in s.dates if outside(d.start, d.end)),
+                          tuple(q for q in s.numbers if outside(q.start, q.end)))
 
 
 def answer_allowance(answer: str, ctx: TextIndex, n_sentences: int,

@@ -339,3 +339,28 @@ def test_a_wrong_value_is_contradicted_when_the_next_best_sentence_states_the_ri
     only_best = run("The Eiffel Tower was completed in 1899.", context=context,
                     contradiction_window=1)
     assert only_best.label == "unsupported"
+
+
+@pytest.mark.parametrize("marker", ["[1]", "[^1]", "[Sundara 54.30]", "[Source: ctx]",
+                                    "(Source: ctx)", "(Smith et al., 2019)", "[1, 3-4]"])
+def test_citation_markers_are_not_read_as_the_answers_values_or_names(marker: str) -> None:
+    # QA: "The bridge opened in 1932 [1]." was "contradicted" (the value 1), blocked.
+    context = "The bridge opened in 1932 and is 503 metres long."
+    ok = run(f"The bridge opened in 1932 {marker}.", context=context)
+    assert ok.passed and ok.label == "supported", ok.explanation
+    assert ok.evidence[0].text == f"The bridge opened in 1932 {marker}."  # shown as written
+    wrong = run(f"The bridge opened in 1931 {marker}.", context=context)
+    assert wrong.label == "contradicted" and "1931" in wrong.evidence[0].reason
+
+
+def test_a_narrative_author_year_citation_is_a_marker_too() -> None:
+    context = "Maize yields fell by 12% in the drought of 2012."
+    r = run("Smith et al. (2019) found that maize yields fell by 12% in the 2012 drought.",
+            context=context)
+    assert r.passed and r.label == "supported", r.explanation
+
+
+def test_brackets_that_are_no_citation_are_still_checked() -> None:
+    context = "The bridge opened in 1932 and is 503 metres long."
+    r = run("The bridge [Step 7] opened in 1932.", context=context)
+    assert "7" in r.evidence[0].reason
