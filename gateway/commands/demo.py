@@ -69,7 +69,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--policies", metavar="DIR",
                    help="policies directory (default: the shipped policies)")
     p.add_argument("--policy", metavar="NAME",
-                   help="ask for this policy with the x-verity-policy header")
+                   help="ask for this policy with the x-verity-policy header (only a policy "
+                        "that sets allow_header_selection: true; the gateway refuses any "
+                        "other with 403, which the demo shows)")
     p.add_argument("--audit", metavar="FILE",
                    help="audit file to write (default: a temporary file, removed after)")
     p.set_defaults(func=run)
@@ -154,7 +156,17 @@ def _send(client: Any, s: Scenario, policy: str | None, openai: Any) -> Result:
         answer = completion.choices[0].message.content or "" if completion.choices else ""
         return Result(raw.status_code, answer, _verity(raw.headers))
     except openai.APIStatusError as exc:
-        return Result(exc.status_code, "", _verity(exc.response.headers), error=exc.message)
+        return Result(exc.status_code, "", _verity(exc.response.headers),
+                      error=_error_message(exc))
+
+
+def _error_message(exc: Any) -> str:
+    """The gateway's own error message (without the SDK's ``Error code: N -`` prefix,
+    the status is printed on its own line)."""
+    body = exc.body
+    if isinstance(body, dict) and isinstance(body.get("message"), str):
+        return str(body["message"])
+    return str(exc.message)
 
 
 def _verity(headers: Any) -> dict[str, str]:
@@ -173,6 +185,8 @@ def _show(n: int, s: Scenario, r: Result) -> None:
     if verity:
         for name, value in sorted(verity.items()):
             print(f"    {name}: {textwrap.shorten(value, 120)}")
+    elif r.status >= 400:  # refused before any policy ran (e.g. 403: not selectable)
+        print("    x-verity-*: none (error response: nothing was verified)")
     else:
         print("    x-verity-*: none (no policy applied: pass-through)")
     print(f"    audit id : {r.headers.get('x-verity-audit-id', '-')}")

@@ -43,3 +43,19 @@ def test_demo_without_policies_is_pass_through(tmp_path: Path) -> None:
     for scenario, block in zip(SCENARIOS, blocks):
         assert f"    answer   : {scenario.reply}\n" in block
         assert "x-verity-*: none (no policy applied: pass-through)" in block
+
+
+def test_demo_with_a_policy_it_cannot_select_shows_the_refusal(tmp_path: Path) -> None:
+    # The shipped default policy does not allow header selection: every request is a
+    # 403 from the gateway, not a pass-through answer.
+    proc = subprocess.run([sys.executable, "-m", "gateway", "demo", "--policy", "default"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    blocks = proc.stdout.split("\n[")[1:]
+    assert len(blocks) == len(SCENARIOS)
+    for block in blocks:
+        assert "    status   : 403\n" in block, block
+        assert ("    error    : policy 'default' may not be selected with the "
+                "x-verity-policy header") in block, block
+        assert "pass-through" not in block and "Error code" not in block, block
+        assert "    x-verity-*: none (error response: nothing was verified)\n" in block
