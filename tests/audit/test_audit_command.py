@@ -143,3 +143,18 @@ def test_tail_says_not_verified_and_keeps_columns(unverified_audit: Path) -> Non
     # The verdict column starts at the same offset on both lines, and so do the layers.
     assert verified.index(" pass ") == unverified.index(" not verified ")
     assert verified.index("[") == unverified.index("[")
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback(audit_file: Path, tmp_path: Path) -> None:
+    """`gateway audit tail -n 20000 | head -1`: the pipe closes under the writer."""
+    big = tmp_path / "big.jsonl"
+    big.write_text(audit_file.read_text() * 10_000)  # far more than a pipe buffers
+    with subprocess.Popen(
+        [sys.executable, "-m", "gateway", "audit", "--file", str(big), "tail", "-n", "20000"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        assert proc.stdout.readline()  # one line, then leave
+        proc.stdout.close()
+        err = proc.stderr.read().decode()
+        assert proc.wait(timeout=60) == 141
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
