@@ -3,8 +3,11 @@
 A directory is checked as the gateway would load it (one set: unique names, one
 default, known ``candidates``). A file is checked together with the policy files
 beside it, so its ``candidates`` and name clashes are judged against the set it
-will be served in; only the named file is reported. Exit status 1 if anything is
-wrong, else 0.
+will be served in; only the named file is reported. With ``--config FILE`` (the
+gateway's config, read as ``gateway serve --config`` reads it, environment
+included) a regenerate ``fallback_model`` that no configured upstream serves is
+an error too. Exit status 1 if anything is wrong, 2 if the config cannot be
+loaded, else 0.
 """
 
 from __future__ import annotations
@@ -12,7 +15,10 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gateway.policy.store import Route
 
 __all__ = ["add_parser", "check", "run_check"]
 
@@ -26,14 +32,19 @@ def add_parser(sub: Any) -> None:
         "check", help="validate policy files or directories without serving",
         description="Load each policy file strictly (schema, layer names, each layer's "
                     "config) and the set it belongs to (unique names, one default, known "
-                    "candidates). Prints OK or every error as file:line: key: message.")
+                    "candidates). Prints OK or every error as file:line: key: message. "
+                    "With --config, also that each regenerate fallback_model is routed "
+                    "to a configured upstream.")
     c.add_argument("paths", nargs="+", type=Path, metavar="PATH",
                    help="policy file (*.yaml, *.yml) or directory of them")
+    c.add_argument("--config", metavar="FILE",
+                   help="the gateway's config file: also check that every regenerate "
+                        "fallback_model is routed to a configured upstream")
     c.set_defaults(func=run_check)
 
 
-def check(paths: list[Path]) -> tuple[list[str], list[str]]:
-    """(OK lines, error lines) for ``paths``."""
+def check(paths: list[Path], route: Route | None = None) -> tuple[list[str], list[str]]:
+    """(OK lines, error lines) for ``paths``; ``route`` as for :func:`assemble`."""
     from gateway.policy.loader import PolicyError, load_policy_text, policy_files
     from gateway.policy.store import FileState, assemble
 
@@ -69,7 +80,7 @@ def check(paths: list[Path]) -> tuple[list[str], list[str]]:
             except PolicyError as exc:
                 st.error = exc
             states[str(file)] = st
-        live, errors = assemble(states)
+        live, errors = assemble(states, route=route)
         if report is None and not states:
             ok.append(f"OK {directory} (no policy files: the gateway would pass everything "
                       f"through)")
@@ -85,7 +96,16 @@ def check(paths: list[Path]) -> tuple[list[str], list[str]]:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    ok, bad = check(list(args.paths))
+    route: Route | None = None
+    if args.config:
+        from gateway.settings import ConfigError, load_settings
+        try:
+            settings = load_settings(args.config)
+        except ConfigError as exc:
+            print(f"gateway policy check: {exc}", file=sys.stderr)
+            return 2
+        route = settings.route if settings.upstreams else None
+    ok, bad = check(list(args.paths), route)
     for line in ok:
         print(line)
     for line in bad:

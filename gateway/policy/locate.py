@@ -167,12 +167,40 @@ def _root_loc(msg: str) -> tuple[str, ...]:
     return ("layers",) if msg.startswith("layer ids") else ()
 
 
+_KEYED = re.compile(r"([A-Za-z_]\w*(?:\.[\w-]+)+): (.+)", re.S)
+
+
+def _keyed(message: str, loc: tuple[str | int, ...]) -> tuple[tuple[str | int, ...], str]:
+    """A model validator's ``dotted.key: message`` (from the policy root) names a key
+    below the model it ran on: report it there."""
+    m = _KEYED.match(message)
+    if m:
+        parts = tuple(m.group(1).split("."))
+        if parts[:len(loc)] == tuple(map(str, loc)) and len(parts) > len(loc):
+            return parts, m.group(2)
+    return loc, message
+
+
+def _shadowed(err: Mapping[str, Any], errors: Sequence[Mapping[str, Any]]) -> bool:
+    """pydantic checks a sequence's length on the items that validated, so one bad item
+    of a one-item ``layers`` also reports "at least 1 item ... not 0": drop that echo."""
+    loc = tuple(err["loc"])
+    return err["type"] == "too_short" and any(
+        len(other["loc"]) > len(loc) and tuple(other["loc"][:len(loc)]) == loc
+        for other in errors)
+
+
 def _validation_errors(exc: ValidationError, model: type[BaseModel], root: yaml.Node | None,
                        source: str, prefix: tuple[str | int, ...] = ()) -> list[PolicyError]:
     out = []
-    for err in exc.errors():
+    errors = exc.errors()
+    for err in errors:
+        if _shadowed(err, errors):
+            continue
         message = _message(err, model)
         loc = tuple(err["loc"]) or (_root_loc(message) if not prefix else ())
+        if not prefix:
+            loc, message = _keyed(message, loc)
         key, line = _locate(root, (*prefix, *loc))
         out.append(PolicyError(source, key or ".".join(map(str, prefix)), line, message))
     return out

@@ -11,17 +11,28 @@ See ``docs/policies.md`` for the reference with examples.
 
 from __future__ import annotations
 
+import difflib
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from gateway.context import ContextSpec
+from gateway.verify.risk import RISK_PROFILES
 
 __all__ = [
     "Action", "ActionSet", "BlockAction", "Budget", "Calibration", "DecisionSpec",
     "DisclaimerAction", "FlagAction", "LayerSpec", "MatchSpec", "PassAction", "PolicySpec",
-    "RegenerateAction", "RiskLevel", "RiskProfileSpec", "RiskSpec", "TelemetrySpec",
+    "RegenerateAction", "RiskLevel", "RiskProfileSpec", "RiskSpec", "TEMPLATE_PLACEHOLDERS",
+    "TelemetrySpec",
 ]
 
 RiskLevel = Literal["low", "medium", "high", "critical"]
@@ -32,7 +43,45 @@ Zone = Literal["GOOD", "MID", "BAD"]
 def _default_zones() -> dict[Zone, Band]:
     return {"GOOD": "pass", "MID": "marginal", "BAD": "fail"}
 
+
+TEMPLATE_PLACEHOLDERS: tuple[str, ...] = ("reasons", "score", "verdict", "policy", "failed_claims")
+"""What action templates fill in (``gateway.verify.actions.fill_template``)."""
+
 _HEADER_SAFE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+# Anything that reads as a placeholder: `{word}`, also with spaces or hyphens inside.
+_PLACEHOLDER_LIKE = re.compile(r"\{\s*([A-Za-z_][\w-]*)\s*\}")
+
+
+def _check_template(template: str) -> str:
+    """Reject ``{word}`` placeholders the actions do not fill: they would reach the
+    client literally. Other braces (``{}``, JSON, a lone ``{``) are left as written."""
+    bad = [m for m in _PLACEHOLDER_LIKE.finditer(template)
+           if m.group(0) != "{" + m.group(1) + "}" or m.group(1) not in TEMPLATE_PLACEHOLDERS]
+    if not bad:
+        return template
+    known = ", ".join("{" + p + "}" for p in TEMPLATE_PLACEHOLDERS)
+    guesses = []
+    for m in bad:
+        close = difflib.get_close_matches(m.group(1).lower().replace("-", "_"),
+                                          TEMPLATE_PLACEHOLDERS, n=1)
+        if close:
+            guesses.append("{" + close[0] + "}")
+    hint = f"; did you mean {', '.join(guesses)}?" if guesses else ""
+    shown = ", ".join(m.group(0) for m in bad)
+    raise ValueError(f"unknown placeholder{'s' if len(bad) > 1 else ''} {shown}{hint} "
+                     f"(templates fill {known}; there is no escape for a literal {{word}})")
+
+
+def _check_regex(pattern: str) -> str:
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"invalid regex {pattern!r}: {exc}") from None
+    return pattern
+
+
+Template = Annotated[str, AfterValidator(_check_template)]
+Regex = Annotated[str, AfterValidator(_check_regex)]
 
 
 class _Strict(BaseModel):
@@ -91,17 +140,34 @@ class RiskProfileSpec(_Strict):
     layers: tuple[str, ...]
     """Layer ids (``LayerSpec.key``) to run at this risk level."""
     min_confidence: float = Field(ge=0, le=1)
+    """Optional in a policy file: :class:`RiskSpec` fills in seed 000's value for the
+    level (low 0.70, medium 0.80, high 0.90, critical 0.95)."""
     max_latency_ms: int | None = Field(None, gt=0)
     max_cost: float | None = Field(None, ge=0)
 
 
 class RiskSpec(_Strict):
     """``level: assess`` runs the seed 000 heuristic risk assessor on the answer;
-    a fixed level skips it. ``profiles`` maps each level to the layers it runs;
+    a fixed level skips it. ``profiles`` maps each level to the layers it runs (and
+    the confidence a pass needs there, seed 000's for the level when left out);
     levels left out use every layer in ``layers``."""
 
     level: RiskLevel | Literal["assess"] = "medium"
     profiles: dict[RiskLevel, RiskProfileSpec] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _seed_min_confidence(cls, data: Any) -> Any:
+        """A profile without ``min_confidence`` gets seed 000's value for its level."""
+        if not isinstance(data, dict) or not isinstance(data.get("profiles"), dict):
+            return data
+        profiles = {}
+        for level, profile in data["profiles"].items():
+            if (isinstance(profile, dict) and "min_confidence" not in profile
+                    and level in RISK_PROFILES):
+                profile = {**profile, "min_confidence": RISK_PROFILES[level].min_confidence}
+            profiles[level] = profile
+        return {**data, "profiles": profiles}
 
 
 class DecisionSpec(_Strict):
@@ -118,7 +184,34 @@ class DecisionSpec(_Strict):
     combine: Literal["all_passed", "mean"] = "all_passed"
     min_confidence: float | None = Field(None, ge=0, le=1)
     marginal_at: float = Field(0.5, ge=0, le=1)
+    """Must not exceed ``min_confidence`` when that is set (checked at load)."""
     zones: dict[Zone, Band] = Field(default_factory=_default_zones)
+
+    @field_validator("marginal_at")
+    @classmethod
+    def _not_above_min_confidence(cls, value: float, info: ValidationInfo) -> float:
+        floor = info.data.get("min_confidence")
+        if floor is not None and value > floor:
+            raise ValueError(_marginal_message(value, "decision.min_confidence", floor,
+                                               written=True))
+        return value
+
+    @model_validator(mode="after")
+    def _default_not_above_min_confidence(self) -> DecisionSpec:
+        # A field validator does not run on a default: check the default here.
+        if ("marginal_at" not in self.model_fields_set and self.min_confidence is not None
+                and self.marginal_at > self.min_confidence):
+            raise ValueError("decision.marginal_at: " + _marginal_message(
+                self.marginal_at, "decision.min_confidence", self.min_confidence,
+                written=False))
+        return self
+
+
+def _marginal_message(value: float, key: str, floor: float, *, written: bool) -> str:
+    default = "" if written else " (the default)"
+    return (f"{value:g}{default} is above {key} {floor:g}: marginal is the band below "
+            f"min_confidence and at or above marginal_at, so marginal_at must not exceed "
+            f"it (set decision.marginal_at <= {floor:g})")
 
 
 class PassAction(_Strict):
@@ -133,8 +226,8 @@ class FlagAction(_Strict):
 
 class DisclaimerAction(_Strict):
     type: Literal["disclaimer"] = "disclaimer"
-    template: str = ("\n\n---\n*Verity: parts of this answer could not be verified against "
-                     "the provided sources ({reasons}).*")
+    template: Template = ("\n\n---\n*Verity: parts of this answer could not be verified "
+                          "against the provided sources ({reasons}).*")
     """Appended to the end of the answer; ``{reasons}``, ``{score}``, ``{verdict}``,
     ``{policy}`` and ``{failed_claims}`` are filled in."""
 
@@ -144,7 +237,7 @@ class BlockAction(_Strict):
     style: Literal["completion", "error"] = "completion"
     """``completion``: an OpenAI-shaped completion carrying ``message`` with
     ``finish_reason: content_filter``. ``error``: an HTTP error with ``status``."""
-    message: str = "I can't provide that answer: it failed verification ({reasons})."
+    message: Template = "I can't provide that answer: it failed verification ({reasons})."
     status: int = Field(422, ge=400, le=599)
 
 
@@ -155,7 +248,7 @@ class RegenerateAction(_Strict):
 
     type: Literal["regenerate"] = "regenerate"
     max_attempts: int = Field(1, ge=1, le=5)
-    feedback_template: str | None = None
+    feedback_template: Template | None = None
     """Overrides the built-in repair prompt; ``{failed_claims}`` and ``{reasons}``."""
     fallback_model: str | None = None
     fallback: Annotated[PassAction | FlagAction | DisclaimerAction | BlockAction,
@@ -188,8 +281,9 @@ class Budget(_Strict):
 class TelemetrySpec(_Strict):
     record_content: bool = False
     """Record prompt/answer text on spans (through the redaction hook)."""
-    redact: tuple[str, ...] = ()
-    """Regexes whose matches are replaced by ``[REDACTED]`` in recorded content."""
+    redact: tuple[Regex, ...] = ()
+    """Regexes whose matches are replaced by ``[REDACTED]`` in recorded content
+    (compiled at load: an invalid one is a load error)."""
 
 
 class PolicySpec(_Strict):
@@ -233,4 +327,20 @@ class PolicySpec(_Strict):
             if missing:
                 raise ValueError(f"risk.profiles.{level}.layers names layers not in `layers`: "
                                  f"{', '.join(missing)}")
+        return self
+
+    @model_validator(mode="after")
+    def _marginal_not_above_profiles(self) -> PolicySpec:
+        """A written ``decision.marginal_at`` must not exceed the ``min_confidence`` of any
+        risk profile the policy can use (when ``decision.min_confidence`` is not set)."""
+        decision = self.decision
+        if decision.min_confidence is not None or "marginal_at" not in decision.model_fields_set:
+            return self
+        for level, profile in self.risk.profiles.items():
+            if self.risk.level not in ("assess", level):
+                continue  # a fixed level never uses the other profiles
+            if decision.marginal_at > profile.min_confidence:
+                raise ValueError("decision.marginal_at: " + _marginal_message(
+                    decision.marginal_at, f"risk.profiles.{level}.min_confidence",
+                    profile.min_confidence, written=True))
         return self

@@ -4,7 +4,11 @@
 last good version live (and is reported in :attr:`PolicyStore.errors` and
 :meth:`PolicyStore.status`); the set-level rules (unique names, one default,
 ``candidates`` naming known policies) are checked across files by
-:func:`assemble`, which ``gateway policy check`` uses too.
+:func:`assemble`, which ``gateway policy check`` uses too. Given the gateway's
+routing (``route``: model -> upstream or ``None``, e.g. ``Settings.route``),
+:func:`assemble` also reports a regenerate ``fallback_model`` that no upstream
+serves; like an unknown candidate it is an error for the file, and the policy is
+still served.
 """
 
 from __future__ import annotations
@@ -14,16 +18,20 @@ import hashlib
 import logging
 import threading
 import types
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gateway.policy.loader import Policy, _read, load_policy_text, policy_files
 from gateway.policy.locate import PolicyError, _locate, _parse_yaml
+from gateway.policy.models import RegenerateAction
 from gateway.policy.select import PolicySet
 
-__all__ = ["FileState", "PolicyStore", "assemble"]
+__all__ = ["FileState", "PolicyStore", "Route", "assemble"]
+
+Route = Callable[[str], object | None]
+"""model name -> the upstream that serves it, or ``None`` (``Settings.route``)."""
 
 log = logging.getLogger("gateway.policy")
 
@@ -40,15 +48,33 @@ class FileState:
     good_text: str = ""
 
 
-def assemble(states: Mapping[str, FileState], prefer: Sequence[str] = ()
-             ) -> tuple[dict[str, Policy], dict[str, str]]:
+def _unrouted_fallbacks(policy: Policy, text: str, file: str, route: Route) -> list[str]:
+    """Errors for regenerate ``fallback_model`` values that ``route`` sends nowhere."""
+    out = []
+    for band in ("pass", "marginal", "fail"):
+        action = policy.spec.actions.pass_ if band == "pass" else getattr(policy.spec.actions,
+                                                                          band)
+        model = action.fallback_model if isinstance(action, RegenerateAction) else None
+        if model is None or route(model) is not None:
+            continue
+        key, line = _locate(_parse_yaml(text, file)[0], ("actions", band, "fallback_model"))
+        out.append(str(PolicyError(
+            file, key, line, f"no configured upstream serves model {model!r} (upstream "
+                             f"`models` globs decide routing): the fallback attempt would "
+                             f"fail at request time")))
+    return out
+
+
+def assemble(states: Mapping[str, FileState], prefer: Sequence[str] = (),
+             route: Route | None = None) -> tuple[dict[str, Policy], dict[str, str]]:
     """Pick the live version of every file and apply the cross-file rules.
 
     Returns (file -> live policy, file -> error message). For each file the
     newest parse is tried, then its last good version. Names must be unique and
     only one policy may be ``default``: on a clash the file in ``prefer`` (the
     ones already live) or else the earlier file name keeps it. ``candidates``
-    naming unknown policies are an error for that file, but it stays live.
+    naming unknown policies are an error for that file, but it stays live; so is a
+    ``fallback_model`` that ``route`` (when given) finds no upstream for.
     """
     first = set(prefer)
     live: dict[str, Policy] = {}
@@ -88,6 +114,8 @@ def assemble(states: Mapping[str, FileState], prefer: Sequence[str] = ()
             why = ("a policy cannot be its own candidate" if cand == policy.name else
                    f"unknown policy {cand!r} (known: {', '.join(sorted(owner))})")
             messages[file].append(str(PolicyError(file, key, line, why)))
+        if route is not None:
+            messages[file] += _unrouted_fallbacks(policy, texts[file], file, route)
     return live, {f: "\n".join(m) for f, m in messages.items() if m}
 
 
@@ -98,10 +126,14 @@ class PolicyStore:
     compares content hashes, so edits, atomic renames and Kubernetes ConfigMap
     symlink swaps are all seen, whatever the file system's mtime granularity.
     A file that stops loading keeps its last good version live.
+
+    ``route`` (``Settings.route``; leave it ``None`` when no upstream is configured)
+    lets :func:`assemble` report ``fallback_model`` values no upstream serves.
     """
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, route: Route | None = None) -> None:
         self.directory = Path(directory)
+        self._route = route
         self._states: dict[str, FileState] = {}
         self._live: dict[str, Policy] = {}
         self._policies = PolicySet(())
@@ -166,7 +198,7 @@ class PolicyStore:
             live, states = self._live, self._states
         else:
             states = scanned
-            live, errors = assemble(states, prefer=list(self._live))
+            live, errors = assemble(states, prefer=list(self._live), route=self._route)
             for file, policy in live.items():
                 if policy is states[file].parsed:
                     states[file].good, states[file].good_text = policy, states[file].text

@@ -21,7 +21,9 @@ Per band the policy names one action (``actions.pass|marginal|fail``):
   attempts' upstream calls do not count against that budget.
 
 Templates fill ``{reasons}``, ``{score}``, ``{verdict}``, ``{policy}`` and
-``{failed_claims}``; other braces are left as written.
+``{failed_claims}`` (``gateway.policy.models.TEMPLATE_PLACEHOLDERS``, which the
+policy loader checks templates against: another ``{word}`` is a load error); other
+braces are left as written.
 
 **Usage after regenerate**: the delivered ``usage`` is the final answer's own usage,
 as upstream reported it — not the sum over attempts (the audit record's
@@ -38,6 +40,7 @@ from typing import Any
 
 from gateway.errors import GatewayError, VerificationBlocked
 from gateway.policy.models import (
+    TEMPLATE_PLACEHOLDERS,
     ActionSet,
     BlockAction,
     DisclaimerAction,
@@ -56,7 +59,7 @@ AnyAction = StaticAction | RegenerateAction
 CompleteFn = Callable[[dict[str, Any]], Awaitable[tuple[int, Any, bytes]]]
 VerifyFn = Callable[[dict[str, Any]], Awaitable[Verification]]
 
-_PLACEHOLDER = re.compile(r"\{(reasons|score|verdict|policy|failed_claims)\}")
+_PLACEHOLDER = re.compile(r"\{(" + "|".join(TEMPLATE_PLACEHOLDERS) + r")\}")
 
 
 @dataclass(slots=True)
