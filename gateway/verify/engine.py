@@ -450,7 +450,8 @@ async def open_engine(settings: Settings, telemetry: Telemetry,
                     directory)
         yield None
         return
-    store = PolicyStore(directory)
+    # A fallback_model no upstream routes is reported at load (file, key), not at request time.
+    store = PolicyStore(directory, route=settings.route if settings.upstreams else None)
     await asyncio.to_thread(store.load)
     judge = create_judge(settings, telemetry)  # None when no judge can be reached
     shadow = ShadowQueue(settings.shadow, telemetry)

@@ -269,3 +269,23 @@ def test_policy_check_with_a_broken_config_says_so(tmp_path: Path, policy_dir: P
     out = policy_check("--config", str(config), str(policy_dir))
     assert out.returncode == 2
     assert "base_url" in out.stderr
+
+
+def test_the_served_gateway_reports_an_unrouted_fallback_model_in_readyz(
+        policy_dir: Path, write: Write) -> None:
+    """The running server checks with its own upstreams' routing (gateway serve)."""
+    import httpx
+
+    from gateway.app import create_app
+    from gateway.servers import ServerThread
+    from gateway.settings import load_settings
+
+    path = write("a.yaml", REGEN % "llama-3")
+    settings = load_settings(environ={}, overrides={
+        "upstreams": [{"name": "oa", "base_url": "http://127.0.0.1:9/v1", "models": ["gpt-*"]}],
+        "policies_dir": str(policy_dir)})
+    with ServerThread(create_app(settings)) as gw:
+        ready = httpx.get(gw.url + "/readyz")
+    assert ready.status_code == 200
+    broken = ready.json()["broken"]
+    assert list(broken) == [str(path)] and "fallback_model" in broken[str(path)]["error"]
