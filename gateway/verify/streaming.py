@@ -5,12 +5,16 @@
   :class:`StreamAccumulator`.
 - :func:`read_all` — ``streaming: buffer``: read the whole upstream stream (raw bytes
   kept, so an unchanged answer is replayed byte for byte).
+- :class:`CheckedAccumulator` — a :class:`StreamAccumulator` that counts the data
+  events it cannot read (not JSON, e.g. invalid UTF-8): their content is not in
+  the accumulated answer, so the inline paths treat such a stream as unverifiable.
 - :func:`synthesize` — a ``chat.completion.chunk`` stream built from a completion
   dict (role chunk, content / tool-call chunks, finish chunk, usage chunk when the
   client asked ``stream_options.include_usage``, ``[DONE]``).
 - :class:`HoldBack` — ``streaming: passthrough``: forward events as they arrive but
   keep back the *tail* — the first event carrying a ``finish_reason``, the usage
-  chunk, ``[DONE]`` and anything after — until the answer is verified;
+  chunk, ``[DONE]``, an unreadable event, and anything after — until the answer is
+  verified;
   :meth:`HoldBack.finish` then sends the verdict's addition and the tail.
 
 Passthrough signalling (the body has started, so headers cannot change):
@@ -39,7 +43,8 @@ from gateway.sse import DONE, SSEParser, StreamAccumulator, encode_event
 from gateway.telemetry import UpstreamTrace
 from gateway.upstream.client import UpstreamResponse
 
-__all__ = ["HoldBack", "is_sse", "read_all", "relay_accumulating", "synthesize"]
+__all__ = ["CheckedAccumulator", "HoldBack", "is_sse", "read_all", "relay_accumulating",
+           "synthesize"]
 
 Headers = list[tuple[bytes, bytes]]
 
@@ -80,9 +85,34 @@ async def relay_accumulating(x: ChatExchange, resp: UpstreamResponse, up: Upstre
     return acc if ok and acc.error is None else None
 
 
-async def read_all(resp: UpstreamResponse, up: UpstreamTrace) -> tuple[bytes, StreamAccumulator]:
+class CheckedAccumulator(StreamAccumulator):
+    """A :class:`StreamAccumulator` that counts, in :attr:`unreadable`, the data events
+    it had to skip: not JSON (invalid UTF-8 included) or not a JSON object. Empty
+    data and ``[DONE]`` are not counted."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.unreadable = 0
+
+    def feed_data(self, data: bytes) -> None:
+        if data.strip() == b"[DONE]":
+            self.done = True
+            return
+        try:
+            obj = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            if data.strip():
+                self.unreadable += 1
+            return
+        if isinstance(obj, dict):
+            self.feed_chunk(obj)
+        else:
+            self.unreadable += 1
+
+
+async def read_all(resp: UpstreamResponse, up: UpstreamTrace) -> tuple[bytes, CheckedAccumulator]:
     """Read a whole SSE body; UpstreamError (a cut stream) propagates."""
-    acc = StreamAccumulator()
+    acc = CheckedAccumulator()
     parts: list[bytes] = []
     async for chunk in traced_chunks(resp, up):  # a cut stream's UpstreamError propagates
         parts.append(chunk)
@@ -152,7 +182,7 @@ class HoldBack:
 
     def __init__(self, x: ChatExchange) -> None:
         self.x = x
-        self.acc = StreamAccumulator()
+        self.acc = CheckedAccumulator()
         self.tail: list[bytes] = []
         self.error: UpstreamError | None = None
         self._parser = SSEParser()
@@ -166,7 +196,9 @@ class HoldBack:
                 out: list[bytes] = []
                 for data in self._parser.feed(chunk):
                     self.acc.feed_data(data)
-                    if self.tail or _is_tail(data):
+                    # From an unreadable event on, everything is held: it cannot be
+                    # verified, and on_error decides at finish() whether it goes out.
+                    if self.tail or self.acc.unreadable or _is_tail(data):
                         self.tail.append(data)
                     else:
                         out.append(b"data: " + data + b"\n\n")
