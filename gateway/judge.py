@@ -110,7 +110,7 @@ async def _concurrently(calls: list[Coroutine[Any, Any, JudgeReply]]) -> JudgeRe
         async with asyncio.TaskGroup() as group:
             tasks = [group.create_task(c) for c in calls]
     except ExceptionGroup as eg:  # TaskGroup wraps: callers handle JudgeError
-        raise eg.exceptions[0] from None
+        raise eg.exceptions[0]  # keeps its own __cause__ (the HTTP or SDK error)
     replies = [t.result() for t in tasks]
     merged = JudgeReply(texts=[], model=replies[0].model if replies else "")
     for r in replies:

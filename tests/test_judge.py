@@ -214,3 +214,28 @@ async def test_anthropic_judge_sends_system_and_developer_text_as_system() -> No
     assert reply.texts == ["ok"]
     assert sent[0]["system"] == "Be strict.\n\nAnswer in JSON."
     assert sent[0]["messages"] == [{"role": "user", "content": "Is it so?"}]
+
+
+async def test_a_failed_sample_keeps_its_underlying_error_as_the_cause() -> None:
+    """The judge error raised out of concurrent samples still says why (logs show it)."""
+    import httpx
+
+    calls = 0
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        nonlocal calls
+        calls += 1
+        if calls == 1:  # the first reply has one choice: two more are asked for at once
+            return httpx.Response(200, json={"model": "m", "choices": [
+                {"message": {"content": "one"}}]})
+        raise httpx.ConnectError("refused")
+
+    client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    judge = OpenAIJudge(JudgeConfig(), "http://judge.test/v1", None, client=client)
+    try:
+        with pytest.raises(JudgeError) as info:
+            await judge.complete([{"role": "user", "content": "x"}], model="m",
+                                 temperature=1.0, n=3)
+    finally:
+        await judge.aclose()
+    assert isinstance(info.value.__cause__, httpx.ConnectError)

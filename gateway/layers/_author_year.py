@@ -49,7 +49,10 @@ _AY_CUE = re.compile(r"(?i:\b(?:according\s+to|by|in|as|see|from|following|cf\.)
 _AY_PAREN = re.compile(r"\((?P<inner>[^()\n]{1,300})\)")
 _AY_YEARS_ONLY = re.compile(rf"\s*{_YEAR}[a-z]?(?:\s*,\s*{_YEAR}[a-z]?)*\s*")
 _AY_HAS_YEAR = re.compile(rf"(?<!\d){_YEAR}(?![\d])")
-_AY_ID = re.compile(rf"([^\W\d_][^\W\d_'’]*)(?:[-_. ]*(?:et[-_. ]*al|and|&|[^\W\d_]+))*?[-_. ]*"
+# Each further name part needs its separator: with an optional one a run of letters
+# splits in 2^n ways, and an id with no year ("call_kQzXbLrTwYpMnHvDsJfGcA7e")
+# backtracked for seconds on the event loop.
+_AY_ID = re.compile(rf"([^\W\d_][^\W\d_'’]*)(?:[-_. &]+(?:et[-_. ]*al|and|[^\W\d_]+))*?[-_. &]*"
                     rf"({_YEAR})(?!\d)")
 _AY_CAP = re.compile(rf"(?<![\w'’-]){_AY_WORD}")
 _NOT_AUTHORS = frozenset(

@@ -295,3 +295,17 @@ def test_gateway_blocks_an_author_year_citation_its_document_does_not_support(
     assert blocked.choices[0].finish_reason == "content_filter"
     assert "maize" not in (blocked.choices[0].message.content or "")
     gw.stop()
+
+
+def test_a_long_document_id_without_a_year_is_read_in_linear_time() -> None:
+    """`_AY_ID` once let a run of letters split 2^n ways: a tool_call_id-shaped id took
+    3 s, an 80-letter one would never finish, blocking the event loop (CPU-only layers
+    run without a timeout). A subprocess with a generous bound fails instead of hanging."""
+    import subprocess
+    import sys
+
+    code = ("from gateway.layers._author_year import author_year_keys\n"
+            "for sid in ['call_kQzXbLrTwYpMnHvDsJfGcA7e', 'x' * 80, 'ab&' * 30,\n"
+            "            'bridgeconstructionnotesfortheyear']:\n"
+            "    author_year_keys(sid, {}, None, 'text')\n")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
