@@ -222,12 +222,14 @@ def _check(
             if content_words(tokenize(ent.text)) & missing_set:
                 bad_entities.append(ent.text)
 
-    matches = ctx.best_matches(words, max(1, cfg.local_window), forms) if words else []
+    k = max(1, cfg.local_window, cfg.contradiction_window)
+    matches = ctx.best_matches(words, k, forms) if words else []
     match = matches[0] if matches else None
     best = ctx.sentences[match.sentence] if match is not None else None
     far: list[str] = []
     if cfg.local_window and matches:
-        near = frozenset().union(*(ctx.sentences[m.sentence].tokens for m in matches))
+        near = frozenset().union(*(ctx.sentences[m.sentence].tokens
+                                   for m in matches[:cfg.local_window]))
         far = sorted(
             w for w in words
             if w not in missing_set and near.isdisjoint(variants(w))

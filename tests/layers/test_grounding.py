@@ -364,3 +364,13 @@ def test_brackets_that_are_no_citation_are_still_checked() -> None:
     context = "The bridge opened in 1932 and is 503 metres long."
     r = run("The bridge [Step 7] opened in 1932.", context=context)
     assert "7" in r.evidence[0].reason
+
+
+@pytest.mark.parametrize("local_window", [0, 1])
+def test_the_contradiction_window_does_not_depend_on_the_local_window(
+        local_window: int) -> None:
+    context = ("The Eiffel Tower is 330 metres tall. It was completed in 1889 and designed "
+               "by Gustave Eiffel.")
+    wrong = run("The Eiffel Tower was completed in 1899.", context=context,
+                local_window=local_window)
+    assert wrong.label == "contradicted", wrong.explanation
