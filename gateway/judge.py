@@ -106,11 +106,14 @@ class _CachingJudge:
 async def _concurrently(calls: list[Coroutine[Any, Any, JudgeReply]]) -> JudgeReply:
     """Await ``calls`` at once and merge their replies (texts in call order). The first
     failure cancels the rest and is raised as itself."""
+    failed: BaseException | None = None
     try:
         async with asyncio.TaskGroup() as group:
             tasks = [group.create_task(c) for c in calls]
     except ExceptionGroup as eg:  # TaskGroup wraps: callers handle JudgeError
-        raise eg.exceptions[0]  # keeps its own __cause__ (the HTTP or SDK error)
+        failed = eg.exceptions[0]
+    if failed is not None:
+        raise failed  # as itself, with its own __cause__ (the HTTP or SDK error)
     replies = [t.result() for t in tasks]
     merged = JudgeReply(texts=[], model=replies[0].model if replies else "")
     for r in replies:

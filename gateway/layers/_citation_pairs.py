@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from gateway.context import Document
@@ -162,25 +162,43 @@ def _refs(m: re.Match[str], footnotes: Mapping[str, str],
     return [(inner.strip(), False)]
 
 
-def marker_spans(text: str) -> list[tuple[int, int]]:
-    """``(start, end)`` of each citation marker in ``text`` — ``[1]``, ``[^2]``,
-    ``[Source: X]``, ``[Smith 2020]``, ``(Source: X)``, ``(Smith et al., 2020)``,
-    ``Smith et al. (2020)`` — for layers that must not read a marker as part of the
-    claim (the ``1`` of ``[1]`` is no number the answer states). A bracket that
-    numbers part of the answer (``[Step 2]``) is not a marker."""
+def marker_spans(text: str, known: Callable[[str], bool] | None = None) -> list[tuple[int, int]]:
+    """``(start, end)`` of each citation marker in ``text`` — for layers that must not
+    read a marker as part of the claim (the ``1`` of ``[1]`` is no number the answer
+    states). Only what is unmistakably a citation: ``[^2]``, ``[1]``, ``[1, 3-4]``,
+    ``[Source: X]`` / ``(Source: X)``, ``[Sundara 54.30]`` (not ``[Step 2]``),
+    ``[Smith, 2020]``, ``(Smith et al., 2020; Lee, 2019)``, ``Smith et al. (2020)`` or
+    ``Smith (2020) found``, and ``[X]`` where ``known(norm(X))`` (a request document's
+    id). Free text in brackets ("[in 1967]") and "written by Lennon (1967)" stay
+    claims: a wrong fact must not hide behind a bracket."""
     if "[" not in text and "(" not in text:
         return []
     out = []
     for m in _MARKER.finditer(text):
-        inner = m.group("br")
-        if inner is not None and _NAME_NUM.fullmatch(inner.strip()) and (
-                inner.split(None, 1)[0].rstrip(".").lower() in _NOT_SOURCE_WORDS):
+        if m.group("br") is not None and not _cites(m.group("br"), known):
             continue
         out.append((m.start(), m.end()))
     if "(" in text:
-        out += [(a, b) for a, b, _, _ in _ay_marks(text)]
+        for a, b, _, narrative in _ay_marks(text):
+            # A narrative citation needs "et al." or a reporting verb here: "written by
+            # Lennon and McCartney (1967)" states who and when, it cites nothing.
+            if not narrative or "et al" in text[a:b] or _REPORTING.match(text, b):
+                out.append((a, b))
         out.sort()
     return out
+
+
+def _cites(inner: str, known: Callable[[str], bool] | None) -> bool:
+    """Whether the bracket text ``inner`` is a citation (:func:`marker_spans`)."""
+    inner = inner.strip()
+    if _NUMERIC.match(inner) or _LABELLED.match(inner):
+        return True
+    if _NAME_NUM.fullmatch(inner):
+        return inner.split(None, 1)[0].rstrip(".").lower() not in _NOT_SOURCE_WORDS
+    items = [_AY_ITEM.fullmatch(i) for i in re.split(r"\s*;\s*", inner)]
+    if all(items) and (len(items) > 1 or "," in inner):
+        return True
+    return known is not None and known(norm(inner))
 
 
 def checkable(sentence: str, min_words: int = _MIN_CLAIM_WORDS) -> bool:

@@ -55,7 +55,7 @@ from pydantic import Field
 
 from gateway.answer import AnswerSentence, analyze_answer, answer_sentences
 from gateway.context import GroundingContext
-from gateway.layers._citation_pairs import marker_spans
+from gateway.layers._citation_pairs import marker_spans, norm
 from gateway.quantities import extract_dates, extract_numbers
 from gateway.textindex import IndexCache, TextIndex, build_index, context_index
 from gateway.textutil import (
@@ -322,7 +322,14 @@ def check_answer(
         sentences = analyze_answer(answer)
     # Citation markers are the citations layer's: the "1" of "[1]" or the "Smith" and
     # "2020" of "(Smith, 2020)" are nothing the answer states about the context.
-    marked = [marker_spans(s.span.text) for s in sentences]
+    ids: set[str] = set()
+
+    def known(key: str) -> bool:  # "[a]" cites the document with id "a"
+        if not ids:
+            ids.update(norm(ctx.sentences[d.base].doc_id) for d in ctx.docs)
+        return key in ids
+
+    marked = [marker_spans(s.span.text, known) for s in sentences]
     sentences = [_without_markers(s, m) if m else s for s, m in zip(sentences, marked, strict=True)]
     tokens = [tokenize(_blanked(s.span.text, m) if m else s.span.text)
               for s, m in zip(sentences, marked, strict=True)]

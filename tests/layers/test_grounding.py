@@ -374,3 +374,20 @@ def test_the_contradiction_window_does_not_depend_on_the_local_window(
     wrong = run("The Eiffel Tower was completed in 1899.", context=context,
                 local_window=local_window)
     assert wrong.label == "contradicted", wrong.explanation
+
+
+@pytest.mark.parametrize("answer", [
+    "Satisfaction was written by Lennon and McCartney (1967).",
+    "Satisfaction was written by Jagger and Richards [in 1967].",
+    "Satisfaction was written by Jagger and Richards in 1965 [and first sung by Elvis in 1950].",
+])
+def test_a_wrong_fact_does_not_hide_in_brackets_that_cite_nothing(answer: str) -> None:
+    context = "Satisfaction was written by Jagger and Richards in 1965 in Florida."
+    r = run(answer, context=context)
+    assert not r.passed and r.label != "supported", r.explanation
+
+
+def test_a_bracket_naming_a_request_document_is_a_marker() -> None:
+    context = "The bridge opened in 1932 and is 503 metres long."
+    r = run("The bridge opened in 1932 [ctx].", context=context)  # the document's id: ctx
+    assert r.passed and r.label == "supported", r.explanation
