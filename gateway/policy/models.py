@@ -184,7 +184,8 @@ class DecisionSpec(_Strict):
     combine: Literal["all_passed", "mean"] = "all_passed"
     min_confidence: float | None = Field(None, ge=0, le=1)
     marginal_at: float = Field(0.5, ge=0, le=1)
-    """Must not exceed ``min_confidence`` when that is set (checked at load)."""
+    """When written, must not exceed ``min_confidence`` (checked at load; the default
+    is not checked: a policy without a marginal band loads as it always did)."""
     zones: dict[Zone, Band] = Field(default_factory=_default_zones)
 
     @field_validator("marginal_at")
@@ -192,24 +193,12 @@ class DecisionSpec(_Strict):
     def _not_above_min_confidence(cls, value: float, info: ValidationInfo) -> float:
         floor = info.data.get("min_confidence")
         if floor is not None and value > floor:
-            raise ValueError(_marginal_message(value, "decision.min_confidence", floor,
-                                               written=True))
+            raise ValueError(_marginal_message(value, "decision.min_confidence", floor))
         return value
 
-    @model_validator(mode="after")
-    def _default_not_above_min_confidence(self) -> DecisionSpec:
-        # A field validator does not run on a default: check the default here.
-        if ("marginal_at" not in self.model_fields_set and self.min_confidence is not None
-                and self.marginal_at > self.min_confidence):
-            raise ValueError("decision.marginal_at: " + _marginal_message(
-                self.marginal_at, "decision.min_confidence", self.min_confidence,
-                written=False))
-        return self
 
-
-def _marginal_message(value: float, key: str, floor: float, *, written: bool) -> str:
-    default = "" if written else " (the default)"
-    return (f"{value:g}{default} is above {key} {floor:g}: marginal is the band below "
+def _marginal_message(value: float, key: str, floor: float) -> str:
+    return (f"{value:g} is above {key} {floor:g}: marginal is the band below "
             f"min_confidence and at or above marginal_at, so marginal_at must not exceed "
             f"it (set decision.marginal_at <= {floor:g})")
 
@@ -342,5 +331,5 @@ class PolicySpec(_Strict):
             if decision.marginal_at > profile.min_confidence:
                 raise ValueError("decision.marginal_at: " + _marginal_message(
                     decision.marginal_at, f"risk.profiles.{level}.min_confidence",
-                    profile.min_confidence, written=True))
+                    profile.min_confidence))
         return self

@@ -125,13 +125,20 @@ def test_marginal_at_above_decision_min_confidence_is_an_error() -> None:
                           "decision.min_confidence 0.6")
 
 
-def test_default_marginal_at_above_decision_min_confidence_is_an_error() -> None:
-    (err,) = errors("""
+def test_only_a_written_marginal_at_is_checked_as_for_profiles() -> None:
+    """A default ``marginal_at`` above ``min_confidence`` (no marginal band) loaded
+    before the check existed; it still does, for the decision as for a risk profile —
+    one rule in both places: only what the file writes is checked."""
+    for text in ("""
         layers: [{name: length}]
         decision: {min_confidence: 0.3}
-    """)
-    assert err.startswith("p.yaml:2: decision.marginal_at: 0.5 (the default) is above "
-                          "decision.min_confidence 0.3")
+    """, """
+        layers: [{name: length}]
+        risk:
+          level: low
+          profiles: {low: {layers: [length], min_confidence: 0.3}}
+    """):
+        assert load(text).spec.decision.marginal_at == 0.5
 
 
 def test_marginal_at_equal_to_min_confidence_is_allowed() -> None:
