@@ -45,7 +45,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
-from gateway.context import GroundingContext
+from gateway.context import GroundingContext, message_text
 
 __all__ = [
     "Evidence",
@@ -86,16 +86,8 @@ class VerifyInput:
     def question(self) -> str:
         """Text of the last user message ("" when there is none)."""
         for message in reversed(self.messages):
-            if message.get("role") == "user":
-                content = message.get("content")
-                if isinstance(content, str):
-                    return content
-                if isinstance(content, list):
-                    return " ".join(
-                        str(part.get("text", ""))
-                        for part in content
-                        if isinstance(part, Mapping) and part.get("type") == "text"
-                    )
+            if isinstance(message, Mapping) and message.get("role") == "user":
+                return message_text(message)  # the one reading of a message's text
         return ""
 
 

@@ -72,3 +72,16 @@ def test_blocks_in_a_function_result_are_blocks() -> None:
     messages = [{"role": "function", "name": "search",
                  "content": '<document id="d1">Doc one.</document>'}]
     assert _docs(messages) == [("block", "d1", "Doc one.")]
+
+
+def test_the_question_reads_a_message_as_the_context_does() -> None:
+    """VerifyInput.question used its own reading: a null text part became 'None'."""
+    from gateway.context import GroundingContext
+    from gateway.verify.base import VerifyInput
+
+    user = {"role": "user", "content": [{"type": "text", "text": None},
+                                        {"type": "input_text", "text": "When did it open?"},
+                                        {"type": "image_url", "image_url": {"url": "x"}}]}
+    inp = VerifyInput(messages=["odd", user, {"role": "assistant", "content": "hm"}],  # type: ignore[list-item]
+                      response_text="", context=GroundingContext())
+    assert inp.question == message_text(user) == "When did it open?"
