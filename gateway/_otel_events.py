@@ -39,7 +39,9 @@ def evaluation_event(outcome: Mapping[str, Any], name: str, *, score: float | No
     if explanation is not None:
         explanation = redact(str(explanation))[:EXPLANATION_LIMIT]
     return clean_attrs([
-        (sc.GEN_AI_EVALUATION_NAME, outcome.get("name") or name),
+        # The layer's id: two layers of one type (``name``, in verity.layer.type) differ.
+        (sc.GEN_AI_EVALUATION_NAME, name),
+        (sc.VERITY_LAYER_TYPE, outcome.get("name")),
         (sc.GEN_AI_EVALUATION_SCORE_VALUE, score),
         (sc.GEN_AI_EVALUATION_SCORE_LABEL, label),
         (sc.GEN_AI_EVALUATION_EXPLANATION, explanation),

@@ -20,6 +20,7 @@ calls when a policy opts in.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -30,11 +31,24 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from gateway import semconv as sc
 from gateway._otel_attrs import AttributeCache
 from gateway._otel_metrics import Instruments
-from gateway._otel_setup import Providers, build_providers
+from gateway._otel_setup import (
+    Providers,
+    build_providers,
+    flush_providers,
+    shutdown_providers,
+)
 from gateway._otel_spans import OtelTrace
-from gateway.telemetry import Redactor, RequestTrace, Telemetry, redact_secrets
+from gateway.telemetry import (
+    DEFAULT_FLUSH_SECONDS,
+    Redactor,
+    RequestTrace,
+    Telemetry,
+    redact_secrets,
+)
 
 __all__ = ["OtelTelemetry"]
+
+_log = logging.getLogger("gateway.telemetry")
 
 _TRACE_HEADERS = (b"traceparent", b"tracestate")
 HTTP_SPANS_ENV = "VERITY_OTEL_HTTP_SPANS"
@@ -127,22 +141,21 @@ class OtelTelemetry(Telemetry):
         from gateway._otel_aiohttp import trace_config
         return [trace_config(self.tracer, self.propagator)]
 
-    def force_flush(self) -> None:
-        p = self.providers
-        p.tracer.force_flush()
-        if p.logger is not None:
-            p.logger.force_flush()
-        if p.meter is not None:
-            p.meter.force_flush()
+    def force_flush(self, timeout: float | None = None) -> None:
+        timeout = DEFAULT_FLUSH_SECONDS if timeout is None else timeout
+        late = flush_providers(self.providers, timeout)
+        if late:
+            _log.warning("telemetry flush did not finish within %gs (%s still exporting)",
+                         timeout, ", ".join(late))
 
-    def shutdown(self) -> None:
-        """Flush and stop every exporter; safe to call twice."""
+    def shutdown(self, timeout: float | None = None) -> None:
+        """Flush and stop every exporter in parallel, within ``timeout`` seconds in all;
+        safe to call twice."""
         if self._shut:
             return
         self._shut = True
-        p = self.providers
-        p.tracer.shutdown()
-        if p.logger is not None:
-            p.logger.shutdown()
-        if p.meter is not None:
-            p.meter.shutdown()
+        timeout = DEFAULT_FLUSH_SECONDS if timeout is None else timeout
+        late = shutdown_providers(self.providers, timeout)
+        if late:
+            _log.warning("telemetry flush at shutdown did not finish within %gs; "
+                         "dropped what %s still had to export", timeout, ", ".join(late))

@@ -50,13 +50,18 @@ class Instruments:
 
     def count(self, name: str, value: int = 1,
               attributes: Mapping[str, Any] | None = None) -> None:
-        """Add to a named gateway counter (:data:`gateway.semconv.COUNTERS`)."""
+        """Add to a named gateway counter (:data:`gateway.semconv.COUNTERS`); attribute
+        keys are exported under their :data:`gateway.semconv.COUNTER_ATTRIBUTES` names."""
         counter = self._counters.get(name)
         if counter is None:
             metric, unit, description = sc.COUNTERS.get(name, (f"verity.{name}", "1", ""))
             counter = self._counters[name] = self.meter.create_counter(
                 metric, unit=unit, description=description)
-        counter.add(value, clean_attrs(attributes.items()) if attributes else None)
+        if not attributes:
+            counter.add(value)
+            return
+        names = sc.COUNTER_ATTRIBUTES
+        counter.add(value, clean_attrs((names.get(k, k), v) for k, v in attributes.items()))
 
     def gauge_shadow_depth(self, depth: Callable[[], int]) -> None:
         def observe(_options: CallbackOptions) -> Iterable[Observation]:

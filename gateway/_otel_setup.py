@@ -8,12 +8,19 @@ derived (only ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` set, say) is turned off
 rather than sent to a default ``localhost:4318`` nobody asked for.
 
 Only OTLP over HTTP/protobuf is shipped. Nothing here touches global state.
+
+:func:`shutdown_providers` / :func:`flush_providers` bound the final flush: every
+signal is flushed in a thread of its own, all at once, and the caller waits for
+them until one shared deadline, not for each exporter's own timeout in turn
+(``OTEL_EXPORTER_OTLP_TIMEOUT``, 10 s each by default, retries included).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import threading
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import unquote
@@ -43,7 +50,7 @@ from opentelemetry.util.re import parse_env_headers
 
 from gateway import semconv as sc
 
-__all__ = ["Providers", "build_providers"]
+__all__ = ["Providers", "build_providers", "flush_providers", "shutdown_providers"]
 
 _log = logging.getLogger("gateway.telemetry")
 
@@ -205,3 +212,55 @@ def build_providers(environ: Mapping[str, str]) -> Providers:
             endpoint=logs_url, headers=_headers(environ, "logs"),
             timeout=_timeout(environ, "logs"))))
     return Providers(tracer, meter, logger)
+
+
+def _bounded(calls: list[tuple[Signal, Callable[[], object]]], timeout: float) -> list[Signal]:
+    """Run ``calls`` in parallel daemon threads; wait for them until ``timeout`` seconds
+    from now in all. Returns the signals whose call had not returned by then (their
+    threads are left to finish or to die with the process: daemon threads, which the
+    interpreter does not wait for at exit)."""
+    deadline = time.monotonic() + max(timeout, 0.0)
+    threads: list[tuple[Signal, threading.Thread]] = []
+    for signal, call in calls:
+        def run(signal: Signal = signal, call: Callable[[], object] = call) -> None:
+            try:
+                call()
+            except Exception:  # noqa: BLE001 - one signal's failure must not hide the others
+                _log.exception("telemetry: flushing %s failed", signal)
+        thread = threading.Thread(target=run, name=f"otel-flush-{signal}", daemon=True)
+        thread.start()
+        threads.append((signal, thread))
+    late: list[Signal] = []
+    for signal, thread in threads:
+        thread.join(max(deadline - time.monotonic(), 0.0))
+        if thread.is_alive():
+            late.append(signal)
+    return late
+
+
+def shutdown_providers(providers: Providers, timeout: float) -> list[Signal]:
+    """Flush and shut every provider down in parallel, waiting ``timeout`` seconds at
+    most in all; returns the signals still exporting when the time was up."""
+    millis = max(timeout, 0.0) * 1000.0
+    calls: list[tuple[Signal, Callable[[], object]]] = [("traces", providers.tracer.shutdown)]
+    if providers.logger is not None:
+        calls.append(("logs", providers.logger.shutdown))
+    if providers.meter is not None:
+        meter = providers.meter
+        calls.append(("metrics", lambda: meter.shutdown(timeout_millis=millis)))
+    return _bounded(calls, timeout)
+
+
+def flush_providers(providers: Providers, timeout: float) -> list[Signal]:
+    """Export what every provider buffers, in parallel, waiting ``timeout`` seconds at
+    most in all; returns the signals still exporting when the time was up."""
+    millis = int(max(timeout, 0.0) * 1000.0)
+    calls: list[tuple[Signal, Callable[[], object]]] = [
+        ("traces", lambda: providers.tracer.force_flush(millis))]
+    if providers.logger is not None:
+        logger = providers.logger
+        calls.append(("logs", lambda: logger.force_flush(millis)))
+    if providers.meter is not None:
+        meter = providers.meter
+        calls.append(("metrics", lambda: meter.force_flush(millis)))
+    return _bounded(calls, timeout)

@@ -3,8 +3,8 @@
 Owns the per-request objects behind the façade's :class:`~gateway.telemetry.RequestTrace`,
 :class:`~gateway.telemetry.UpstreamTrace` and :class:`~gateway.telemetry.LayerSpan`:
 the SERVER (or shadow INTERNAL root) span, the ``chat {model}`` CLIENT span per
-upstream call, the ``prepare context``, ``verify {layer}`` and ``regenerate attempt {n}``
-INTERNAL spans, their attributes and statuses, and the metric points each one records when it
+upstream call, the ``prepare context``, ``verify {layer}``, ``candidate {policy}`` and
+``regenerate attempt {n}`` INTERNAL spans, their attributes and statuses, and the metric points each one records when it
 finishes. Spans are parented explicitly (each trace object holds its span's
 context), so nothing depends on contextvars surviving starlette's task hops; the
 context is attached only around a verification layer and a regenerate attempt, so
@@ -13,6 +13,7 @@ that instrumented httpx judge calls made inside them nest under the right span.
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
 __all__ = ["OtelLayer", "OtelPrepare", "OtelTrace", "OtelUpstream"]
 
 PREPARE_SPAN = "prepare context"
+CANDIDATE_SPAN = "candidate"
 
 
 class OtelUpstream(UpstreamTrace):
@@ -164,6 +166,7 @@ class OtelLayer(LayerSpan):
         event = evaluation_event(outcome, name, score=score, error_type=error_type,
                                  response_id=self._trace.response_id, redact=tel.redact)
         span.set_attributes(clean_attrs([
+            (sc.VERITY_LAYER_TYPE, outcome.get("name")),
             (sc.VERITY_LAYER_SCORE, score),
             (sc.VERITY_LAYER_PASSED, passed if isinstance(passed, bool) else None),
             (sc.VERITY_LAYER_LATENCY_MS, latency_ms),
@@ -260,7 +263,21 @@ class OtelTrace(RequestTrace):
         self.response_id: str | None = None
         self.upstream_context: Context | None = None
         self.layer_verdicts: list[tuple[str, str]] = []
+        self.policy: str | None = None
+        """The policy whose ``verify`` spans this trace starts (:meth:`for_policy`)."""
+        self.is_candidate = False
+        self._layer_attrs: dict[str, Any] = {}
         self._ended = False
+
+    def for_policy(self, policy: str) -> RequestTrace:
+        if self.policy is None or self.policy == policy:
+            self.policy = policy
+            self._layer_attrs = {sc.VERITY_POLICY: policy,
+                                 sc.VERITY_POLICY_CANDIDATE: self.is_candidate}
+            return self
+        other = copy.copy(self)  # a second policy on one trace: a view, same spans
+        other.policy = None
+        return other.for_policy(policy)
 
     @contextmanager
     def upstream(self, *, model: str, provider: str, server_address: str,
@@ -287,7 +304,8 @@ class OtelTrace(RequestTrace):
     def layer(self, name: str) -> Iterator[LayerSpan]:
         span = self.tel.tracer.start_span(f"verify {name}", context=self._parent,
                                           kind=SpanKind.INTERNAL,
-                                          attributes={sc.VERITY_LAYER_NAME: name})
+                                          attributes={sc.VERITY_LAYER_NAME: name,
+                                                      **self._layer_attrs})
         layer = OtelLayer(self, name, span)
         token = otel_context.attach(set_span_in_context(span, self._parent))
         try:
@@ -319,6 +337,25 @@ class OtelTrace(RequestTrace):
             self._parent = outer
             span.end()
 
+    @contextmanager
+    def candidate(self, policy: str) -> Iterator[RequestTrace]:
+        span = self.tel.tracer.start_span(
+            f"{CANDIDATE_SPAN} {policy}", context=self._parent, kind=SpanKind.INTERNAL,
+            attributes={sc.VERITY_POLICY: policy, sc.VERITY_POLICY_CANDIDATE: True})
+        trace = OtelTrace(self.tel, span, server=False)
+        trace.response_id = self.response_id
+        trace.is_candidate = True
+        trace.for_policy(policy)
+        try:
+            yield trace
+        except BaseException as exc:
+            span.set_attribute(sc.ERROR_TYPE, type(exc).__qualname__)
+            span.set_status(Status(StatusCode.ERROR, type(exc).__qualname__))
+            raise
+        finally:
+            trace._ended = True
+            span.end()
+
     def prepare(self) -> PrepareSpan:
         return OtelPrepare(self)
 
@@ -331,13 +368,22 @@ class OtelTrace(RequestTrace):
             (sc.VERITY_ACTION, record.get("action")),
             (sc.VERITY_ATTEMPTS, record.get("attempts")),
         ])
+        if self.is_candidate:
+            # The candidate's would-be decision: on its span only. Metrics count the
+            # records the gateway acted on; candidates are in the audit record.
+            attrs[sc.VERITY_POLICY_CANDIDATE] = True
+            self.span.add_event(sc.EVENT_VERITY_DECISION, attrs)
+            self.span.set_attributes(attrs)
+            self.layer_verdicts.clear()
+            return
         self.span.add_event(sc.EVENT_VERITY_DECISION, attrs)
         self.span.set_attributes(attrs)
         dims: dict[str, Any] = {k: attrs[k] for k in (sc.VERITY_POLICY, sc.VERITY_MODE) if k in attrs}
         metrics = self.tel.metrics
-        metrics.decisions.add(1, {**dims, **{k: attrs[k] for k in (sc.VERITY_VERDICT,
-                                                                   sc.VERITY_ACTION)
-                                             if k in attrs}})
+        # A record that was never verified has no verdict or action: the metric says so.
+        metrics.decisions.add(1, {**dims,
+                                  sc.VERITY_VERDICT: attrs.get(sc.VERITY_VERDICT, sc.NO_VERDICT),
+                                  sc.VERITY_ACTION: attrs.get(sc.VERITY_ACTION, sc.NO_ACTION)})
         for layer, verdict in self.layer_verdicts:
             metrics.layer_verdicts.add(1, {**dims, sc.VERITY_LAYER_NAME: layer,
                                            sc.VERITY_VERDICT: verdict})

@@ -68,7 +68,9 @@ class GatewayApp:
         finally:
             for client in clients:
                 await client.aclose()
-            telemetry.shutdown()
+            # Last, after the shadow drain and the audit's flush (both in the engine's
+            # exit): spans those produced are exported too, within flush_seconds.
+            telemetry.shutdown(self.settings.telemetry.flush_seconds)
             self.proxy = None
 
     async def __call__(self, scope: Mapping[str, Any], receive: Any, send: Any) -> None:

@@ -74,6 +74,9 @@ EVENT_EXCEPTION: Final = "exception"
 
 # --- Gateway attributes -----------------------------------------------------
 VERITY_LAYER_NAME: Final = "verity.layer.name"
+"""The layer's id in its policy (its key, e.g. ``k1``); also ``gen_ai.evaluation.name``."""
+VERITY_LAYER_TYPE: Final = "verity.layer.type"
+"""The layer's registry name (e.g. ``keyword``): two layers of one type differ by id."""
 VERITY_LAYER_SCORE: Final = "verity.layer.score"
 VERITY_LAYER_PASSED: Final = "verity.layer.passed"
 VERITY_LAYER_LATENCY_MS: Final = "verity.layer.latency_ms"
@@ -82,6 +85,8 @@ VERITY_LAYER_JUDGE_CALLS: Final = "verity.layer.judge_calls"
 VERITY_LAYER_COST: Final = "verity.layer.cost"
 VERITY_LAYER_ERROR: Final = "verity.layer.error"
 VERITY_POLICY: Final = "verity.policy.name"
+VERITY_POLICY_CANDIDATE: Final = "verity.policy.candidate"
+"""True on a candidate policy's spans (evaluated in shadow, never applied)."""
 VERITY_MODE: Final = "verity.mode"
 VERITY_VERDICT: Final = "verity.verdict"
 VERITY_SCORE: Final = "verity.score"
@@ -89,6 +94,10 @@ VERITY_ACTION: Final = "verity.action"
 VERITY_ATTEMPTS: Final = "verity.attempts"
 VERITY_ATTEMPT_NUMBER: Final = "verity.attempt.number"
 VERITY_SHADOW_TRACE_ID: Final = "verity.shadow.trace_id"
+VERITY_SHADOW_KIND: Final = "verity.shadow.kind"
+"""What a shadow-queue job is: ``shadow`` (a shadow policy's audit) or ``candidates``."""
+VERITY_SHADOW_REASON: Final = "verity.shadow.reason"
+"""Why a shadow job was dropped: ``full`` (the queue) or ``closed`` (shutting down)."""
 # The inline prepare step (span ``prepare context``).
 VERITY_PREPARE_LAYERS: Final = "verity.prepare.layers"
 VERITY_PREPARE_FAILED_LAYER: Final = "verity.prepare.failed_layer"
@@ -97,6 +106,11 @@ VERITY_PREPARE_USED: Final = "verity.prepare.used"
 
 # --- Gateway events ---------------------------------------------------------
 EVENT_VERITY_DECISION: Final = "verity.decision"
+
+# Metric attribute values for a record without a verdict or action (not verified:
+# shadow queue full or shut down, upstream error, a body that is not a completion).
+NO_VERDICT: Final = "none"
+NO_ACTION: Final = "none"
 
 # --- Gateway metrics --------------------------------------------------------
 METRIC_LAYER_DURATION: Final = "verity.layer.duration"
@@ -121,6 +135,20 @@ COUNTERS: Final[dict[str, tuple[str, str, str]]] = {
                   "Requests passed because verification failed and the policy fails open."),
     "fail_closed": ("verity.fail_closed", "{request}",
                     "Requests blocked because verification failed and the policy fails closed."),
+    "verifications": ("verity.verifications", "1",
+                      "Verification records finished, by policy, mode, verdict and action."),
+}
+
+# Attribute keys callers pass to ``Telemetry.count`` -> the exported attribute name.
+# Keys not listed here are exported as given.
+COUNTER_ATTRIBUTES: Final[dict[str, str]] = {
+    "policy": VERITY_POLICY,
+    "mode": VERITY_MODE,
+    "verdict": VERITY_VERDICT,
+    "action": VERITY_ACTION,
+    "layer": VERITY_LAYER_NAME,
+    "kind": VERITY_SHADOW_KIND,
+    "reason": VERITY_SHADOW_REASON,
 }
 
 # Resource defaults.

@@ -23,6 +23,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from gateway.telemetry import DEFAULT_FLUSH_SECONDS
+
 __all__ = ["ConfigError", "Settings", "UpstreamConfig", "load_settings", "default_policies_dir"]
 
 ENV_PREFIX = "GATEWAY_"
@@ -95,6 +97,12 @@ class ShadowConfig(_Strict):
     drain_seconds: float = Field(10.0, ge=0)
 
 
+class TelemetryConfig(_Strict):
+    flush_seconds: float = Field(DEFAULT_FLUSH_SECONDS, ge=0)
+    """On shutdown, how long the final telemetry flush may take in all (every signal
+    flushed at once); 0: do not wait. Exporters themselves are ``OTEL_*``-configured."""
+
+
 class AuditConfig(_Strict):
     path: str | None = "verity-audit.jsonl"
     """Append-only JSONL audit file; None disables the file sink."""
@@ -138,6 +146,7 @@ class Settings(_Strict):
     reload_policies: bool = True
     shadow: ShadowConfig = ShadowConfig()
     audit: AuditConfig = AuditConfig()
+    telemetry: TelemetryConfig = TelemetryConfig()
     judge: JudgeConfig = JudgeConfig()
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 

@@ -15,7 +15,14 @@ Contract (what callers do):
   to first chunk, ``up.response(status, body)`` records the response (``body``
   is the parsed completion, or the assembled stream summary with ``id``,
   ``model``, ``choices[].finish_reason`` and ``usage``), ``up.error(type)``.
-- ``with trace.layer(name) as span:`` around one verification layer; then
+- ``trace = trace.for_policy(name)`` before a policy verifies with it: the
+  ``verify`` spans it then starts carry the policy's name (and whether it is a
+  candidate); use the returned trace.
+- ``with trace.candidate(name) as ctrace:`` around one candidate policy's evaluation
+  (a span of its own); verify with ``ctrace``, then ``ctrace.decision(record)`` records
+  what the candidate would have decided (an event on its span; no metrics).
+- ``with trace.layer(name) as span:`` around one verification layer (``name``: its
+  id in the policy); then
   ``span.result(outcome)`` with the pipeline's per-layer outcome mapping
   (``name``, ``score``, ``passed``, ``latency_ms``, ``label``, ``explanation``,
   ``cache_hit``, ``judge_calls``, ``cost``, ``error``).
@@ -32,13 +39,17 @@ Contract (what callers do):
 - ``telemetry.start_shadow(trace)`` returns a new trace for background work,
   linked to (never parented by) the request's span.
 - ``telemetry.count(name, value, attributes)`` for gateway counters
-  (shadow queue drops, fail-open count, …); ``telemetry.gauge_shadow_depth(fn)``.
+  (shadow queue drops, fail-open count, …; short attribute keys such as ``policy``
+  are exported under their ``verity.*`` names); ``telemetry.gauge_shadow_depth(fn)``.
 - ``trace.content(messages, output)`` records message content, only when the
   policy opts in; every string passes the redaction hook first.
 - ``telemetry.instrument_httpx(client)`` for httpx clients the gateway owns (judge
   calls); ``telemetry.aiohttp_trace_configs()`` for the upstream aiohttp session
   (empty unless ``VERITY_OTEL_HTTP_SPANS=true``: the ``chat`` span already
   carries what the HTTP span would).
+- ``telemetry.shutdown(timeout)`` once, last, at shutdown: flushes every signal in
+  parallel and returns within ``timeout`` seconds (default
+  :data:`DEFAULT_FLUSH_SECONDS`) whether or not the collector answered.
 
 When telemetry is on, the OpenTelemetry implementation lives in
 ``gateway._otel_impl`` and the ``gateway._otel_*`` modules beside it (imported
@@ -55,9 +66,12 @@ from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
 
-__all__ = ["LayerSpan", "NoopTelemetry", "PrepareSpan", "Redactor", "RequestTrace",
+__all__ = ["DEFAULT_FLUSH_SECONDS", "LayerSpan", "NoopTelemetry", "PrepareSpan", "Redactor", "RequestTrace",
            "Telemetry", "UpstreamTrace", "create_telemetry", "redact_secrets",
            "telemetry_enabled"]
+
+DEFAULT_FLUSH_SECONDS = 5.0
+"""How long shutdown waits, at most and in all, for the telemetry flush."""
 
 Headers = list[tuple[bytes, bytes]]
 Redactor = Callable[[str], str]
@@ -137,6 +151,15 @@ class RequestTrace:
                  server_url: str | None = None) -> Iterator[UpstreamTrace]:
         yield _NOOP_UPSTREAM
 
+    def for_policy(self, policy: str) -> RequestTrace:
+        """The trace to verify ``policy`` with: its ``verify`` spans name the policy."""
+        return self
+
+    @contextmanager
+    def candidate(self, policy: str) -> Iterator[RequestTrace]:
+        """Around candidate ``policy``'s evaluation: yields the trace to verify it with."""
+        yield self
+
     @contextmanager
     def layer(self, name: str) -> Iterator[LayerSpan]:
         yield _NOOP_LAYER
@@ -192,11 +215,14 @@ class Telemetry:
         """``aiohttp.TraceConfig`` objects for the upstream session (HTTP CLIENT spans)."""
         return []
 
-    def force_flush(self) -> None:
-        pass
+    def force_flush(self, timeout: float | None = None) -> None:
+        """Export what is buffered; waits ``timeout`` seconds at most (default
+        :data:`DEFAULT_FLUSH_SECONDS`)."""
 
-    def shutdown(self) -> None:
-        pass
+    def shutdown(self, timeout: float | None = None) -> None:
+        """Flush and stop every exporter, all in parallel, waiting ``timeout`` seconds
+        at most in all (default :data:`DEFAULT_FLUSH_SECONDS`; ``0``: do not wait);
+        what is still unexported then is dropped. Safe to call twice."""
 
 
 NoopTelemetry = Telemetry

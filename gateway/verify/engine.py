@@ -207,6 +207,7 @@ class VerityEngine:
         text = answer_text(completion)
         if not text and calls_only(completion):  # a tool call: no text to verify
             return _not_verified(policy, "not verified: the answer is tool calls only")
+        trace = trace.for_policy(policy.name)  # its verify spans name the policy
         messages = x.payload.get("messages") or []
         context = await self._prepared_context(policy, x)
         if context is None:
@@ -366,13 +367,20 @@ class VerityEngine:
     async def _candidate(self, cand: Policy, x: ChatExchange, completion: Mapping[str, Any],
                          trace: RequestTrace) -> CandidateOutcome:
         try:
-            v = await self.verify(cand, x, completion, trace)
+            # A span of its own: its verify spans are told apart from the live policy's.
+            with trace.candidate(cand.name) as ctrace:
+                v = await self.verify(cand, x, completion, ctrace)
+                out = CandidateOutcome(cand.name, cand.version, verdict=v.verdict,
+                                       score=v.score,
+                                       action=band_action(cand.spec.actions, v.verdict).type,
+                                       layers=v.layers)
+                ctrace.decision({"policy": cand.name, "mode": "candidate",
+                                 "verdict": out.verdict, "score": out.score,
+                                 "action": out.action})
         except Exception as exc:  # a broken candidate never affects anything else
             log.exception("candidate policy %r failed", cand.name)
             return CandidateOutcome(cand.name, cand.version, error=f"{type(exc).__name__}: {exc}")
-        return CandidateOutcome(cand.name, cand.version, verdict=v.verdict, score=v.score,
-                                action=band_action(cand.spec.actions, v.verdict).type,
-                                layers=v.layers)
+        return out
 
     # ---- shadow mode ---------------------------------------------------------------------
 

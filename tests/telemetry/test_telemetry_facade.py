@@ -133,6 +133,7 @@ def test_span_tree_kinds_and_parentage(otel: Telemetry, otlp_receiver: OTLPRecei
     assert g[sc.VERITY_LAYER_LATENCY_MS] == 1.5 and g[sc.VERITY_LAYER_CACHE_HIT] is False
     event = grounding.event(sc.EVENT_GEN_AI_EVALUATION_RESULT).attributes
     assert event == {sc.GEN_AI_EVALUATION_NAME: "grounding",
+                     sc.VERITY_LAYER_TYPE: "grounding",
                      sc.GEN_AI_EVALUATION_SCORE_VALUE: 0.2,
                      sc.GEN_AI_EVALUATION_SCORE_LABEL: "unsupported",
                      sc.GEN_AI_EVALUATION_EXPLANATION: "2 of 3 claims unsupported",
