@@ -7,7 +7,7 @@
   finish reasons and usage.
 - :class:`StreamSummary` keeps only what telemetry records (id, model, finish
   reasons, usage), parsing just the chunks that carry them.
-- :func:`encode_event` / :data:`DONE` write events back.
+- :func:`encode_event` / :func:`encode_data` / :data:`DONE` write events back.
 """
 
 from __future__ import annotations
@@ -17,13 +17,22 @@ from typing import Any
 
 import orjson
 
-__all__ = ["DONE", "SSEParser", "StreamAccumulator", "StreamSummary", "encode_event"]
+__all__ = ["DONE", "SSEParser", "StreamAccumulator", "StreamSummary", "encode_data",
+           "encode_event"]
 
 DONE = b"data: [DONE]\n\n"
 
 
 def encode_event(obj: Any) -> bytes:
     return b"data: " + orjson.dumps(obj) + b"\n\n"
+
+
+def encode_data(data: bytes) -> bytes:
+    """The event for a ``data`` field as :class:`SSEParser` yields it: a field that
+    spanned several ``data:`` lines (joined by "\\n") is written on as many lines."""
+    if b"\n" in data:
+        data = data.replace(b"\n", b"\ndata: ")
+    return b"data: " + data + b"\n\n"
 
 
 class SSEParser:

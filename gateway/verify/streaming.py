@@ -15,16 +15,24 @@
   keep back the *tail* — the first event carrying a ``finish_reason``, the usage
   chunk, ``[DONE]``, an unreadable event, and anything after — until the answer is
   verified;
-  :meth:`HoldBack.finish` then sends the verdict's addition and the tail.
+  :meth:`HoldBack.finish` then sends the held tail with the verdict's addition.
 
-Passthrough signalling (the body has started, so headers cannot change):
+Passthrough signalling (the body has started, so headers cannot change). For
+``disclaimer`` and ``block`` the held tail is reordered around the addition: all
+upstream content (and tool-call) deltas first — content sent after a finish
+chunk, or another choice's last content, included (it was verified too) — then
+the addition, then the finish events it concerns, then usage chunks and
+``[DONE]``:
 
 - ``disclaimer`` — one more content chunk with the disclaimer text (and a ``verity``
-  field), just before choice 0's finish event (split from the content it may carry).
+  field), just before choice 0's finish (split from the content its event may
+  carry). Other choices keep their finish events where the upstream sent them.
 - ``block`` (``style: completion``) — a chunk with the block message as content,
-  ``finish_reason: "content_filter"`` and a ``verity`` field replaces the upstream
-  finish chunk; then the usage chunk and ``[DONE]``. The official SDK accepts
-  both the finish reason and the extra field (``chunk.model_extra["verity"]``).
+  ``finish_reason: "content_filter"`` and a ``verity`` field replaces choice 0's
+  finish; with ``n > 1`` every other choice gets a finish-only chunk with
+  ``content_filter`` (and ``verity``) in place of its own, so each choice ends
+  exactly once. The official SDK accepts both the finish reason and the extra
+  field (``chunk.model_extra["verity"]``).
 - ``block`` (``style: error``) — an OpenAI error event ``data: {"error": …}``
   ends the stream (no ``[DONE]``): the SDK raises ``APIError`` while iterating.
 - ``pass`` / ``flag`` — the tail unchanged; the verdict is only in the audit.
@@ -39,7 +47,7 @@ import orjson
 
 from gateway.errors import UpstreamError
 from gateway.proxy import ChatExchange, traced_chunks
-from gateway.sse import DONE, SSEParser, StreamAccumulator, encode_event
+from gateway.sse import DONE, SSEParser, StreamAccumulator, encode_data, encode_event
 from gateway.telemetry import UpstreamTrace
 from gateway.upstream.client import UpstreamResponse
 
@@ -201,7 +209,7 @@ class HoldBack:
                     if self.tail or self.acc.unreadable or _is_tail(data):
                         self.tail.append(data)
                     else:
-                        out.append(b"data: " + data + b"\n\n")
+                        out.append(encode_data(data))
                 if out:
                     await _body(self.x, b"".join(out))
         except UpstreamError as err:
@@ -223,71 +231,99 @@ class HoldBack:
     async def finish(self, *, action: str, text: str | None = None,
                      verity: Mapping[str, Any] | None = None,
                      error_body: Mapping[str, Any] | None = None) -> None:
-        """Send the verdict's addition and the held tail, and end the body.
+        """Send the held tail with the verdict's addition, and end the body.
 
-        ``action`` ``disclaimer`` appends ``text`` as a content chunk; ``block``
-        sends ``text`` with ``finish_reason: content_filter`` in place of the
-        upstream finish chunk; ``error_body`` ends the stream with an error event.
+        ``action`` ``disclaimer`` adds ``text`` as a content chunk before choice 0's
+        finish; ``block`` sends ``text`` with ``finish_reason: content_filter`` in
+        place of the upstream finish chunks (every choice's); ``error_body`` ends
+        the stream with an error event. Otherwise the tail goes out as it came.
         """
         x = self.x
-        base = _chunk_base(self.completion())
-        extra = {"verity": dict(verity)} if verity is not None else {}
         out: list[bytes] = []
         tail = self.tail
         if error_body is not None:
             out.append(encode_event(error_body))
             tail = []
-        elif action == "disclaimer" and text:
-            tail = _before_finish(tail, orjson.dumps({**base, "choices": [{
-                "index": 0, "delta": {"content": text}, "logprobs": None,
-                "finish_reason": None}], **extra}))
-        elif action == "block":
-            out.append(encode_event({**base, "choices": [{
-                "index": 0, "delta": {"content": text or ""}, "logprobs": None,
-                "finish_reason": "content_filter"}], **extra}))
-            tail = [d for d in tail if not _has_finish(d)]
-        out.extend(b"data: " + d + b"\n\n" for d in tail)
+        elif action == "block" or (action == "disclaimer" and text):
+            completion = self.completion()
+            base = _chunk_base(completion)
+            extra = {"verity": dict(verity)} if verity is not None else {}
+            block = action == "block"
+            body, finishes, end = _split_tail(tail, every_choice=block)
+            if block:  # the verdict is the response's: every choice ends content_filter
+                others = sorted({c.get("index", 0) for c in completion["choices"]} - {0})
+                finishes = [orjson.dumps({**base, "choices": [{
+                    "index": i, "delta": {} if i else {"content": text or ""},
+                    "logprobs": None, "finish_reason": "content_filter"}], **extra})
+                    for i in (0, *others)]
+            else:
+                body.append(orjson.dumps({**base, "choices": [{
+                    "index": 0, "delta": {"content": text}, "logprobs": None,
+                    "finish_reason": None}], **extra}))
+            tail = [*body, *finishes, *end]
+        out.extend(encode_data(d) for d in tail)
         x.watcher.disarm()
         await _body(x, b"".join(out), more=False)
 
 
-def _before_finish(tail: list[bytes], addition: bytes) -> list[bytes]:
-    """``tail`` with ``addition`` placed just before choice 0's finish.
+def _has_delta(choice: Mapping[str, Any]) -> bool:
+    delta = choice.get("delta")
+    return isinstance(delta, dict) and any(v for key, v in delta.items() if key != "role")
 
-    The event carrying choice 0's ``finish_reason`` may also carry its last
-    content (or tool-call) delta — servers often send the final token with the
-    finish reason, and with ``n > 1`` another choice may finish first: the
-    addition goes after that content, and the finish follows it in an event of
-    its own. Without such an event it opens the tail.
+
+def _split_tail(tail: list[bytes], *, every_choice: bool
+                ) -> tuple[list[bytes], list[bytes], list[bytes]]:
+    """The held ``tail`` as ``(body, finishes, end)``, each in upstream order.
+
+    ``finishes``: choice 0's finish (every choice's with ``every_choice``), each in
+    an event of its own; ``end``: usage-only chunks, ``[DONE]`` and anything after
+    it; ``body``: the rest. An event that carried a moved finish as well as content
+    (servers often send the last token with the finish reason; with ``n > 1``
+    another choice may share the event) keeps that content, and its usage, in
+    ``body``. Events left whole are kept byte for byte.
     """
-    for i, data in enumerate(tail):
+    body: list[bytes] = []
+    finishes: list[bytes] = []
+    end: list[bytes] = []
+    done = False
+    for data in tail:
+        if done or data.strip() == b"[DONE]":
+            done = True
+            end.append(data)
+            continue
         try:
             obj = orjson.loads(data)
         except orjson.JSONDecodeError:
+            body.append(data)
             continue
-        if not isinstance(obj, dict):
+        choices = obj.get("choices") if isinstance(obj, dict) else None
+        if not isinstance(obj, dict) or "error" in obj \
+                or (choices is not None and not isinstance(choices, list)):
+            body.append(data)
             continue
-        choices = obj.get("choices") or ()
-        k = next((k for k, c in enumerate(choices) if isinstance(c, dict)
-                  and c.get("index", 0) == 0 and c.get("finish_reason")), None)
-        if k is None:
+        if not choices:
+            (end if obj.get("usage") else body).append(data)
             continue
-        choice = choices[k]
-        delta = choice.get("delta") or {}
-        if not any(v for key, v in delta.items() if key != "role"):
-            return [*tail[:i], addition, *tail[i:]]
-        head = {**obj, "choices": [*choices[:k], {**choice, "finish_reason": None},
-                                   *choices[k + 1:]]}
-        finish = {**obj, "choices": [{**choice, "delta": {}}]}
-        finish.pop("usage", None)
-        return [*tail[:i], orjson.dumps(head), addition, orjson.dumps(finish), *tail[i + 1:]]
-    return [addition, *tail]
-
-
-def _has_finish(data: bytes) -> bool:
-    try:
-        obj = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return False
-    return isinstance(obj, dict) and any(
-        isinstance(c, dict) and c.get("finish_reason") for c in obj.get("choices") or ())
+        kept: list[Any] = []
+        moved: list[dict[str, Any]] = []
+        for c in choices:
+            if isinstance(c, dict) and c.get("finish_reason") \
+                    and (every_choice or c.get("index", 0) == 0):
+                finish = {**c, "delta": {}}
+                if _has_delta(c):
+                    kept.append({**c, "finish_reason": None})
+                    if "logprobs" in c:
+                        finish["logprobs"] = None
+                moved.append(finish)
+            else:
+                kept.append(c)
+        if not moved:
+            body.append(data)
+            continue
+        rest = {k: v for k, v in obj.items() if k != "usage"}
+        finishes.extend(orjson.dumps({**rest, "choices": [c]}) for c in moved)
+        if kept:
+            body.append(orjson.dumps({**obj, "choices": kept}))
+        elif obj.get("usage"):
+            end.append(orjson.dumps({**obj, "choices": []}))
+    return body, finishes, end
