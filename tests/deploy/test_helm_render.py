@@ -243,6 +243,28 @@ def test_grace_period_covers_the_shadow_drain(helm: Helm, values: dict[str, Any]
         "terminationGracePeriodSeconds"] >= 300 + shutdown["preStopSleepSeconds"]
 
 
+def test_grace_period_covers_the_telemetry_flush(helm: Helm, tmp_path: Path) -> None:
+    """The telemetry flush (after the shadow drain) is in the config and in the sum."""
+    merged = yaml.safe_load((CHART / "values.yaml").read_text(encoding="utf-8"))
+    shutdown = merged["shutdown"]
+    assert merged["telemetry"]["flush_seconds"] > 0
+
+    def grace(values: dict[str, Any]) -> int:
+        pod = one(helm.render(values), "Deployment")["spec"]["template"]["spec"]
+        return int(pod["terminationGracePeriodSeconds"])
+
+    base = grace({})
+    assert base == (shutdown["preStopSleepSeconds"] + shutdown["inflightSeconds"]
+                    + merged["shadow"]["drain_seconds"] + merged["telemetry"]["flush_seconds"]
+                    + shutdown["marginSeconds"])
+    slower = {"telemetry": {"flush_seconds": 42.5}}
+    assert grace(slower) == base - merged["telemetry"]["flush_seconds"] + 43  # rounded up
+    docs = helm.render(slower)
+    path = tmp_path / "gateway.yaml"
+    path.write_text(one(docs, "ConfigMap", "-gateway")["data"]["gateway.yaml"], encoding="utf-8")
+    assert load_settings(path, environ={}).telemetry.flush_seconds == 42.5
+
+
 def test_policies_are_mounted_as_a_directory_at_the_policies_dir(helm: Helm) -> None:
     values = full_values()
     docs = helm.render(values)

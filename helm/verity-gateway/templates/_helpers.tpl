@@ -50,7 +50,7 @@ the gateway validates them strictly at start-up. policies_dir is not here: it is
 GATEWAY_POLICIES_DIR, which must override the image's own GATEWAY_POLICIES_DIR anyway.
 */}}
 {{- define "verity-gateway.config" -}}
-{{- $cfg := dict "upstreams" .Values.upstreams "auth" .Values.auth "shadow" .Values.shadow -}}
+{{- $cfg := dict "upstreams" .Values.upstreams "auth" .Values.auth "shadow" .Values.shadow "telemetry" .Values.telemetry -}}
 {{- $_ := set $cfg "log_level" .Values.logLevel -}}
 {{- $_ = set $cfg "max_body_bytes" (int64 .Values.maxBodyBytes) -}}
 {{- if .Values.judge }}{{ $_ = set $cfg "judge" .Values.judge }}{{ end -}}
@@ -64,14 +64,15 @@ GATEWAY_POLICIES_DIR, which must override the image's own GATEWAY_POLICIES_DIR a
 
 {{/*
 Seconds Kubernetes waits between SIGTERM and SIGKILL: the preStop sleep, in-flight
-requests, the shadow queue drain (shadow.drain_seconds) and a margin.
+requests, the shadow queue drain (shadow.drain_seconds), the telemetry flush
+(telemetry.flush_seconds) and a margin.
 */}}
 {{- define "verity-gateway.terminationGracePeriodSeconds" -}}
 {{- $s := .Values.shutdown -}}
 {{- if $s.terminationGracePeriodSeconds -}}
 {{- int $s.terminationGracePeriodSeconds -}}
 {{- else -}}
-{{- add (int $s.preStopSleepSeconds) (int $s.inflightSeconds) (int (ceil .Values.shadow.drain_seconds)) (int $s.marginSeconds) -}}
+{{- add (int $s.preStopSleepSeconds) (int $s.inflightSeconds) (int (ceil .Values.shadow.drain_seconds)) (int (ceil .Values.telemetry.flush_seconds)) (int $s.marginSeconds) -}}
 {{- end -}}
 {{- end }}
 
