@@ -17,7 +17,11 @@ Records are scrubbed before they are written: any mapping key that names a
 credential (``authorization``, ``api_key``, ``api-key``, ``x-api-key``,
 ``cookie``) is removed at any depth. Message content appears only when the
 policy turned ``telemetry.record_content`` on (the engine decides; see
-``gateway.verify.engine``).
+``gateway.verify.engine``): the ``content`` field, and the answer sentences in
+``failed_claims`` (overall, per layer, per regenerate attempt), all through the
+policy's redaction; without it ``failed_claims`` are ``[]`` beside a
+``failed_claim_count``. Layer explanations and ``reasons`` never quote the answer
+(see ``gateway.verify.outcome``).
 """
 
 from __future__ import annotations

@@ -10,6 +10,14 @@ Verdict: ``score`` 1.0 and ``passed`` when no ``block`` entry matches and every
 ``require`` entry does; otherwise ``score`` 0.0, with one :class:`Evidence` per
 blocked hit or missing requirement. With no entries configured the layer is
 skipped (neutral score 0.5, like the other layers that have nothing to check).
+
+The explanation, label and ``details`` name the *rules* that fired — their
+position and the entry as the policy wrote it (``block[0] /\bAKIA[0-9A-Z]{16}\b/``)
+— never the matched text: they reach the client (``{reasons}`` in action
+templates), traces, logs and the audit record, and a block rule exists precisely
+because what it matches must not travel. The matched text stays in the
+:class:`Evidence` spans (``text``), which the pipeline does not export, and the
+layer reports no ``failed_claims`` (regenerate feedback then names the rules).
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ from pydantic import Field, field_validator
 
 from gateway.verify.base import Evidence, LayerConfig, LayerResources, LayerResult, VerifyInput
 
-__all__ = ["KeywordConfig", "KeywordLayer", "compile_entry"]
+__all__ = ["KeywordConfig", "KeywordLayer", "compile_entry", "describe_entry"]
 
 
 def compile_entry(entry: str, case_sensitive: bool) -> re.Pattern[str]:
@@ -31,6 +39,13 @@ def compile_entry(entry: str, case_sensitive: bool) -> re.Pattern[str]:
         return re.compile(entry[1:-1], flags)
     words = r"\s+".join(re.escape(w) for w in entry.split())
     return re.compile(rf"(?<!\w){words}(?!\w)", flags)
+
+
+def describe_entry(kind: str, index: int, entry: str) -> str:
+    """``block[0] /regex/`` or ``require[1] "phrase"``: a rule as the policy wrote it."""
+    if len(entry) >= 2 and entry.startswith("/") and entry.endswith("/"):
+        return f"{kind}[{index}] {entry}"
+    return f'{kind}[{index}] "{entry}"'
 
 
 class KeywordConfig(LayerConfig):
@@ -67,33 +82,41 @@ class KeywordLayer:
         self._require = [(e, compile_entry(e, cs)) for e in config.require]
 
     async def verify(self, inp: VerifyInput) -> LayerResult:
-        text = inp.response_text
-        evidence: list[Evidence] = []
-        for entry, pattern in self._block:
-            m = pattern.search(text)
-            if m:
-                evidence.append(Evidence(text=m.group(0), status="blocked",
-                                         reason=f"matched block entry {entry!r}"))
-        for entry, pattern in self._require:
-            if not pattern.search(text):
-                evidence.append(Evidence(text=entry, status="missing",
-                                         reason=f"required entry {entry!r} not found"))
         if not self._block and not self._require:
             return LayerResult(score=0.5, passed=True, skipped=True,
                                explanation="no block or require entries configured")
-        blocked = [e.text for e in evidence if e.status == "blocked"]
-        missing = [e.text for e in evidence if e.status == "missing"]
-        passed = not evidence
+        text = inp.response_text
+        evidence: list[Evidence] = []
+        blocked: list[str] = []
+        counts: list[int] = []
+        missing: list[str] = []
+        for i, (entry, pattern) in enumerate(self._block):
+            hits = [m.group(0) for m in pattern.finditer(text)]
+            if hits:
+                rule = describe_entry("block", i, entry)
+                blocked.append(rule)
+                counts.append(len(hits))
+                # the matched text lives only here: Evidence is not exported
+                evidence.extend(Evidence(text=hit, status="blocked", reason=f"matched {rule}")
+                                for hit in hits)
+        for i, (entry, pattern) in enumerate(self._require):
+            if not pattern.search(text):
+                rule = describe_entry("require", i, entry)
+                missing.append(rule)
+                evidence.append(Evidence(text=entry, status="missing", reason=f"{rule} not found"))
+        passed = not blocked and not missing
         parts = []
         if blocked:
-            parts.append(f"blocked: {', '.join(map(repr, blocked))}")
+            parts.append("blocked by " + ", ".join(
+                f"{rule} ({n} match{'es' if n > 1 else ''})"
+                for rule, n in zip(blocked, counts, strict=True)))
         if missing:
-            parts.append(f"missing: {', '.join(map(repr, missing))}")
+            parts.append(f"missing {', '.join(missing)}")
         return LayerResult(
             score=1.0 if passed else 0.0,
             passed=passed,
             label="ok" if passed else ("blocked" if blocked else "missing"),
             explanation="; ".join(parts) or "no blocked entries; all required entries present",
             evidence=evidence,
-            details={"blocked": blocked, "missing": missing},
+            details={"blocked": blocked, "matches": counts, "missing": missing},
         )

@@ -25,6 +25,17 @@ Templates fill ``{reasons}``, ``{score}``, ``{verdict}``, ``{policy}`` and
 policy loader checks templates against: another ``{word}`` is a load error); other
 braces are left as written.
 
+**What a template can show the client.** ``{reasons}`` is built from the layers'
+explanations, which name what failed (rules, counts, scores) and never quote the
+answer — the ``keyword`` layer names the rule that matched, not the text, so a
+block message never echoes what it blocked. ``{failed_claims}`` *is* answer text
+(the sentences a layer could not support; the keyword layer contributes none):
+the operator who writes it into a ``block`` message chooses to show them. In
+client-facing text (disclaimer, block message) both pass the default redaction
+hook (API keys, bearer tokens, e-mail addresses). The regenerate feedback goes
+to the upstream, not the client: it carries the failed claims as they are — the
+model's own answer, sent back to it for repair.
+
 **Usage after regenerate**: the delivered ``usage`` is the final answer's own usage,
 as upstream reported it — not the sum over attempts (the audit record's
 ``attempt_history`` lists every attempt, and upstream bills each one).
@@ -49,7 +60,8 @@ from gateway.policy.models import (
     RegenerateAction,
 )
 from gateway.scoring.binding import repair_feedback
-from gateway.verify.outcome import Verification
+from gateway.telemetry import redact_secrets
+from gateway.verify.outcome import Redactor, Verification
 
 __all__ = ["Applied", "RegenContext", "answer_text", "apply_action", "apply_static",
            "band_action", "block_completion", "feedback_message", "fill_template"]
@@ -117,21 +129,28 @@ def answer_text(completion: Mapping[str, Any]) -> str:
     return content if isinstance(content, str) else ""
 
 
-def fill_template(template: str, v: Verification, policy: str) -> str:
+def _as_is(text: str) -> str:
+    return text
+
+
+def fill_template(template: str, v: Verification, policy: str,
+                  redact: Redactor = redact_secrets) -> str:
+    """``template`` with its placeholders filled; ``{reasons}`` and ``{failed_claims}``
+    pass ``redact`` (the default hook: the text goes to the client)."""
     values = {
-        "reasons": "; ".join(v.reasons) or v.verdict,
+        "reasons": redact("; ".join(v.reasons)) or v.verdict,
         "score": "n/a" if v.score is None else f"{v.score:.2f}",
         "verdict": v.verdict,
         "policy": policy,
-        "failed_claims": "; ".join(v.failed_claims) or "none",
+        "failed_claims": redact("; ".join(v.failed_claims)) or "none",
     }
     return _PLACEHOLDER.sub(lambda m: values[m.group(1)], template)
 
 
 def feedback_message(action: RegenerateAction, v: Verification, policy: str) -> str:
     """The repair message sent as the user turn of a regenerate attempt."""
-    if action.feedback_template is not None:
-        return fill_template(action.feedback_template, v, policy)
+    if action.feedback_template is not None:  # to the upstream: the claims as they are
+        return fill_template(action.feedback_template, v, policy, _as_is)
     text = repair_feedback(v.failed_claims)
     if text:
         return text

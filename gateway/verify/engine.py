@@ -314,6 +314,7 @@ class VerityEngine:
                          for m in messages if isinstance(m, Mapping)],
             "output": redact(output),
         }
+        outcome.redact = redact  # failed claims are content: recorded only now, redacted
         trace.content(messages, output, redact)
 
     def finish(self, outcome: Outcome, trace: RequestTrace, *, write: bool = True) -> None:

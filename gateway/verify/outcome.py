@@ -9,6 +9,18 @@
   attempts, candidate policies' outcomes, timestamps. ``to_dict()`` is the wire
   form (plain JSON types). It never holds credentials; message content only when
   the policy sets ``telemetry.record_content`` (see ``gateway.verify.engine``).
+
+Content rule for the wire form (audit record, ``trace.decision``, the
+``x-verity-detail`` body): **failed claims are content** — sentences of the
+answer — so ``failed_claims`` (per layer, overall and per regenerate attempt)
+hold them only when :attr:`Outcome.redact` is set (the engine sets it when the
+policy records content), each passed through it (the default hook and the
+policy's ``redact`` patterns); otherwise they are ``[]`` and
+``failed_claim_count`` still says how many there were. Layer explanations,
+reasons and errors describe *what* failed (counts, rules, scores) and never
+quote the answer — that is every layer's contract (the ``keyword`` layer names
+its rule, not the match); they are recorded always, through the same redaction
+(the default hook when content is not recorded), as defence in depth.
 """
 
 from __future__ import annotations
@@ -16,12 +28,17 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-__all__ = ["Band", "CandidateOutcome", "LayerOutcome", "Outcome", "Verification", "new_audit_id",
-           "utc_now"]
+from gateway.telemetry import redact_secrets
+
+__all__ = ["Band", "CandidateOutcome", "LayerOutcome", "Outcome", "Redactor", "Verification",
+           "claims_entry", "new_audit_id", "utc_now"]
+
+Redactor = Callable[[str], str]
 
 Band = Literal["pass", "marginal", "fail"]
 BAND_ORDER: dict[str, int] = {"pass": 0, "marginal": 1, "fail": 2}
@@ -103,14 +120,19 @@ class LayerOutcome:
         status = "report" if self.weight <= 0 else "pass" if self.passed else "fail"
         return f"{self.key}={(self.score or 0.0):.2f}:{status}"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, content: Redactor | None = None) -> dict[str, Any]:
+        """The wire form. ``content``: the policy's redaction when it records content
+        (failed claims are kept, through it); None withholds them (count only)."""
+        text = content or redact_secrets
         return {
             "key": self.key, "name": self.name, "score": _round(self.score),
             "raw_score": _round(self.raw_score), "passed": self.passed,
             "latency_ms": round(self.latency_ms, 3), "label": self.label,
-            "explanation": self.explanation, "error": self.error, "error_type": self.error_type,
+            "explanation": text(self.explanation) if self.explanation else self.explanation,
+            "error": text(self.error) if self.error else self.error,
+            "error_type": self.error_type,
             "cache_hit": self.cache_hit, "judge_calls": self.judge_calls, "cost": self.cost,
-            "failed_claims": list(self.failed_claims), "skipped": self.skipped,
+            **_claims(self.failed_claims, content), "skipped": self.skipped,
             "credit_score": self.credit_score, "weight": self.weight,
         }
 
@@ -140,12 +162,15 @@ class Verification:
     def layers_header(self) -> str:
         return ",".join(o.header_value() for o in self.layers)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, content: Redactor | None = None) -> dict[str, Any]:
+        """The wire form; ``content`` as for :meth:`LayerOutcome.to_dict`."""
+        text = content or redact_secrets
         return {
             "risk_level": self.risk_level, "verdict": self.verdict, "score": _round(self.score),
-            "min_confidence": self.min_confidence, "reasons": list(self.reasons),
-            "failed_claims": list(self.failed_claims), "errors": self.errors,
-            "fail_closed": self.fail_closed, "layers": [o.to_dict() for o in self.layers],
+            "min_confidence": self.min_confidence, "reasons": [text(r) for r in self.reasons],
+            **_claims(self.failed_claims, content), "errors": self.errors,
+            "fail_closed": self.fail_closed,
+            "layers": [o.to_dict(content) for o in self.layers],
         }
 
 
@@ -163,10 +188,12 @@ class CandidateOutcome:
     error: str | None = None
     """``dropped`` (shadow queue full), ``cancelled`` (shutdown) or an exception."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, content: Redactor | None = None) -> dict[str, Any]:
+        """The wire form; ``content`` as for :meth:`LayerOutcome.to_dict`."""
+        error = (content or redact_secrets)(self.error) if self.error else self.error
         return {"name": self.name, "version": self.version, "verdict": self.verdict,
-                "score": _round(self.score), "action": self.action, "error": self.error,
-                "layers": [o.to_dict() for o in self.layers]}
+                "score": _round(self.score), "action": self.action, "error": error,
+                "layers": [o.to_dict(content) for o in self.layers]}
 
 
 @dataclass(slots=True)
@@ -204,6 +231,9 @@ class Outcome:
     note: str | None = None
     content: dict[str, Any] | None = None
     """Request messages and answer text (redacted); only when the policy opts in."""
+    redact: Redactor | None = field(default=None, repr=False)
+    """The policy's content redaction, set (with :attr:`content`) only when the policy
+    records content: failed claims are then recorded through it; None withholds them."""
     _t0: float = field(default_factory=time.perf_counter, repr=False)
 
     def record(self, v: Verification) -> None:
@@ -223,6 +253,9 @@ class Outcome:
         self.duration_ms = (time.perf_counter() - self._t0) * 1000
 
     def to_dict(self) -> dict[str, Any]:
+        """The wire form (see the module docstring for what holds content)."""
+        content = self.redact
+        text = content or redact_secrets
         out: dict[str, Any] = {
             "audit_id": self.audit_id, "policy": self.policy,
             "policy_version": self.policy_version, "mode": self.mode, "model": self.model,
@@ -231,17 +264,37 @@ class Outcome:
             "duration_ms": round(self.duration_ms, 3), "risk_level": self.risk_level,
             "verdict": self.verdict, "score": _round(self.score),
             "min_confidence": self.min_confidence, "action": self.action,
-            "applied": self.applied, "attempts": self.attempts, "reasons": list(self.reasons),
-            "failed_claims": list(self.failed_claims),
-            "layers": [o.to_dict() for o in self.layers],
-            "attempt_history": list(self.attempt_history),
-            "candidates": [c.to_dict() for c in self.candidates],
+            "applied": self.applied, "attempts": self.attempts,
+            "reasons": [text(r) for r in self.reasons],
+            **_claims(self.failed_claims, content),
+            "layers": [o.to_dict(content) for o in self.layers],
+            "attempt_history": [claims_entry(a, content) for a in self.attempt_history],
+            "candidates": [c.to_dict(content) for c in self.candidates],
             "response_id": self.response_id, "upstream_status": self.upstream_status,
             "note": self.note,
         }
         if self.content is not None:
             out["content"] = self.content
         return out
+
+
+def _claims(claims: list[str], content: Redactor | None) -> dict[str, Any]:
+    """``failed_claims`` (through ``content``, or withheld: ``[]``) and their count."""
+    return {"failed_claims": [content(c) for c in claims] if content is not None else [],
+            "failed_claim_count": len(claims)}
+
+
+def claims_entry(entry: Mapping[str, Any], content: Redactor | None) -> dict[str, Any]:
+    """A regenerate ``attempt_history`` entry with its ``failed_claims`` (when it has
+    them) kept through ``content`` or withheld, like :func:`_claims`."""
+    out = dict(entry)
+    claims = out.get("failed_claims")
+    if isinstance(claims, list):
+        out.update(_claims([str(c) for c in claims], content))
+    error = out.get("error")
+    if isinstance(error, str):
+        out["error"] = (content or redact_secrets)(error)
+    return out
 
 
 def _round(value: float | None) -> float | None:

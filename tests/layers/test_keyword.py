@@ -27,7 +27,7 @@ def test_blocked_word_fails_with_evidence() -> None:
     r = run("Your SSN is on file.", block=["ssn"])
     assert not r.passed and r.score == 0.0 and r.label == "blocked"
     assert [e.text for e in r.evidence] == ["SSN"]
-    assert r.details["blocked"] == ["SSN"]
+    assert r.details["blocked"] == ['block[0] "ssn"'] and r.details["matches"] == [1]
 
 
 def test_literal_matches_on_word_boundaries_only() -> None:
@@ -52,7 +52,7 @@ def test_regex_entry() -> None:
 def test_require_missing_and_present() -> None:
     r = run("Hello there.", require=["disclaimer", "hello"])
     assert not r.passed and r.label == "missing"
-    assert r.details["missing"] == ["disclaimer"]
+    assert r.details["missing"] == ['require[0] "disclaimer"']
     assert run("Hello. Disclaimer: none.", require=["disclaimer", "hello"]).passed
 
 
@@ -66,3 +66,19 @@ def test_bad_regex_and_unknown_key_rejected_at_load() -> None:
         KeywordConfig.model_validate({"block": ["/([/"]})
     with pytest.raises(ValidationError):
         KeywordConfig.model_validate({"blocks": ["x"]})
+
+
+def test_explanation_names_the_rule_never_the_matched_text() -> None:
+    """The explanation reaches the client ({reasons}), traces and the audit: it names
+    the rule as the policy wrote it; the matched text stays in the evidence only."""
+    answer = "Use key AKIAQWERTYUIOPASDFGH with password: Hunter2xyz, again AKIAQWERTYUIOPASDFGZ"
+    r = run(answer, block=[r"/\bAKIA[0-9A-Z]{16}\b/", r"/password: \S+/", "nothing"],
+            case_sensitive=True)
+    assert not r.passed and r.label == "blocked" and r.failed_claims == []
+    assert r.explanation == (r"blocked by block[0] /\bAKIA[0-9A-Z]{16}\b/ (2 matches), "
+                             r"block[1] /password: \S+/ (1 match)")
+    exported = repr((r.explanation, r.label, r.details, r.failed_claims))
+    for secret in ("AKIAQWERTYUIOPASDFGH", "AKIAQWERTYUIOPASDFGZ", "Hunter2xyz"):
+        assert secret not in exported
+    assert [e.text for e in r.evidence] == ["AKIAQWERTYUIOPASDFGH", "AKIAQWERTYUIOPASDFGZ",
+                                            "password: Hunter2xyz,"]
