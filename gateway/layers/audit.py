@@ -375,9 +375,9 @@ class AuditLayer:
                                              reason=f"{e.severity} {e.level} ({e.kind})"))
                     failed.append(e.explanation or item_id)
         summary = f"credit score {credit} ({z}): {high} high, {low} low severity error(s)"
-        if errors:
+        if errors:  # the item id and kind, never the judge's note (it may quote the answer)
             worst = min(errors, key=lambda e: e.severity != "high")
-            summary += f"; e.g. {worst.item}: {worst.explanation or worst.kind}"
+            summary += f"; e.g. {worst.item}: {worst.severity} {worst.kind}"
         return calls.account(LayerResult(
             score=(credit - 1) / 4, passed=z == "GOOD", label=z.lower(), explanation=summary,
             evidence=evidence, failed_claims=failed, credit_score=credit,

@@ -347,3 +347,14 @@ def test_bad_zone_blocks_through_the_gateway(upstream: ServedUpstream,
     judged = [p for p, _ in phases(upstream) if p.startswith("[verity:audit:")]
     assert sorted(judged) == ["[verity:audit:decompose]", "[verity:audit:fact-check]",
                               "[verity:audit:logic-check]"]
+
+
+async def test_the_explanation_names_the_worst_finding_without_the_judges_note(
+        upstream: ServedUpstream, judge: OpenAIJudge) -> None:
+    """Explanations are recorded without record_content: the judge's note may quote or
+    paraphrase the answer ("Acme lost the Orion contract"), so it stays out."""
+    script(upstream, fact_errors=[err("F2", "high", "contradiction", "fabricated_fact",
+                                      explanation="the answer says Acme lost the Orion deal")])
+    r = await run(judge)
+    assert r.explanation.endswith("; e.g. F2: high fabricated_fact"), r.explanation
+    assert "Orion" not in r.explanation
