@@ -171,7 +171,9 @@ class Proxy:
             else:
                 await self.engine.handle(self, exchange, plan)  # type: ignore[union-attr]
         except asyncio.CancelledError:
-            if not watcher.disconnected:
+            # The watcher's cancel ends here (the engine has written its record); any
+            # other cancel (the server shutting down) still propagates.
+            if not watcher.disconnected or _uncancel() > 0:
                 raise
             return 499
         finally:
@@ -368,12 +370,19 @@ class Proxy:
                     resp.release()
                 return resp.status
         except asyncio.CancelledError:
-            if watcher is None or not watcher.disconnected:
+            if watcher is None or not watcher.disconnected or _uncancel() > 0:
                 raise
             return 499
         finally:
             if watcher:
                 watcher.disarm()
+
+
+def _uncancel() -> int:
+    """Withdraw the current task's one cancel request (the disconnect watcher's, now
+    handled); return the cancel requests still pending."""
+    task = asyncio.current_task()
+    return task.uncancel() if task is not None else 0
 
 
 async def _stream_request(receive: Any) -> AsyncIterator[bytes]:

@@ -23,6 +23,10 @@ before the client got a byte (connect error 502, timeout 504, a stream cut while
 ``streaming: buffer`` reads it 502) is the gateway's own error: it carries policy,
 mode and audit-id headers, and a record with ``note: "not verified: <code>"`` is
 written (:meth:`VerityEngine._upstream_failed`; only that error path does work).
+A client that disconnects cancels the request (the proxy's disconnect watcher); the
+request is still accounted for: a record with ``note: "not verified: client
+disconnected …"`` (before the response was sent, or after how much of a stream) is
+written (:meth:`VerityEngine._client_gone`), unless the upstream answered an error.
 A policy's ``candidates`` are evaluated on the same answer in the shadow queue;
 their outcomes are added to the live outcome's audit record (written once they
 finish), never affecting the response.
@@ -33,7 +37,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -70,11 +74,15 @@ _NOOP_COUNT = Telemetry.count
 _PREPARED = "verity.prepared"
 """``ChatExchange.extra`` key of :meth:`VerityEngine.prepare`'s (policy, task, start event,
 span)."""
+_TRACKED = "verity.tracked"
+"""``ChatExchange.extra`` key of the request's (outcome, progress) (:meth:`VerityEngine.track`)."""
 _PREPARE_AFTER_S = 0.001
 """A preparation starts this long after it is scheduled (the request is written to
 the upstream by then), or as soon as the answer arrives, whichever is first."""
 
 Headers = list[tuple[bytes, bytes]]
+Progress = Callable[[], tuple[str, "str | None"]]
+"""How much of the response the client got: (the note's wording, the response id seen)."""
 
 
 def _h(name: str, value: str) -> tuple[bytes, bytes]:
@@ -145,6 +153,49 @@ class VerityEngine:
         except UpstreamError as err:  # the gateway answers with this error, no byte sent yet
             self._upstream_failed(exchange, plan.policy, err)
             raise
+        except asyncio.CancelledError:  # re-raised: the proxy decides what a cancel means
+            if exchange.watcher.disconnected:
+                self._client_gone(exchange, plan.policy)
+            raise
+
+    def track(self, x: ChatExchange, outcome: Outcome, progress: Progress | None = None) -> None:
+        """Make ``outcome`` the record written if the client disconnects before it is
+        finished; ``progress`` (kept once given) tells how much of a stream it got."""
+        got = x.extra.get(_TRACKED)
+        x.extra[_TRACKED] = (outcome, progress or (got[1] if got is not None else None))
+
+    def _client_gone(self, x: ChatExchange, policy: Policy) -> None:
+        """The client disconnected (its request is being cancelled): write the record of
+        what is known — the tracked outcome (its audit id may have been sent), else a new
+        one. An upstream error being relayed unverified gets none, as when the client stays.
+        Runs inside ``except CancelledError``: no await, and no exception escapes."""
+        try:
+            got = x.extra.pop(_TRACKED, None)
+            if got is None:
+                if x.status >= 400:
+                    return
+                outcome = self.new_outcome(policy, x, policy.spec.mode)
+                progress = None
+            else:
+                outcome, progress = got
+                if outcome.finished_at is not None:  # already written (or being written)
+                    return
+            if outcome.upstream_status is None:
+                outcome.upstream_status = x.status or None
+            if progress is not None:
+                detail, response_id = progress()
+                outcome.response_id = outcome.response_id or response_id
+            elif outcome.response_id is None:
+                detail = "before the response was sent"
+            else:  # the answer is in, its verification (or a regenerate call) was running
+                detail = "before the response was sent, while verifying the answer"
+                if outcome.attempts:
+                    detail += f" (regenerate attempt {outcome.attempts})"
+            outcome.note = f"not verified: client disconnected {detail}"
+            self.finish(outcome, x.trace)
+        except Exception:  # noqa: BLE001 - the cancellation must go on
+            log.exception("policy %r: the record of a request cut by its client failed",
+                          policy.name)
 
     def _upstream_failed(self, x: ChatExchange, policy: Policy, err: UpstreamError) -> None:
         """The upstream call failed before the client got a byte (connect error, timeout,
@@ -394,7 +445,10 @@ class VerityEngine:
             ok = resp.status < 400
             headers = resp.headers + verity_headers(policy, "shadow",
                                                     outcome.audit_id if ok else None)
+            if ok:
+                self.track(x, outcome)
             if x.stream and ok and is_sse(resp):
+                self.track(x, outcome, _count_relayed(x))
                 acc = await relay_accumulating(x, resp, up, headers)
                 completion = acc.completion() if acc is not None else None
                 if completion is None:
@@ -418,6 +472,7 @@ class VerityEngine:
     def submit_shadow(self, x: ChatExchange, plan: Selection, completion: dict[str, Any],
                       outcome: Outcome) -> None:
         policy = plan.policy
+        x.extra.pop(_TRACKED, None)  # the shadow job writes the record now
         outcome.response_id = completion.get("id")
         shadow_trace = self.telemetry.start_shadow(x.trace)
 
@@ -447,6 +502,20 @@ class VerityEngine:
             shadow_trace.end(0, f"shadow_{why}")
 
         self.shadow.submit(ShadowJob(run, dropped, kind="shadow"))
+
+
+def _count_relayed(x: ChatExchange) -> Progress:
+    """Count the body bytes relayed to the client (a shadow stream's bytes are the
+    upstream's, not parsed again on their way out)."""
+    send, sent = x.send, [0]
+
+    async def counting_send(message: Mapping[str, Any]) -> None:
+        if message["type"] == "http.response.body":
+            sent[0] += len(message.get("body", b""))
+        await send(message)
+
+    x.send = counting_send
+    return lambda: (f"after {sent[0]} bytes of the stream were relayed", None)
 
 
 @asynccontextmanager

@@ -28,8 +28,10 @@ A JSON chat completion answering a ``stream: true`` request is verified like any
 answer and re-sent as a synthesized SSE stream (the SDK reads nothing from a JSON
 body on a stream call).
 
-A client that disconnects cancels verification (the proxy's disconnect watcher);
-nothing is audited then.
+A client that disconnects cancels verification (the proxy's disconnect watcher); the
+record says so (``note: "not verified: client disconnected …"``: before the response
+was sent, or after how many characters of a passthrough answer;
+``VerityEngine._client_gone``).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -97,19 +100,26 @@ async def _act(engine: VerityEngine, proxy: Proxy, x: ChatExchange, policy: Poli
                allow_regenerate: bool = True) -> Applied:
     budget = Budget.for_policy(policy)
     spec = policy.spec
+    outcome.response_id = completion.get("id")  # the delivered answer's, once acted on
+    engine.track(x, outcome)  # a client that disconnects from here on gets this record
+    calls: list[str | None] = []  # each regenerate call's response id
 
     async def verify(c: dict[str, Any]) -> Any:
         return await engine.verify(policy, x, c, x.trace, budget)
 
     async def complete(payload: dict[str, Any]) -> tuple[int, Any, bytes]:
         model = str(payload.get("model") or x.info.model)
+        calls.append(None)
+        outcome.attempts = len(calls)  # the attempt running, should the client disconnect
         t0 = time.monotonic()
         try:
             target = x if model == x.info.model else dataclasses.replace(
                 x, upstream=proxy.route(model))
-            return await proxy.complete(target, payload)
+            status, parsed, raw = await proxy.complete(target, payload)
         finally:  # upstream time is not verification time (budget.total_ms)
             budget.exclude(time.monotonic() - t0)
+        calls[-1] = parsed.get("id") if isinstance(parsed, dict) else None
+        return status, parsed, raw
 
     v = await verify(completion)
     action = band_action(spec.actions, v.verdict)
@@ -128,8 +138,13 @@ async def _act(engine: VerityEngine, proxy: Proxy, x: ChatExchange, policy: Poli
     outcome.attempts, outcome.attempt_history = applied.attempts, applied.history
     notes = [n for n in (applied.verification.note, applied.note) if n]
     outcome.note = "; ".join(notes) or None
-    outcome.response_id = completion.get("id")
     delivered = applied.completion or completion
+    # The id the client got (a regenerated answer's); each attempt's in attempt_history
+    # (entry 0 is the answer first verified, then one per regenerate call).
+    outcome.response_id = delivered.get("id")
+    if calls and len(applied.history) == len(calls) + 1:
+        for entry, rid in zip(applied.history, [completion.get("id"), *calls], strict=True):
+            entry["response_id"] = rid
     engine.record_content(policy, outcome, x.trace, x.payload.get("messages") or [],
                           answer_text(delivered))
     return applied
@@ -280,6 +295,14 @@ async def _json_for_stream(engine: VerityEngine, proxy: Proxy, x: ChatExchange,
     _conclude(engine, x, plan, parsed, outcome)
 
 
+def _sent(hold: HoldBack) -> Callable[[], tuple[str, str | None]]:
+    """A passthrough stream cut by its client: how much (unverified) answer it was sent."""
+    def progress() -> tuple[str, str | None]:
+        n = len(answer_text(hold.completion()))
+        return f"after {n} characters of the answer were sent", hold.acc.id
+    return progress
+
+
 # ---- non-stream ---------------------------------------------------------------------------
 
 async def _non_stream(engine: VerityEngine, proxy: Proxy, x: ChatExchange,
@@ -380,6 +403,7 @@ async def _passthrough(engine: VerityEngine, proxy: Proxy, x: ChatExchange,
         up_headers = resp.headers
         if status < 400 and is_sse(resp):
             hold = HoldBack(x)
+            engine.track(x, outcome, _sent(hold))
             await hold.relay(resp, up, up_headers + verity_headers(policy, "inline",
                                                                    outcome.audit_id))
         else:
