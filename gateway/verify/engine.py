@@ -17,8 +17,10 @@ Per request (:meth:`VerityEngine.handle`), by the selected policy's ``mode``:
   answer with ``x-verity-*`` headers; streams per ``streaming`` (see
   ``gateway.verify.inline`` and ``gateway.verify.streaming``).
 
-Upstream errors (status ≥ 400, non-completion bodies) pass through unverified,
-with policy and mode headers and no audit record. An upstream call that fails
+Upstream errors (status ≥ 400) pass through unverified, with policy and mode
+headers and no audit record. An upstream *success* that is not a chat completion
+is audited as not verified; inline, ``on_error`` decides between a 502 and the
+bytes with ``n/a`` verdict headers (``gateway.verify.inline``). An upstream call that fails
 before the client got a byte (connect error 502, timeout 504, a stream cut while
 ``streaming: buffer`` reads it 502) is the gateway's own error: it carries policy,
 mode and audit-id headers, and a record with ``note: "not verified: <code>"`` is
