@@ -76,6 +76,9 @@ class StreamAccumulator:
         self._finish: dict[int, str | None] = {}
         self._tools: dict[int, dict[int, dict[str, Any]]] = {}
         self.parser = SSEParser()
+        self.unreadable = 0
+        """Data events skipped: not JSON (invalid UTF-8 included) or not a JSON object
+        (empty data and ``[DONE]`` are not counted)."""
 
     def feed_bytes(self, chunk: bytes) -> None:
         for data in self.parser.feed(chunk):
@@ -88,9 +91,13 @@ class StreamAccumulator:
         try:
             obj = orjson.loads(data)
         except orjson.JSONDecodeError:
+            if data.strip():
+                self.unreadable += 1
             return
         if isinstance(obj, dict):
             self.feed_chunk(obj)
+        else:
+            self.unreadable += 1
 
     def feed_chunk(self, obj: dict[str, Any]) -> None:
         if "error" in obj and "choices" not in obj:

@@ -48,6 +48,7 @@ from gateway.asgi import send_bytes, send_error
 from gateway.errors import UpstreamError
 from gateway.policy.models import RegenerateAction
 from gateway.proxy import ChatExchange, _maybe_json
+from gateway.sse import StreamAccumulator
 from gateway.verify.actions import (
     Applied,
     RegenContext,
@@ -59,7 +60,7 @@ from gateway.verify.actions import (
 from gateway.verify.engine import is_completion, verity_headers
 from gateway.verify.outcome import Outcome
 from gateway.verify.pipeline import Budget
-from gateway.verify.streaming import CheckedAccumulator, HoldBack, is_sse, read_all, synthesize
+from gateway.verify.streaming import HoldBack, is_sse, read_all, synthesize
 
 if TYPE_CHECKING:
     from gateway.policy.loader import Policy
@@ -214,7 +215,7 @@ def _body_problem(data: bytes, parsed: Any) -> str:
     return "not valid JSON"
 
 
-def _stream_problem(acc: CheckedAccumulator) -> str:
+def _stream_problem(acc: StreamAccumulator) -> str:
     if acc.unreadable:
         return f"{acc.unreadable} event(s) not valid JSON or UTF-8"
     return "no chat completion chunk with a choice"
@@ -345,7 +346,7 @@ async def _non_stream(engine: VerityEngine, proxy: Proxy, x: ChatExchange,
 
 async def _buffer(engine: VerityEngine, proxy: Proxy, x: ChatExchange, plan: Selection) -> None:
     policy = plan.policy
-    acc: CheckedAccumulator | None = None
+    acc: StreamAccumulator | None = None
     parsed: Any = None
     async with proxy.call_upstream(x, x.body, stream=True) as (resp, up):
         status, up_headers = resp.status, resp.headers

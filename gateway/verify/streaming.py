@@ -5,9 +5,9 @@
   :class:`StreamAccumulator`.
 - :func:`read_all` — ``streaming: buffer``: read the whole upstream stream (raw bytes
   kept, so an unchanged answer is replayed byte for byte).
-- :class:`CheckedAccumulator` — a :class:`StreamAccumulator` that counts the data
-  events it cannot read (not JSON, e.g. invalid UTF-8): their content is not in
-  the accumulated answer, so the inline paths treat such a stream as unverifiable.
+  Its ``unreadable`` count (data events that are not JSON, e.g. invalid UTF-8:
+  their content is not in the accumulated answer) makes the inline paths treat
+  such a stream as unverifiable.
 - :func:`synthesize` — a ``chat.completion.chunk`` stream built from a completion
   dict (role chunk, content / tool-call chunks, finish chunk, usage chunk when the
   client asked ``stream_options.include_usage``, ``[DONE]``).
@@ -51,8 +51,7 @@ from gateway.sse import DONE, SSEParser, StreamAccumulator, encode_data, encode_
 from gateway.telemetry import UpstreamTrace
 from gateway.upstream.client import UpstreamResponse
 
-__all__ = ["CheckedAccumulator", "HoldBack", "is_sse", "read_all", "relay_accumulating",
-           "synthesize"]
+__all__ = ["HoldBack", "is_sse", "read_all", "relay_accumulating", "synthesize"]
 
 Headers = list[tuple[bytes, bytes]]
 
@@ -93,34 +92,9 @@ async def relay_accumulating(x: ChatExchange, resp: UpstreamResponse, up: Upstre
     return acc if ok and acc.error is None else None
 
 
-class CheckedAccumulator(StreamAccumulator):
-    """A :class:`StreamAccumulator` that counts, in :attr:`unreadable`, the data events
-    it had to skip: not JSON (invalid UTF-8 included) or not a JSON object. Empty
-    data and ``[DONE]`` are not counted."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.unreadable = 0
-
-    def feed_data(self, data: bytes) -> None:
-        if data.strip() == b"[DONE]":
-            self.done = True
-            return
-        try:
-            obj = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            if data.strip():
-                self.unreadable += 1
-            return
-        if isinstance(obj, dict):
-            self.feed_chunk(obj)
-        else:
-            self.unreadable += 1
-
-
-async def read_all(resp: UpstreamResponse, up: UpstreamTrace) -> tuple[bytes, CheckedAccumulator]:
+async def read_all(resp: UpstreamResponse, up: UpstreamTrace) -> tuple[bytes, StreamAccumulator]:
     """Read a whole SSE body; UpstreamError (a cut stream) propagates."""
-    acc = CheckedAccumulator()
+    acc = StreamAccumulator()
     parts: list[bytes] = []
     async for chunk in traced_chunks(resp, up):  # a cut stream's UpstreamError propagates
         parts.append(chunk)
@@ -190,7 +164,7 @@ class HoldBack:
 
     def __init__(self, x: ChatExchange) -> None:
         self.x = x
-        self.acc = CheckedAccumulator()
+        self.acc = StreamAccumulator()
         self.tail: list[bytes] = []
         self.error: UpstreamError | None = None
         self._parser = SSEParser()
