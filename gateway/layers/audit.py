@@ -81,6 +81,11 @@ NEUTRAL_SCORE = 0.5
 
 _HIGH_FACT_KINDS = frozenset({"opposite_direction", "fabricated_number"})
 _HIGH_LOGIC_KINDS = frozenset({"reversed_causality", "sycophancy"})
+_KNOWN_KINDS = frozenset({
+    "opposite_direction", "numeric_deviation", "fabricated_number", "fabricated_fact",
+    "unsupported_evaluation", "overgeneralization", "reversed_causality", "sycophancy",
+    "missing_step", "concept_substitution", "other"})
+"""The kinds the fact- and logic-check prompts offer (gateway/layers/_audit_prompts.py)."""
 _NOT_ERRORS = frozenset({"reasonable_inference", "inference", "none", "ok", "supported",
                          "no_error", "correct"})
 
@@ -375,9 +380,14 @@ class AuditLayer:
                                              reason=f"{e.severity} {e.level} ({e.kind})"))
                     failed.append(e.explanation or item_id)
         summary = f"credit score {credit} ({z}): {high} high, {low} low severity error(s)"
-        if errors:  # the item id and kind, never the judge's note (it may quote the answer)
+        if errors:
+            # Only words the layer chose: a phase-1 id (F1, R2) and a kind from the
+            # prompts' lists. The judge's note, or whatever it wrote as an id or kind,
+            # may quote the answer, and explanations are recorded without record_content.
             worst = min(errors, key=lambda e: e.severity != "high")
-            summary += f"; e.g. {worst.item}: {worst.severity} {worst.kind}"
+            item = worst.item if worst.item in items else "an unlisted item"
+            kind = worst.kind if worst.kind in _KNOWN_KINDS else "other"
+            summary += f"; e.g. {item}: {worst.severity} {kind}"
         return calls.account(LayerResult(
             score=(credit - 1) / 4, passed=z == "GOOD", label=z.lower(), explanation=summary,
             evidence=evidence, failed_claims=failed, credit_score=credit,

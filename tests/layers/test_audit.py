@@ -358,3 +358,26 @@ async def test_the_explanation_names_the_worst_finding_without_the_judges_note(
     r = await run(judge)
     assert r.explanation.endswith("; e.g. F2: high fabricated_fact"), r.explanation
     assert "Orion" not in r.explanation
+
+
+async def test_an_id_or_kind_the_judge_made_up_is_not_echoed(
+        upstream: ServedUpstream, judge: OpenAIJudge) -> None:
+    """The judge may write answer text where an id or a kind belongs."""
+    script(upstream, fact_errors=[err("Acme lost the Orion deal", "high", "contradiction",
+                                      "Orion deal invented")])
+    r = await run(judge)
+    assert r.explanation.endswith("; e.g. an unlisted item: high other"), r.explanation
+    assert "Orion" not in r.explanation
+
+
+def test_the_known_kinds_are_the_prompts_kinds() -> None:
+    from gateway.layers import _audit_prompts
+    from gateway.layers.audit import _KNOWN_KINDS
+
+    offered = set()
+    for value in vars(_audit_prompts).values():
+        text = getattr(value, "template", value)  # string.Template prompts
+        if isinstance(text, str) and '"kind", one of:' in text:
+            listed = text.split('"kind", one of:', 1)[1].split(".", 1)[0]
+            offered |= {k.strip() for k in listed.replace("\n", " ").split(",")}
+    assert offered and offered == set(_KNOWN_KINDS)
