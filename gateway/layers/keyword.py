@@ -11,9 +11,10 @@ Verdict: ``score`` 1.0 and ``passed`` when no ``block`` entry matches and every
 blocked hit or missing requirement. With no entries configured the layer is
 skipped (neutral score 0.5, like the other layers that have nothing to check).
 
-The explanation, label and ``details`` name the *rules* that fired — their
-position and the entry as the policy wrote it (``block[0] /\bAKIA[0-9A-Z]{16}\b/``)
-— never the matched text: they reach the client (``{reasons}`` in action
+The explanation, label and ``details`` name the *rules* that fired — a block rule
+by its position only (``block[0]``: a literal entry is the very text it stops, and
+a pattern may spell it out), a missing requirement as written — never the matched
+text: they reach the client (``{reasons}`` in action
 templates), traces, logs and the audit record, and a block rule exists precisely
 because what it matches must not travel. The matched text stays in the
 :class:`Evidence` spans (``text``), which the pipeline does not export, and the
@@ -42,7 +43,10 @@ def compile_entry(entry: str, case_sensitive: bool) -> re.Pattern[str]:
 
 
 def describe_entry(kind: str, index: int, entry: str) -> str:
-    """``block[0] /regex/`` or ``require[1] "phrase"``: a rule as the policy wrote it."""
+    """``block[0]`` (by position only: a literal block entry *is* the text it stops,
+    and a pattern may spell it out) or ``require[1] "phrase"`` (what is missing)."""
+    if kind == "block":
+        return f"{kind}[{index}]"
     if len(entry) >= 2 and entry.startswith("/") and entry.endswith("/"):
         return f"{kind}[{index}] {entry}"
     return f'{kind}[{index}] "{entry}"'

@@ -29,7 +29,7 @@ ACTIONS = {
 }
 QUESTION = "tell me the forbidden thing"
 ORIGINAL = f"You said: {QUESTION}"
-DISCLAIMER = '\n[unverified (fail, 0.00): keyword: blocked by block[0] "forbidden" (1 match)]'
+DISCLAIMER = '\n[unverified (fail, 0.00): keyword: blocked by block[0] (1 match)]'
 
 
 def _policy(mode: str, streaming: str, action: str) -> str:
@@ -175,7 +175,7 @@ actions: {fail: {type: block, style: error, status: 451, message: "No ({reasons}
                                        messages=[{"role": "user", "content": QUESTION}])
     err = info.value
     assert err.status_code == 451
-    assert err.body == {"message": 'No (keyword: blocked by block[0] "forbidden" (1 match)).',
+    assert err.body == {"message": 'No (keyword: blocked by block[0] (1 match)).',
                         "type": "content_filter",
                         "param": None, "code": "content_filter"}
     assert err.response.headers["x-verity-action"] == "block"

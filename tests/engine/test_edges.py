@@ -368,7 +368,7 @@ def test_a_request_in_flight_during_a_reload_finishes_with_its_version(
     thread.join(10)
     h = verity_headers(result["raw"].headers)
     assert h["x-verity-layers"] == "gate=1.00:pass,keyword=0.00:fail"  # still the old version
-    assert 'blocked by block[0] "alpha"' in (result["raw"].parse().choices[0].message.content or "")
+    assert 'blocked by block[0]' in (result["raw"].parse().choices[0].message.content or "")
     versions = {r["audit_id"]: r["policy_version"] for r in gw.audit(expect=2)}
     assert versions[h["x-verity-audit-id"]] != \
         versions[verity_headers(second.headers)["x-verity-audit-id"]]

@@ -113,7 +113,7 @@ def assert_not_recorded(run: Run) -> None:
     for layer in layers:
         event = layer.event(sc.EVENT_GEN_AI_EVALUATION_RESULT).attributes
         # the explanation still says which rule fired, as the policy wrote it
-        assert r"block[1] /\bAKIA[0-9A-Z]{16}\b/" in event[sc.GEN_AI_EVALUATION_EXPLANATION]
+        assert r"block[1]" in event[sc.GEN_AI_EVALUATION_EXPLANATION]
     evaluations = [r for r in run.receiver.logs()
                    if sc.GEN_AI_EVALUATION_EXPLANATION in r.attributes]
     assert len(evaluations) == len(layers)
@@ -128,7 +128,7 @@ def test_docs_example_as_written_error_body_names_the_rule_not_the_key(
     assert info.value.status_code == 422 and not leaks(info.value.response.text)
     assert info.value.response.json()["error"]["message"] == (
         "I can't provide that answer: it failed verification (keyword: blocked by "
-        r'block[0] "password" (1 match), block[1] /\bAKIA[0-9A-Z]{16}\b/ (1 match)).')
+        r'block[0] (1 match), block[1] (1 match)).')
 
 
 def test_error_block_reaches_no_one(start: Callable[[str], Run]) -> None:
@@ -139,7 +139,7 @@ def test_error_block_reaches_no_one(start: Callable[[str], Run]) -> None:
         run.ask(stream=True)
     assert_not_recorded(run)
     assert not leaks(info.value.response.text) and not leaks(streamed.value.response.text)
-    assert r"block[2] /password: \S+/ (1 match)" in info.value.response.json()["error"]["message"]
+    assert r"block[2] (1 match)" in info.value.response.json()["error"]["message"]
 
 
 def test_completion_block_reaches_no_one(start: Callable[[str], Run]) -> None:
