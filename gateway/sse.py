@@ -77,59 +77,118 @@ class StreamAccumulator:
         self._tools: dict[int, dict[int, dict[str, Any]]] = {}
         self.parser = SSEParser()
         self.unreadable = 0
-        """Data events skipped: not JSON (invalid UTF-8 included) or not a JSON object
-        (empty data and ``[DONE]`` are not counted)."""
+        """Data events skipped: not JSON (invalid UTF-8 included), not a JSON object, or
+        not a chat completion chunk (:meth:`feed_chunk`; empty data and ``[DONE]`` are
+        not counted)."""
 
     def feed_bytes(self, chunk: bytes) -> None:
         for data in self.parser.feed(chunk):
             self.feed_data(data)
 
-    def feed_data(self, data: bytes) -> None:
+    def feed_data(self, data: bytes) -> dict[str, Any] | None:
+        """Fold one event's data in; the parsed object when it is a JSON object."""
         if data.strip() == b"[DONE]":
             self.done = True
-            return
+            return None
         try:
             obj = orjson.loads(data)
         except orjson.JSONDecodeError:
             if data.strip():
                 self.unreadable += 1
-            return
+            return None
         if isinstance(obj, dict):
             self.feed_chunk(obj)
-        else:
-            self.unreadable += 1
+            return obj
+        self.unreadable += 1
+        return None
 
     def feed_chunk(self, obj: dict[str, Any]) -> None:
+        """Fold one parsed event in. Never raises: an event that is not a chat completion
+        chunk (no ``choices`` list, nor an error or usage-only event) or that has a field
+        of the wrong type (a choice, delta or tool call not an object, content not a
+        string, ...) is counted in :attr:`unreadable` and the rest of it skipped."""
         if "error" in obj and "choices" not in obj:
             self.error = obj["error"] if isinstance(obj["error"], dict) else {"message": str(obj)}
             return
-        self.id = self.id or obj.get("id")
-        self.model = self.model or obj.get("model")
-        self.created = self.created or obj.get("created")
-        self.system_fingerprint = self.system_fingerprint or obj.get("system_fingerprint")
-        if obj.get("usage"):
-            self.usage = obj["usage"]
-        for choice in obj.get("choices") or ():
-            index = choice.get("index", 0)
-            delta = choice.get("delta") or {}
+        choices = obj.get("choices")
+        if type(choices) is not list:
+            if choices is not None or not obj.get("usage"):
+                self.unreadable += 1  # not a chat completion chunk
+                return
+            choices = []  # a usage-only chunk without "choices"
+        if self.id is None and isinstance(value := obj.get("id"), str):
+            self.id = value
+        if self.model is None and isinstance(value := obj.get("model"), str):
+            self.model = value
+        if self.created is None and type(value := obj.get("created")) is int:
+            self.created = value
+        if self.system_fingerprint is None \
+                and isinstance(value := obj.get("system_fingerprint"), str):
+            self.system_fingerprint = value
+        usage = obj.get("usage")
+        if usage:
+            if type(usage) is not dict:
+                self.unreadable += 1
+                return
+            self.usage = usage
+        for choice in choices:
+            if not self._feed_choice(choice):
+                self.unreadable += 1
+                return
+
+    def _feed_choice(self, choice: Any) -> bool:
+        """Fold one streamed choice in; False (the rest left out) on a wrong shape."""
+        if type(choice) is not dict:
+            return False
+        index = choice.get("index", 0)
+        delta = choice.get("delta")
+        if type(index) is not int or (delta is not None and type(delta) is not dict):
+            return False
+        if delta:
             content = delta.get("content")
             if content:
+                if type(content) is not str:
+                    return False
                 self._content.setdefault(index, []).append(content)
             else:
                 self._content.setdefault(index, [])
-            for call in delta.get("tool_calls") or ():
-                slot = self._tools.setdefault(index, {}).setdefault(
-                    call.get("index", 0), {"id": None, "type": "function",
-                                           "function": {"name": "", "arguments": ""}})
-                if call.get("id"):
-                    slot["id"] = call["id"]
-                fn = call.get("function") or {}
-                if fn.get("name"):
-                    slot["function"]["name"] += fn["name"]
-                if fn.get("arguments"):
-                    slot["function"]["arguments"] += fn["arguments"]
-            if choice.get("finish_reason"):
-                self._finish[index] = choice["finish_reason"]
+            calls = delta.get("tool_calls")
+            if calls and not self._feed_calls(index, calls):
+                return False
+        else:
+            self._content.setdefault(index, [])
+        finish = choice.get("finish_reason")
+        if finish:
+            if type(finish) is not str:
+                return False
+            self._finish[index] = finish
+        return True
+
+    def _feed_calls(self, index: int, calls: Any) -> bool:
+        if type(calls) is not list:
+            return False
+        for call in calls:
+            if type(call) is not dict:
+                return False
+            fn = call.get("function") or {}
+            call_index, call_id = call.get("index", 0), call.get("id")
+            name, arguments = (fn.get("name"), fn.get("arguments")) if type(fn) is dict \
+                else (None, None)
+            if type(fn) is not dict or type(call_index) is not int \
+                    or (call_id and type(call_id) is not str) \
+                    or (name and type(name) is not str) \
+                    or (arguments and type(arguments) is not str):
+                return False
+            slot = self._tools.setdefault(index, {}).setdefault(
+                call_index, {"id": None, "type": "function",
+                             "function": {"name": "", "arguments": ""}})
+            if call_id:
+                slot["id"] = call_id
+            if name:
+                slot["function"]["name"] += name
+            if arguments:
+                slot["function"]["arguments"] += arguments
+        return True
 
     def text(self, index: int = 0) -> str:
         return "".join(self._content.get(index, ()))

@@ -49,6 +49,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.context import message_text
 from gateway.errors import GatewayError, VerificationBlocked
 from gateway.policy.models import (
     TEMPLATE_PLACEHOLDERS,
@@ -120,13 +121,14 @@ def band_action(actions: ActionSet, band: str) -> AnyAction:
 
 
 def answer_text(completion: Mapping[str, Any]) -> str:
-    """Content of choice 0 ("" when absent)."""
+    """Text of choice 0: string content, or its text parts joined like
+    :func:`gateway.context.message_text` ("" when absent or of another shape)."""
     choices = completion.get("choices") or ()
-    if not choices or not isinstance(choices[0], Mapping):
+    if not isinstance(choices, (list, tuple)) or not choices \
+            or not isinstance(choices[0], Mapping):
         return ""
-    message = choices[0].get("message") or {}
-    content = message.get("content") if isinstance(message, Mapping) else None
-    return content if isinstance(content, str) else ""
+    message = choices[0].get("message")
+    return message_text(message) if isinstance(message, Mapping) else ""
 
 
 def _as_is(text: str) -> str:

@@ -98,9 +98,30 @@ def verity_headers(policy: Policy, mode: str, audit_id: str | None = None) -> He
     return out
 
 
+def _is_text_part(part: Any) -> bool:
+    return isinstance(part, dict) and part.get("type") in ("text", "input_text") \
+        and isinstance(part.get("text"), str)
+
+
 def is_completion(parsed: Any) -> bool:
-    return (isinstance(parsed, dict) and isinstance(parsed.get("choices"), list)
-            and bool(parsed["choices"]))
+    """A chat completion the layers can read: a non-empty ``choices`` list of objects,
+    each with a ``message`` object whose ``content`` is a string, null or a list of
+    text parts (``{"type": "text" | "input_text", "text": str}``, as
+    :func:`gateway.context.message_text` reads them). Any other shape is unverifiable."""
+    if not isinstance(parsed, dict):
+        return False
+    choices = parsed.get("choices")
+    if not isinstance(choices, list) or not choices:
+        return False
+    for choice in choices:
+        message = choice.get("message") if isinstance(choice, dict) else None
+        if not isinstance(message, dict):
+            return False
+        content = message.get("content")
+        if content is not None and not isinstance(content, str) and not (
+                isinstance(content, list) and all(_is_text_part(p) for p in content)):
+            return False
+    return True
 
 
 def calls_only(completion: Mapping[str, Any]) -> bool:

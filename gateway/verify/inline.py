@@ -17,10 +17,11 @@
   signalled in-band: ``gateway.verify.streaming``.
 
 An upstream success (status < 400) that cannot be verified — a body that is not a
-chat completion (not JSON, invalid UTF-8, trailing bytes, no ``choices``, an SSE
-answer to ``stream: false``), a stream whose events are not chat completion chunks
-or one of whose events cannot be read — never goes out as if verified
-(:func:`_unverifiable`): with ``on_error: fail_closed`` the client gets a 502
+chat completion (not JSON, invalid UTF-8, trailing bytes, no ``choices``, a choice,
+message or content of another shape: ``engine.is_completion``; an SSE answer to
+``stream: false``), a stream whose events are not chat completion chunks or one of
+whose events cannot be read or is of another shape (``StreamAccumulator.unreadable``)
+— never goes out as if verified (:func:`_unverifiable`): with ``on_error: fail_closed`` the client gets a 502
 ``upstream_error`` (in passthrough, once the body has started: that error as the
 last event), with ``fail_open`` the upstream body with ``x-verity-verdict: n/a``;
 either way an audit record (``note: "not verified: …"``) and a warning log line.
@@ -202,6 +203,10 @@ def _include_usage(x: ChatExchange) -> bool:
 def _body_problem(data: bytes, parsed: Any) -> str:
     """Why ``data`` (a 2xx/3xx upstream body) is not a chat completion, for notes and errors."""
     if parsed is not None:
+        choices = parsed.get("choices") if isinstance(parsed, dict) else None
+        if isinstance(choices, list) and choices:  # is_completion refused their shape
+            return ("a choice that is not an object with a message object whose content "
+                    "is a string, null or a list of text parts")
         return "JSON without a non-empty 'choices' list"
     try:
         text = data.decode("utf-8")
@@ -217,7 +222,8 @@ def _body_problem(data: bytes, parsed: Any) -> str:
 
 def _stream_problem(acc: StreamAccumulator) -> str:
     if acc.unreadable:
-        return f"{acc.unreadable} event(s) not valid JSON or UTF-8"
+        return (f"{acc.unreadable} event(s) not valid JSON or UTF-8, or not chat "
+                "completion chunks")
     return "no chat completion chunk with a choice"
 
 

@@ -5,16 +5,17 @@
   :class:`StreamAccumulator`.
 - :func:`read_all` — ``streaming: buffer``: read the whole upstream stream (raw bytes
   kept, so an unchanged answer is replayed byte for byte).
-  Its ``unreadable`` count (data events that are not JSON, e.g. invalid UTF-8:
-  their content is not in the accumulated answer) makes the inline paths treat
+  Its ``unreadable`` count (data events that are not JSON, e.g. invalid UTF-8, or
+  not chat completion chunks: their content is not in the accumulated answer) makes the inline paths treat
   such a stream as unverifiable.
 - :func:`synthesize` — a ``chat.completion.chunk`` stream built from a completion
   dict (role chunk, content / tool-call chunks, finish chunk, usage chunk when the
   client asked ``stream_options.include_usage``, ``[DONE]``).
 - :class:`HoldBack` — ``streaming: passthrough``: forward events as they arrive but
   keep back the *tail* — the first event carrying a ``finish_reason``, the usage
-  chunk, ``[DONE]``, an unreadable event, and anything after — until the answer is
-  verified;
+  chunk, ``[DONE]``, an unreadable event or any other event that is not a chat
+  completion chunk (no ``choices`` list: an error event, other JSON), and anything
+  after — until the answer is verified;
   :meth:`HoldBack.finish` then sends the held tail with the verdict's addition.
 
 Passthrough signalling (the body has started, so headers cannot change). For
@@ -144,19 +145,16 @@ def synthesize(completion: Mapping[str, Any], *, include_usage: bool,
     return b"".join(events)
 
 
-def _is_tail(data: bytes) -> bool:
-    if data.strip() == b"[DONE]":
-        return True
-    try:
-        obj = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return False
-    if not isinstance(obj, dict):
+def _relayable(obj: dict[str, Any] | None) -> bool:
+    """A chat completion chunk (a ``choices`` list) that does not start the tail: no
+    ``finish_reason`` and not usage-only. Anything else — ``[DONE]``, an event that is
+    not JSON, an error event, any other object — is held."""
+    if obj is None:
         return False
     choices = obj.get("choices")
-    if obj.get("usage") and not choices:
-        return True
-    return any(isinstance(c, dict) and c.get("finish_reason") for c in choices or ())
+    if type(choices) is not list or (not choices and obj.get("usage")):
+        return False
+    return not any(type(c) is dict and c.get("finish_reason") for c in choices)
 
 
 class HoldBack:
@@ -177,10 +175,11 @@ class HoldBack:
             async for chunk in traced_chunks(resp, up):
                 out: list[bytes] = []
                 for data in self._parser.feed(chunk):
-                    self.acc.feed_data(data)
-                    # From an unreadable event on, everything is held: it cannot be
-                    # verified, and on_error decides at finish() whether it goes out.
-                    if self.tail or self.acc.unreadable or _is_tail(data):
+                    obj = self.acc.feed_data(data)
+                    # From the first event that is not a readable chat completion chunk
+                    # on, everything is held: it cannot be verified, and on_error decides
+                    # at finish() whether it goes out.
+                    if self.tail or self.acc.unreadable or not _relayable(obj):
                         self.tail.append(data)
                     else:
                         out.append(encode_data(data))

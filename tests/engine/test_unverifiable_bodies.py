@@ -70,6 +70,48 @@ BODIES: dict[str, tuple[bytes, bytes]] = {
 }
 
 
+def _shaped(choice: Any) -> bytes:
+    return orjson.dumps({"id": "chatcmpl-up", "object": "chat.completion", "model": "m",
+                         "choices": [choice]})
+
+
+def _shaped_chunk(choices: Any) -> bytes:
+    return orjson.dumps({"id": "chatcmpl-up", "object": "chat.completion.chunk",
+                         "model": "m", "choices": choices})
+
+
+PARTS = [{"type": "text", "text": "answer is BAD"}]
+# JSON of another shape than a chat completion's: never verified as empty text
+SHAPED: dict[str, bytes] = {
+    "choice-int": orjson.dumps({"id": "chatcmpl-up", "model": "m", "choices": [1]}),
+    "message-str": _shaped({"index": 0, "message": "answer is BAD", "finish_reason": "stop"}),
+    "content-obj": _shaped({"index": 0, "message": {"role": "assistant",
+                                                     "content": {"text": "answer is BAD"}}}),
+    "content-image": _shaped({"index": 0, "message": {"role": "assistant", "content": [
+        *PARTS, {"type": "image_url", "image_url": {"url": "https://x/BAD.png"}}]}}),
+}
+BODIES.update({name: (JSON, body) for name, body in SHAPED.items()})
+BODIES["json-parts-bad"] = (JSON, _shaped({"index": 0, "finish_reason": "stop", "message": {
+    "role": "assistant", "content": PARTS}}))
+BODIES["json-parts-ok"] = (JSON, _shaped({"index": 0, "finish_reason": "stop", "message": {
+    "role": "assistant", "content": [{"type": "text", "text": "answer is fine"}]}}))
+# Streams with an event of another shape after "first part. " (the passthrough client
+# gets that part before the bad event arrives, and nothing from the bad event on).
+_FIRST = (_chunk({"role": "assistant", "content": ""}), _chunk({"content": "first part. "}))
+_LAST = (_chunk({"content": "answer is fine"}), _chunk({}, "stop"), b"[DONE]")
+SHAPED_SSE: dict[str, bytes] = {
+    "sse-choice-int": _shaped_chunk([1, {"index": 0, "delta": {"content": "answer is BAD"}}]),
+    "sse-delta-str": _shaped_chunk([{"index": 0, "delta": "answer is BAD"}]),
+    "sse-content-list": _shaped_chunk([{"index": 0, "delta": {"content": PARTS}}]),
+    "sse-tool-call-str": _shaped_chunk([{"index": 0, "delta": {"tool_calls": [
+        "answer is BAD"]}}]),
+    "sse-choices-str": orjson.dumps({"id": "chatcmpl-up", "choices": "answer is BAD"}),
+    # readable JSON, not a chunk: relayed by the old passthrough before any verdict
+    "sse-other-json": b'{"answer":"answer is BAD"}',
+}
+BODIES.update({name: (SSE, _sse(*_FIRST, bad, *_LAST)) for name, bad in SHAPED_SSE.items()})
+
+
 class BadUpstream:
     """Answers 200 with ``BODIES[x-bad]`` whatever the request asks (stream or not)."""
 
@@ -162,7 +204,7 @@ def _assert_flagged(gw: PolicyGateway, resp: httpx.Response, *, case: str, strea
     assert rec["note"].endswith("; fail_open: delivered unverified")
 
 
-NOT_JSON_CASES = ["bad-utf8", "trailing", "no-choices", "plain", "sse"]
+NOT_JSON_CASES = ["bad-utf8", "trailing", "no-choices", "plain", "sse", *SHAPED]
 NOT_COMPLETION = "the upstream body is not a chat completion"
 
 
@@ -207,7 +249,10 @@ def test_the_reason_is_named(start: Callable[..., PolicyGateway],
     assert reasons == {"bad-utf8": "not valid UTF-8", "trailing": "not valid JSON",
                        "no-choices": "JSON without a non-empty 'choices' list",
                        "plain": "not valid JSON",
-                       "sse": "a server-sent event stream, not JSON"}
+                       "sse": "a server-sent event stream, not JSON",
+                       **dict.fromkeys(SHAPED, "a choice that is not an object with a "
+                                       "message object whose content is a string, null "
+                                       "or a list of text parts")}
 
 
 # ---- stream: true answered without SSE ---------------------------------------------------
@@ -215,8 +260,31 @@ def test_the_reason_is_named(start: Callable[..., PolicyGateway],
 STREAMINGS = ["buffer", "passthrough"]
 
 
+@pytest.mark.parametrize("on_error", ["fail_open", "fail_closed"])
+def test_text_parts_content_is_verified(start: Callable[..., PolicyGateway],
+                                        make_client: Callable[..., openai.OpenAI],
+                                        on_error: str) -> None:
+    """``content`` as a list of text parts (some servers answer so) is the answer's text."""
+    gw = start(on_error)
+    client = make_client(gw.base_url)
+    raw = client.chat.completions.with_raw_response.create(
+        model="m", messages=ASK, extra_headers={"x-bad": "json-parts-bad"})
+    assert b"BAD" not in raw.http_response.content
+    assert raw.parse().choices[0].message.content == "blocked"
+    h = verity_headers(raw.headers)
+    assert (h["x-verity-verdict"], h["x-verity-action"]) == ("fail", "block")
+    rec = _record(gw, h["x-verity-audit-id"])
+    assert (rec["verdict"], rec["action"], rec["note"]) == ("fail", "block", None)
+
+    resp = _post(gw, "json-parts-ok", stream=False)
+    assert resp.status_code == 200 and resp.content == BODIES["json-parts-ok"][1]
+    h = verity_headers(resp.headers)
+    assert (h["x-verity-verdict"], h["x-verity-action"]) == ("pass", "pass")
+    assert h["x-verity-layers"] != "n/a"
+
+
 @pytest.mark.parametrize("streaming", STREAMINGS)
-@pytest.mark.parametrize("case", ["bad-utf8", "trailing", "no-choices", "plain"])
+@pytest.mark.parametrize("case", ["bad-utf8", "trailing", "no-choices", "plain", *SHAPED])
 def test_a_stream_request_answered_with_a_bad_body_fails_closed(
         start: Callable[..., PolicyGateway], make_client: Callable[..., openai.OpenAI],
         case: str, streaming: str) -> None:
@@ -228,7 +296,7 @@ def test_a_stream_request_answered_with_a_bad_body_fails_closed(
 
 
 @pytest.mark.parametrize("streaming", STREAMINGS)
-@pytest.mark.parametrize("case", ["bad-utf8", "trailing", "no-choices", "plain"])
+@pytest.mark.parametrize("case", ["bad-utf8", "trailing", "no-choices", "plain", *SHAPED])
 def test_a_stream_request_answered_with_a_bad_body_fails_open_marked(
         start: Callable[..., PolicyGateway], case: str, streaming: str) -> None:
     gw = start("fail_open", streaming)
@@ -269,7 +337,8 @@ def test_a_json_completion_answering_a_stream_is_verified_and_sent_as_sse(
 
 # ---- SSE that cannot be verified -----------------------------------------------------------
 
-SSE_CASES = ["sse-bad-utf8", "sse-no-chunks"]
+SSE_CASES = ["sse-bad-utf8", "sse-no-chunks", *SHAPED_SSE]
+UNREADABLE = "1 event(s) not valid JSON or UTF-8, or not chat completion chunks"
 NOT_CHUNKS = "the upstream stream is not a chat completion stream"
 
 
@@ -301,8 +370,8 @@ def test_an_unverifiable_stream_fails_open_marked_never_pass(
     assert (rec["verdict"], rec["action"], rec["upstream_status"]) == (None, "pass", 200)
     assert rec["note"].startswith(f"not verified: {NOT_CHUNKS} (")
     assert rec["note"].endswith("; fail_open: delivered unverified")
-    if case == "sse-bad-utf8":
-        assert "1 event(s) not valid JSON or UTF-8" in rec["note"]
+    if case != "sse-no-chunks":
+        assert UNREADABLE in rec["note"]
 
 
 @pytest.mark.parametrize("case", SSE_CASES)
@@ -325,9 +394,67 @@ def test_passthrough_fails_closed_in_band_and_never_sends_the_bad_event(
     assert rec["note"].endswith("; fail_closed: the stream ended with an upstream_error event")
 
     resp = _post(gw, case, stream=True)
+    assert resp.status_code == 200
     assert b"[DONE]" not in resp.content
-    if case == "sse-bad-utf8":  # no trace of the unreadable event, nor of what followed it
-        assert b"BAD" not in resp.content and b"\xff" not in resp.content
+    # no trace of the unreadable event, nor of what followed it
+    assert b"BAD" not in resp.content and b"\xff" not in resp.content
+    assert b"answer is fine" not in resp.content
+    if case != "sse-no-chunks":
         assert b"first part." in resp.content  # relayed before the bad event arrived
     last = resp.content.rstrip(b"\n").rsplit(b"\n\n", 1)[-1]
     assert orjson.loads(last.removeprefix(b"data: "))["error"]["code"] == "upstream_error"
+
+
+@pytest.mark.parametrize("case", SSE_CASES)
+def test_buffer_never_sends_an_event_of_another_shape(
+        start: Callable[..., PolicyGateway], case: str) -> None:
+    gw = start("fail_closed", "buffer")
+    resp = _post(gw, case, stream=True)
+    assert resp.status_code == 502 and b"BAD" not in resp.content
+    rec = _record(gw, verity_headers(resp.headers)["x-verity-audit-id"])
+    assert rec["note"].startswith(f"not verified: {NOT_CHUNKS} (")
+
+
+# ---- shadow: the client gets the upstream's bytes, the request is accounted for ----------
+
+@pytest.fixture
+def start_shadow(start_gateway: StartGateway, bad_upstream: ServerThread
+                 ) -> Callable[[], PolicyGateway]:
+    def go() -> PolicyGateway:
+        policy = _policy("fail_closed").replace("mode: inline", "mode: shadow")
+        return start_gateway({"p": policy},
+                             upstreams=[{"name": "bad", "base_url": bad_upstream.url + "/v1"}])
+    return go
+
+
+@pytest.mark.parametrize("case", SSE_CASES)
+def test_shadow_relays_a_stream_of_another_shape_whole(
+        start_shadow: Callable[[], PolicyGateway], case: str) -> None:
+    gw = start_shadow()
+    resp = _post(gw, case, stream=True)
+    assert resp.status_code == 200
+    assert resp.content == BODIES[case][1]  # not cut: every event, [DONE] included
+    h = verity_headers(resp.headers)
+    assert set(h) == {"x-verity-policy", "x-verity-mode", "x-verity-audit-id"}
+    assert h["x-verity-mode"] == "shadow"
+    rec = _record(gw, h["x-verity-audit-id"])
+    assert (rec["mode"], rec["stream"], rec["upstream_status"]) == ("shadow", True, 200)
+
+
+@pytest.mark.parametrize("case", list(SHAPED))
+def test_shadow_does_not_verify_a_body_of_another_shape(
+        start_shadow: Callable[[], PolicyGateway], case: str) -> None:
+    gw = start_shadow()
+    resp = _post(gw, case, stream=False)
+    assert resp.status_code == 200 and resp.content == BODIES[case][1]
+    rec = _record(gw, verity_headers(resp.headers)["x-verity-audit-id"])
+    assert (rec["mode"], rec["verdict"], rec["action"]) == ("shadow", None, None)
+    assert rec["note"] == f"not verified: {NOT_COMPLETION}"
+
+
+def test_shadow_verifies_text_parts(start_shadow: Callable[[], PolicyGateway]) -> None:
+    gw = start_shadow()
+    resp = _post(gw, "json-parts-bad", stream=False)
+    assert resp.status_code == 200 and resp.content == BODIES["json-parts-bad"][1]
+    rec = _record(gw, verity_headers(resp.headers)["x-verity-audit-id"])
+    assert (rec["mode"], rec["verdict"], rec["action"]) == ("shadow", "fail", "block")
