@@ -476,6 +476,10 @@ class VerityEngine:
                 completion = acc.completion() if acc is not None else None
                 if completion is None:
                     outcome.note = "not verified: the upstream stream was cut"
+                elif acc is not None and acc.unreadable:  # its text is not all in the answer
+                    completion = None
+                    outcome.note = (f"not verified: the upstream stream is not a chat "
+                                    f"completion stream ({acc.unreadable} event(s) unreadable)")
             else:
                 data = await resp.read()
                 parsed = _maybe_json(data)

@@ -439,6 +439,10 @@ def test_shadow_relays_a_stream_of_another_shape_whole(
     assert h["x-verity-mode"] == "shadow"
     rec = _record(gw, h["x-verity-audit-id"])
     assert (rec["mode"], rec["stream"], rec["upstream_status"]) == ("shadow", True, 200)
+    # Verifying the readable part alone would audit an answer the client did not get.
+    assert (rec["verdict"], rec["action"]) == (None, None)
+    assert rec["note"].startswith("not verified: the upstream stream is not a chat "
+                                  "completion stream"), rec["note"]
 
 
 @pytest.mark.parametrize("case", list(SHAPED))
