@@ -282,14 +282,21 @@ class StreamSummary:
         if not isinstance(obj, dict) or ("error" in obj and "choices" not in obj):
             return
         self._first = False
-        self.id = self.id or obj.get("id")
-        self.model = self.model or obj.get("model")
+        # The no-policy relay reads every stream through this: no shape may raise here.
+        if self.id is None and isinstance(v := obj.get("id"), str):
+            self.id = v
+        if self.model is None and isinstance(v := obj.get("model"), str):
+            self.model = v
         usage = obj.get("usage")
         if usage and isinstance(usage, dict):
             self.usage = usage
-        for choice in obj.get("choices") or ():
-            if isinstance(choice, dict) and choice.get("finish_reason"):
-                self._finish[choice.get("index", 0)] = choice["finish_reason"]
+        choices = obj.get("choices")
+        if isinstance(choices, list):
+            for choice in choices:
+                if isinstance(choice, dict) and (reason := choice.get("finish_reason")):
+                    index = choice.get("index", 0)
+                    if isinstance(reason, str) and isinstance(index, int):
+                        self._finish[index] = reason
 
     def finish_reasons(self) -> list[str]:
         return [r for _, r in sorted(self._finish.items())]

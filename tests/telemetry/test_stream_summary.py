@@ -77,3 +77,20 @@ def test_error_event_and_garbage_are_ignored() -> None:
     summary.feed_bytes(encode([chunk("hi"), chunk(None, "stop")]))
     assert summary.completion() == {"id": "chatcmpl-9", "model": "gpt-x-2024",
                                     "choices": [{"index": 0, "finish_reason": "stop"}]}
+
+
+def test_chunks_of_any_shape_never_raise() -> None:
+    """The no-policy relay feeds every upstream stream to StreamSummary: an odd chunk
+    must cost a missing attribute, never the relay."""
+    import orjson
+
+    odd = [{"choices": 5}, {"choices": [{"index": [0], "finish_reason": "stop"}]},
+           {"choices": [{"index": "a", "finish_reason": "stop"}]},
+           {"choices": [{"index": 1, "finish_reason": 7}]}, {"id": {"x": 1}, "model": [1]},
+           {"choices": "abc"}, {"usage": "many"},
+           {"id": "c1", "model": "m", "choices": [{"index": 0, "finish_reason": "stop"}]}]
+    s = StreamSummary()
+    s.feed_bytes(b"".join(b"data: " + orjson.dumps(o) + b"\n\n" for o in odd)
+                 + b"data: [DONE]\n\n")
+    assert (s.id, s.model, s.finish_reasons()) == ("c1", "m", ["stop"])
+    s.completion()
