@@ -12,7 +12,8 @@ Per request (:meth:`VerityEngine.handle`), by the selected policy's ``mode``:
   headers, plus ``x-verity-policy``, ``x-verity-mode``, ``x-verity-audit-id``);
   streams are relayed chunk by chunk as they arrive. Verification is then
   queued on the shadow queue; its outcome (with the action that *would* have been
-  taken) goes to the audit sink and a shadow trace linked to the request.
+  taken) goes to the audit sink and a shadow trace linked to the request (see
+  ``gateway.verify.shadow_mode``).
 - **inline** — verify, apply the band's action (``gateway.verify.actions``) and
   answer with ``x-verity-*`` headers; streams per ``streaming`` (see
   ``gateway.verify.inline`` and ``gateway.verify.streaming``).
@@ -44,7 +45,6 @@ from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gateway.asgi import send_bytes
 from gateway.audit import AuditSink, open_audit_sink
 from gateway.context import GroundingContext, extract_context, message_text
 from gateway.corpus import CorpusError, load_corpus
@@ -53,7 +53,7 @@ from gateway.judge import create_judge
 from gateway.policy.loader import Policy, ResolvedLayer
 from gateway.policy.select import Selection, select_policy
 from gateway.policy.store import PolicyStore
-from gateway.proxy import ChatExchange, _maybe_json
+from gateway.proxy import ChatExchange
 from gateway.shadow import ShadowJob, ShadowQueue
 from gateway.telemetry import RequestTrace, Telemetry, redact_secrets
 from gateway.types import RequestInfo
@@ -61,7 +61,6 @@ from gateway.verify.actions import answer_text, band_action
 from gateway.verify.base import Judge, Layer, LayerResources, Preparing, VerifyInput
 from gateway.verify.outcome import CandidateOutcome, Outcome, Verification
 from gateway.verify.pipeline import Budget, min_confidence_for, run_pipeline
-from gateway.verify.streaming import is_sse, relay_accumulating
 
 if TYPE_CHECKING:
     from gateway.proxy import Engine, Proxy
@@ -166,11 +165,11 @@ class VerityEngine:
         return select_policy(policies, info)
 
     async def handle(self, proxy: Proxy, exchange: ChatExchange, plan: Selection) -> None:
-        from gateway.verify import inline
+        from gateway.verify import inline, shadow_mode
 
         try:
             if plan.policy.spec.mode == "shadow":
-                await self._handle_shadow(proxy, exchange, plan)
+                await shadow_mode.handle(self, proxy, exchange, plan)
             else:
                 await inline.handle(self, proxy, exchange, plan)
         except UpstreamError as err:  # the gateway answers with this error, no byte sent yet
@@ -186,6 +185,11 @@ class VerityEngine:
         finished; ``progress`` (kept once given) tells how much of a stream it got."""
         got = x.extra.get(_TRACKED)
         x.extra[_TRACKED] = (outcome, progress or (got[1] if got is not None else None))
+
+    @staticmethod
+    def untrack(x: ChatExchange) -> None:
+        """A background job writes the record from now on (not the disconnect path)."""
+        x.extra.pop(_TRACKED, None)
 
     def _client_gone(self, x: ChatExchange, policy: Policy) -> None:
         """The client disconnected (its request is being cancelled): write the record of
@@ -423,7 +427,7 @@ class VerityEngine:
         async def run() -> None:
             try:
                 for cand in plan.candidates:
-                    outcome.candidates.append(await self._candidate(cand, x, completion,
+                    outcome.candidates.append(await self.candidate(cand, x, completion,
                                                                     shadow_trace))
             finally:
                 shadow_trace.end(200)
@@ -439,7 +443,7 @@ class VerityEngine:
         self.shadow.submit(ShadowJob(run, dropped, kind="candidates"))
         return True
 
-    async def _candidate(self, cand: Policy, x: ChatExchange, completion: Mapping[str, Any],
+    async def candidate(self, cand: Policy, x: ChatExchange, completion: Mapping[str, Any],
                          trace: RequestTrace) -> CandidateOutcome:
         try:
             # A span of its own: its verify spans are told apart from the live policy's.
@@ -456,93 +460,6 @@ class VerityEngine:
             log.exception("candidate policy %r failed", cand.name)
             return CandidateOutcome(cand.name, cand.version, error=f"{type(exc).__name__}: {exc}")
         return out
-
-    # ---- shadow mode ---------------------------------------------------------------------
-
-    async def _handle_shadow(self, proxy: Proxy, x: ChatExchange, plan: Selection) -> None:
-        policy = plan.policy
-        outcome = self.new_outcome(policy, x, "shadow")
-        completion: dict[str, Any] | None = None
-        async with proxy.call_upstream(x, x.body, stream=x.stream) as (resp, up):
-            x.status = outcome.upstream_status = resp.status
-            ok = resp.status < 400
-            headers = resp.headers + verity_headers(policy, "shadow",
-                                                    outcome.audit_id if ok else None)
-            if ok:
-                self.track(x, outcome)
-            if x.stream and ok and is_sse(resp):
-                self.track(x, outcome, _count_relayed(x))
-                acc = await relay_accumulating(x, resp, up, headers)
-                completion = acc.completion() if acc is not None else None
-                if completion is None:
-                    outcome.note = "not verified: the upstream stream was cut"
-                elif acc is not None and acc.unreadable:  # its text is not all in the answer
-                    completion = None
-                    outcome.note = (f"not verified: the upstream stream is not a chat "
-                                    f"completion stream ({acc.unreadable} event(s) unreadable)")
-            else:
-                data = await resp.read()
-                parsed = _maybe_json(data)
-                up.response(resp.status, parsed if isinstance(parsed, dict) else None)
-                x.watcher.disarm()
-                await send_bytes(x.send, resp.status, data, headers, content_type=None)
-                if ok and is_completion(parsed):
-                    completion = parsed
-                elif ok:
-                    outcome.note = "not verified: the upstream body is not a chat completion"
-        if completion is None:
-            if outcome.note is not None:  # an audit id went out: account for it
-                self.finish(outcome, x.trace)
-            return
-        self.submit_shadow(x, plan, completion, outcome)
-
-    def submit_shadow(self, x: ChatExchange, plan: Selection, completion: dict[str, Any],
-                      outcome: Outcome) -> None:
-        policy = plan.policy
-        x.extra.pop(_TRACKED, None)  # the shadow job writes the record now
-        outcome.response_id = completion.get("id")
-        shadow_trace = self.telemetry.start_shadow(x.trace)
-
-        async def run() -> None:
-            status, error = 200, None
-            try:
-                v = await self.verify(policy, x, completion, shadow_trace)
-                outcome.record(v)
-                outcome.action = band_action(policy.spec.actions, v.verdict).type
-                self.record_content(policy, outcome, shadow_trace,
-                                    x.payload.get("messages") or [], answer_text(completion))
-                for cand in plan.candidates:
-                    outcome.candidates.append(await self._candidate(cand, x, completion,
-                                                                    shadow_trace))
-            except asyncio.CancelledError:
-                status, error = 0, "shadow_cancelled"
-                outcome.note = "shadow verification cancelled at shutdown"
-                raise
-            finally:
-                self.finish(outcome, shadow_trace)
-                shadow_trace.end(status, error)
-
-        def dropped(why: str) -> None:  # never started
-            outcome.note = ("not verified: shadow queue full" if why == "dropped"
-                            else "not verified: still queued at shutdown")
-            self.finish(outcome, shadow_trace)
-            shadow_trace.end(0, f"shadow_{why}")
-
-        self.shadow.submit(ShadowJob(run, dropped, kind="shadow"))
-
-
-def _count_relayed(x: ChatExchange) -> Progress:
-    """Count the body bytes relayed to the client (a shadow stream's bytes are the
-    upstream's, not parsed again on their way out)."""
-    send, sent = x.send, [0]
-
-    async def counting_send(message: Mapping[str, Any]) -> None:
-        if message["type"] == "http.response.body":
-            sent[0] += len(message.get("body", b""))
-        await send(message)
-
-    x.send = counting_send
-    return lambda: (f"after {sent[0]} bytes of the stream were relayed", None)
 
 
 @asynccontextmanager
