@@ -20,7 +20,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import re
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Coroutine, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -60,6 +62,27 @@ def parse_json_reply(text: str) -> Any:
     raise JudgeError(f"judge reply is not JSON: {text[:120]!r}")
 
 
+_USED_KEYS: ContextVar[list[tuple[_CachingJudge, str]] | None] = ContextVar(
+    "verity_judge_used_keys", default=None)
+"""Cache keys of the replies served or stored inside :func:`uncache_on_error`."""
+
+
+@contextmanager
+def uncache_on_error() -> Iterator[None]:
+    """Run a layer: if it raises, the temperature-0 replies it got (fresh or from the
+    cache) leave the cache. A reply the layer could not use ("level": "contradicted")
+    would otherwise come back for every identical request until evicted."""
+    token = _USED_KEYS.set([])
+    try:
+        yield
+    except BaseException:
+        for judge, key in _USED_KEYS.get() or ():
+            judge.forget(key)
+        raise
+    finally:
+        _USED_KEYS.reset(token)
+
+
 class _CachingJudge:
     """Shared pricing, concurrency bound and temperature-0 cache."""
 
@@ -85,13 +108,25 @@ class _CachingJudge:
                                               option=orjson.OPT_SORT_KEYS)).hexdigest()
             hit = self._cache.get(key)
             if hit is not None:
+                self._used(key)
                 return JudgeReply(texts=list(hit.texts), cost=0.0, cached=True, model=hit.model)
         reply = await self._call(list(messages), name, temperature, max_tokens, n)
         del reply.texts[n:]  # some servers return more choices than asked: n means n
         reply.cost = self._price(reply.input_tokens, reply.output_tokens)
         if key is not None and self._cache is not None:
             self._cache[key] = reply
+            self._used(key)
         return reply
+
+    def _used(self, key: str) -> None:
+        used = _USED_KEYS.get()
+        if used is not None:
+            used.append((self, key))
+
+    def forget(self, key: str) -> None:
+        """Drop one cached reply (see :func:`uncache_on_error`)."""
+        if self._cache is not None:
+            self._cache.pop(key, None)
 
     async def _call(self, messages: list[Mapping[str, Any]], model: str, temperature: float,
                     max_tokens: int, n: int) -> JudgeReply:

@@ -239,3 +239,39 @@ async def test_a_failed_sample_keeps_its_underlying_error_as_the_cause() -> None
     finally:
         await judge.aclose()
     assert isinstance(info.value.__cause__, httpx.ConnectError)
+
+
+async def test_a_reply_the_layer_could_not_use_leaves_the_cache() -> None:
+    """QA: a judge reply the audit layer could not parse stayed cached, so identical
+    requests kept failing after the judge was fixed, until a restart. The pipeline runs
+    every layer under uncache_on_error: the replies a failing layer got are dropped
+    (hits included); a layer that succeeds keeps them."""
+    import httpx
+
+    from gateway.judge import uncache_on_error
+
+    replies = iter(["bad", "good", "unused"])
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"model": "m", "choices": [
+            {"message": {"content": next(replies)}}]})
+
+    client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    judge = OpenAIJudge(JudgeConfig(), "http://judge.test/v1", None, client=client)
+    msgs = [{"role": "user", "content": "x"}]
+
+    async def layer() -> str:
+        text = (await judge.complete(msgs, model="m")).texts[0]
+        if text != "good":
+            raise JudgeError(f"unusable reply {text!r}")
+        return text
+
+    try:
+        with pytest.raises(JudgeError), uncache_on_error():
+            await layer()
+        with uncache_on_error():
+            assert await layer() == "good"  # asked again, not the cached "bad"
+        again = await judge.complete(msgs, model="m")
+        assert again.cached and again.texts == ["good"]  # a good reply stays cached
+    finally:
+        await judge.aclose()

@@ -36,6 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from gateway.judge import uncache_on_error
 from gateway.policy.models import Calibration, DecisionSpec
 from gateway.scoring.credit import zone
 from gateway.telemetry import LayerSpan, RequestTrace, Telemetry
@@ -229,11 +230,12 @@ async def _run_layer(rl: ResolvedLayer, inp: VerifyInput, layer_for: LayerFactor
                 out.error, out.error_type = "time budget exhausted", "timeout"
             else:
                 layer = layer_for(rl)
-                if timed:
-                    async with asyncio.timeout(timeout_ms / 1000):
+                with uncache_on_error():  # a reply that broke the layer is not kept
+                    if timed:
+                        async with asyncio.timeout(timeout_ms / 1000):
+                            result = await layer.verify(inp)
+                    else:
                         result = await layer.verify(inp)
-                else:
-                    result = await layer.verify(inp)
                 _fill(out, result, spec.calibration)
         except TimeoutError:
             out.error, out.error_type = f"timeout after {timeout_ms:.0f} ms", "timeout"

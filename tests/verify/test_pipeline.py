@@ -318,3 +318,55 @@ def test_layers_header_marks_report_only_layers() -> None:
     assert [o.header_value() for o in (scored, report, failed)] == [
         "grounding=0.91:pass", "claims=0.00:report", "len=0.20:fail"]
     assert not report.counted and scored.counted
+
+
+class PickyJudgedLayer(support.SkipLayer):
+    """Asks the judge (temperature 0, cached) and raises unless it says "good"."""
+
+    name = "picky"
+
+    def __init__(self, config: Any, resources: LayerResources | None = None) -> None:
+        self.resources = resources or LayerResources()
+
+    async def verify(self, inp: VerifyInput) -> Any:
+        judge: Any = self.resources.judge
+        text = (await judge.complete([{"role": "user", "content": "x"}], model="m")).texts[0]
+        if text != "good":
+            from gateway.verify.base import JudgeError
+            raise JudgeError(f"unusable reply {text!r}")
+        return LayerResult(score=1.0, passed=True)
+
+
+def test_a_layer_that_fails_on_a_judge_reply_does_not_keep_it_cached(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import httpx
+
+    from gateway.judge import OpenAIJudge
+    from gateway.settings import JudgeConfig
+
+    monkeypatch.setitem(registry.LAYERS, "picky", f"{__name__}:PickyJudgedLayer")
+    registry.resolve.cache_clear()
+    replies = iter(["bad", "good"])
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"model": "m", "choices": [
+            {"message": {"content": next(replies)}}]})
+
+    async def go() -> list[Verification]:
+        judge = OpenAIJudge(JudgeConfig(), "http://judge.test/v1", None,
+                            client=httpx.AsyncClient(transport=httpx.MockTransport(handler)))
+        policy = load_policy_text("layers: [{name: picky}]\n", name="p")
+        inp = VerifyInput(messages=[], response_text="x", context=GroundingContext())
+
+        def factory(rl: ResolvedLayer) -> Layer:
+            return rl.cls(rl.config, LayerResources(judge=judge))  # type: ignore[call-arg]
+
+        try:
+            return [await run_pipeline(policy, inp, layer_for=factory, trace=RequestTrace(),
+                                       telemetry=support.RecordingTelemetry())
+                    for _ in range(2)]
+        finally:
+            await judge.aclose()
+
+    first, second = asyncio.run(go())
+    assert first.layers[0].error and not second.layers[0].error
