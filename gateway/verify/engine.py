@@ -468,8 +468,8 @@ async def open_engine(settings: Settings, telemetry: Telemetry,
     """Run the engine for the app's lifetime; ``None`` when the policies dir is missing."""
     directory = settings.resolved_policies_dir()
     if not directory.is_dir():
-        log.warning("policies directory %s does not exist: verification off (pass-through)",
-                    directory)
+        log.warning("policies directory %s %s: verification off (pass-through)", directory,
+                    "is not a directory" if directory.exists() else "does not exist")
         yield None
         return
     # A fallback_model no upstream routes is reported at load (file, key), not at request time.
