@@ -33,10 +33,19 @@ Assessor
 :func:`assess_heuristic` ports the seed's regexes (critical: medical / legal /
 financial; high: code execution / credentials; low: under 100 characters and no
 digit) and returns ``None`` when undecided. The seed then asks an LLM;
-:func:`assess_risk` never calls a model: undecided text is ``medium``, raised to
-``high`` when the claims detector (``gateway.layers.claims``, imported lazily;
-skipped if absent) finds a regulatory reference or at least
-``many_quantitative`` quantitative claims.
+:func:`assess_risk` never calls a model. Precedence: critical and high words
+first; then a regulatory reference found by the claims detector
+(``gateway.layers.claims``, imported lazily; skipped if absent) gives ``high``;
+only then the short-answer shortcut gives ``low``; undecided text is ``medium``,
+raised to ``high`` at ``many_quantitative`` or more quantitative claims.
+
+Deviation from the seed: the seed returns ``low`` for a short digit-free answer
+before anything else is considered (its LLM never sees it). The regulatory
+check is our stand-in for that LLM, and a short regulatory claim ("Under ITAR,
+exporting defense articles requires a State Department license.") must not be
+``low``, or a policy such as ``compliance.yaml`` never requires its citation.
+So the regulatory reference is checked before the shortcut; the quantitative
+count still comes after it, as before.
 
 Deviation from the seed: its patterns end every alternative with ``\\b``, so
 ``medic`` never matched "medical" and ``diagnos`` never matched "diagnosis". We
@@ -144,9 +153,15 @@ def assess_risk(text: str, *, many_quantitative: int = 3,
     detector is available); it defaults to :func:`claim_types`.
     """
     level = assess_heuristic(text)
-    if level is not None:
-        return level
+    if level is not None and level != "low":
+        return level  # critical / high domain words
+    # A regulatory reference outranks the short-answer shortcut: "Under ITAR, …
+    # requires a … license." is short and digit-free but must not be ``low``.
     types = detector(text)
-    if types and ("regulatory" in types or types.count("quantitative") >= many_quantitative):
+    if types and "regulatory" in types:
+        return "high"
+    if level == "low":
+        return level
+    if types and types.count("quantitative") >= many_quantitative:
         return "high"
     return "medium"

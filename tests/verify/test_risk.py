@@ -83,10 +83,32 @@ def test_claims_detector_raises_to_high() -> None:
     assert assess_risk("Sales rose 12% to 4.1M units in 2023.", detector=two) == "medium"
 
 
-def test_detector_not_called_when_heuristic_decides() -> None:
+def test_detector_not_called_when_domain_words_decide() -> None:
     def boom(_t: str) -> list[str]:
         raise AssertionError("detector should not run")
-    assert assess_risk("Hi there", detector=boom) == "low"
+    assert assess_risk("What dosage of aspirin should I take?", detector=boom) == "critical"
+    assert assess_risk("Never log a password.", detector=boom) == "high"
+
+
+SHORT_ITAR = "Under ITAR, exporting defense articles requires a State Department license."
+
+
+def test_regulatory_reference_wins_over_short_answer_shortcut() -> None:
+    # QA: 75 chars, no digit -> the seed's shortcut says low, but a regulatory
+    # reference must make it high (compliance.yaml then requires a citation).
+    assert len(SHORT_ITAR) < 100 and assess_heuristic(SHORT_ITAR) == "low"
+    assert assess_risk(SHORT_ITAR, detector=lambda _t: ["regulatory"]) == "high"
+    assert assess_risk(SHORT_ITAR) == "high"  # the real claims detector
+    # Short and digit-free without a regulatory reference: still low.
+    assert assess_risk("Hi there", detector=lambda _t: []) == "low"
+    assert assess_risk("Hi there", detector=lambda _t: None) == "low"
+    assert assess_risk("Hi there", detector=lambda _t: ["named_entity"]) == "low"
+    assert assess_risk("Hello, how are you?") == "low"
+    # The quantitative count still does not override the shortcut (unchanged).
+    assert assess_risk("Hi there", detector=lambda _t: ["quantitative"] * 5) == "low"
+    # Critical words still win over a regulatory reference.
+    assert assess_risk("ITAR lawsuits are rare.", detector=lambda _t: ["regulatory"]) \
+        == "critical"
 
 
 def test_real_claims_detector_finds_regulatory_reference() -> None:
