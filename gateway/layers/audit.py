@@ -8,7 +8,10 @@ The judge *detects* errors; code *scores* them (seed 002: the model never grades
    (optionally on another model, ``verify_model``: the seed's run/verify
    profiles). Each returns an error list; every error has a *level*
    (``contradiction`` | ``unsupported``; a ``reasonable inference`` is not an
-   error) and a *severity* (``high`` | ``low``) per the seed's tables, spelled out
+   error; natural variants such as ``contradicted`` or ``not supported`` are read
+   as the level they name, and an unreadable level counts as ``unsupported``,
+   the weakest error level, noted in ``details["level_notes"]``, rather than
+   voiding the audit) and a *severity* (``high`` | ``low``) per the seed's tables, spelled out
    in :data:`FACT_CHECK_PROMPT` and :data:`LOGIC_CHECK_PROMPT`
    (:mod:`gateway.layers._audit_prompts`, re-exported here). At most
    ``max_errors_per_phase`` errors per phase are kept, most severe first.
@@ -87,7 +90,20 @@ _KNOWN_KINDS = frozenset({
     "missing_step", "concept_substitution", "other"})
 """The kinds the fact- and logic-check prompts offer (gateway/layers/_audit_prompts.py)."""
 _NOT_ERRORS = frozenset({"reasonable_inference", "inference", "none", "ok", "supported",
-                         "no_error", "correct"})
+                         "no_error", "correct", "reasonable", "reasonably_inferred",
+                         "inferred", "not_an_error", "no_issue"})
+_LEVEL_VARIANTS: Mapping[str, Level] = {
+    **dict.fromkeys(("contradiction", "contradictions", "contradicted", "contradicts",
+                     "contradict", "contradicting", "contradictory", "contradicted_by_context",
+                     "conflict", "conflicts", "conflicting", "conflicts_with_context",
+                     "refuted"), "contradiction"),
+    **dict.fromkeys(("unsupported", "not_supported", "unverified", "not_verified",
+                     "unverifiable", "unsubstantiated", "no_support", "lacks_support",
+                     "not_in_context", "not_mentioned", "unsupported_claim"), "unsupported"),
+}
+"""Judges' natural spellings of the two error levels (after :func:`_norm`)."""
+_FALLBACK_LEVEL: Level = "unsupported"
+"""An error with a level we cannot read counts as the weakest error level."""
 
 
 class AuditConfig(LayerConfig):
@@ -137,6 +153,8 @@ class AuditError:
     """The severity the judge gave, before the deterministic rules."""
     raised_by: str | None = None
     """The rule that raised the severity to high, if any."""
+    judged_level: str | None = None
+    """The judge's level when it was unreadable (then ``level`` is the fallback)."""
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"phase": self.phase, "item": self.item, "level": self.level,
@@ -146,6 +164,8 @@ class AuditError:
             out["answer_value"], out["context_value"] = self.answer_value, self.context_value
         if self.raised_by is not None:
             out["judged_severity"], out["raised_by"] = self.judged, self.raised_by
+        if self.judged_level is not None:
+            out["judged_level"] = self.judged_level
         return out
 
 
@@ -207,11 +227,13 @@ def parse_errors(data: Any, phase: Literal["fact", "logic"], cap: int) -> list[A
     for raw in errors:
         if not isinstance(raw, Mapping):
             raise JudgeError(f"{phase} check reply: an error entry is not an object")
-        level = _norm(raw.get("level"))
-        if level in _NOT_ERRORS:
+        level_text = _norm(raw.get("level"))
+        if level_text in _NOT_ERRORS:
             continue
-        if level not in ("contradiction", "unsupported"):
-            raise JudgeError(f"{phase} check reply: unknown level {raw.get('level')!r}")
+        level = _LEVEL_VARIANTS.get(level_text)
+        # An unreadable level does not void the whole audit: the entry is still an
+        # error report, so it counts at the weakest error level (noted in details).
+        judged_level = None if level is not None else (level_text[:40] or "(missing)")
         severity = _norm(raw.get("severity"))
         if severity not in ("high", "low"):
             raise JudgeError(f"{phase} check reply: unknown severity {raw.get('severity')!r}")
@@ -219,7 +241,7 @@ def parse_errors(data: Any, phase: Literal["fact", "logic"], cap: int) -> list[A
         if item.isdigit():  # "1" for "F1" / "R1"
             item = ("F" if phase == "fact" else "R") + item
         out.append(AuditError(
-            phase=phase, item=item, level=cast(Level, level),
+            phase=phase, item=item, level=level or _FALLBACK_LEVEL, judged_level=judged_level,
             severity=cast(Severity, severity), judged=cast(Severity, severity),
             kind=_norm(raw.get("kind")) or "other", explanation=_text(raw.get("explanation")),
             answer_value=_number(raw.get("answer_value")),
@@ -379,6 +401,8 @@ class AuditLayer:
                                              source_id=item_id or None,
                                              reason=f"{e.severity} {e.level} ({e.kind})"))
                     failed.append(e.explanation or item_id)
+        level_notes = [f"{e.phase} {e.item or '?'}: unknown level {e.judged_level!r}, "
+                       f"counted as {e.level}" for e in errors if e.judged_level is not None]
         summary = f"credit score {credit} ({z}): {high} high, {low} low severity error(s)"
         if errors:
             # Only words the layer chose: a phase-1 id (F1, R2) and a kind from the
@@ -398,6 +422,7 @@ class AuditLayer:
                               for c in chains],
                 "errors": [e.to_dict() for e in errors],
                 "raised": sum(e.raised_by is not None for e in errors),
+                **({"level_notes": level_notes} if level_notes else {}),
                 "verify_model": verify_model or None,
                 "judge_models": calls.models,
             }))

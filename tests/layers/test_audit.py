@@ -285,8 +285,7 @@ async def test_cost_is_the_sum_of_the_calls(upstream: ServedUpstream) -> None:
     {"decompose": '{"claims": ["x"]}'},
     {"fact-check": "no errors found"},
     {"logic-check": '{"errors": [{"chain": "R1", "level": "unsupported", "severity": "bad"}]}'},
-    {"fact-check": '{"errors": [{"fact": "F1", "level": "wrong", "severity": "low"}]}'},
-], ids=["prose", "wrong-shape", "check-prose", "bad-severity", "bad-level"])
+], ids=["prose", "wrong-shape", "check-prose", "bad-severity"])
 async def test_unusable_replies_are_judge_errors(upstream: ServedUpstream, judge: OpenAIJudge,
                                                  raw: dict[str, str]) -> None:
     script(upstream, raw=raw)
@@ -381,3 +380,50 @@ def test_the_known_kinds_are_the_prompts_kinds() -> None:
             listed = text.split('"kind", one of:', 1)[1].split(".", 1)[0]
             offered |= {k.strip() for k in listed.replace("\n", " ").split(",")}
     assert offered and offered == set(_KNOWN_KINDS)
+
+
+# -- the judge's spelling of a level -----------------------------------------------------
+
+@pytest.mark.parametrize(("written", "level"), [
+    ("contradicted", "contradiction"), ("Contradicts", "contradiction"),
+    ("contradictory", "contradiction"), ("conflicting", "contradiction"),
+    ("unsupported", "unsupported"), ("not supported", "unsupported"),
+    ("Not-Supported", "unsupported"), ("unverified", "unsupported"),
+    ("unsubstantiated", "unsupported"),
+])
+async def test_natural_level_variants_are_read(upstream: ServedUpstream, judge: OpenAIJudge,
+                                               written: str, level: str) -> None:
+    script(upstream, fact_errors=[err("F3", "low", written, "overgeneralization")])
+    r = await run(judge)
+    assert [(e["item"], e["level"], e["severity"]) for e in r.details["errors"]] == \
+        [("F3", level, "low")]
+    assert "judged_level" not in r.details["errors"][0] and "level_notes" not in r.details
+    assert (r.credit_score, r.details["zone"]) == (4, "GOOD")
+
+
+async def test_unknown_level_counts_as_the_weakest_error_with_a_note(
+        upstream: ServedUpstream, judge: OpenAIJudge) -> None:
+    """An unreadable level no longer turns the whole audit into an error (which then
+    failed open): the entry counts as ``unsupported``, at the judge's severity."""
+    script(upstream,
+           fact_errors=[err("F1", "high", "contradicted", "opposite_direction"),
+                        err("F3", "low", "wrong", "overgeneralization")],
+           logic_errors=[{"chain": "R2", "severity": "low", "kind": "overgeneralization"}])
+    r = await run(judge)
+    assert not r.skipped
+    got = {(e["item"], e["level"], e["severity"], e.get("judged_level"))
+           for e in r.details["errors"]}
+    assert got == {("F1", "contradiction", "high", None), ("F3", "unsupported", "low", "wrong"),
+                   ("R2", "unsupported", "low", "(missing)")}
+    assert r.details["level_notes"] == [
+        "fact F3: unknown level 'wrong', counted as unsupported",
+        "logic R2: unknown level '(missing)', counted as unsupported"]
+    assert (r.details["high"], r.details["low"], r.credit_score) == (1, 2, 2)
+
+
+@pytest.mark.parametrize("written", ["reasonable inference", "Reasonable", "not an error"])
+async def test_non_error_level_variants_are_dropped(upstream: ServedUpstream,
+                                                    judge: OpenAIJudge, written: str) -> None:
+    script(upstream, fact_errors=[err("F3", "low", written)])
+    r = await run(judge)
+    assert r.details["errors"] == [] and r.credit_score == 5
