@@ -16,12 +16,14 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import os
+import typing
 from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from gateway.telemetry import DEFAULT_FLUSH_SECONDS
 
@@ -36,6 +38,17 @@ class ConfigError(Exception):
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _expect_list(what: str, example: str) -> Callable[[Any], Any]:
+    """A before-validator: a list is required (not pydantic's "a valid tuple")."""
+
+    def check(value: Any) -> Any:
+        if not isinstance(value, (list, tuple)):
+            raise PydanticCustomError("list_expected", f"expected a list of {what}, e.g. {example}")
+        return value
+
+    return check
 
 
 class Timeouts(_Strict):
@@ -55,6 +68,9 @@ class UpstreamConfig(_Strict):
     """Model-name glob patterns routed here; first matching upstream wins."""
     timeouts: Timeouts = Timeouts()
     max_connections: int = Field(1000, ge=1)
+
+    _models_list = field_validator("models", mode="before")(
+        _expect_list("globs", '["gpt-*"]'))
 
     @field_validator("base_url")
     @classmethod
@@ -89,6 +105,9 @@ class GatewayKey(_Strict):
 class AuthConfig(_Strict):
     keys: tuple[GatewayKey, ...] = ()
     """Gateway keys. Empty: the client's Authorization header is forwarded as is."""
+
+    _keys_list = field_validator("keys", mode="before")(
+        _expect_list("keys", "[{name: k, tenant: t, key_env: MY_KEY}]"))
 
 
 class ShadowConfig(_Strict):
@@ -150,6 +169,9 @@ class Settings(_Strict):
     judge: JudgeConfig = JudgeConfig()
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 
+    _upstreams_list = field_validator("upstreams", mode="before")(
+        _expect_list("upstreams", '[{name: a, base_url: "http://a/v1"}]'))
+
     def route(self, model: str) -> UpstreamConfig | None:
         for upstream in self.upstreams:
             if upstream.matches(model):
@@ -193,6 +215,29 @@ def _secret_refs(node: Any) -> set[str]:
     return set()
 
 
+_LIST_EXAMPLES = {
+    ("upstreams",): '[{name: a, base_url: "http://a/v1", models: [gpt-*]}]',
+    ("auth", "keys"): "[{name: k, tenant: t, key_env: MY_KEY}]",
+}
+
+
+def _list_field(path: list[str]) -> tuple[str, ...] | None:
+    """The list-valued key that ``path`` reaches inside (``upstreams`` for
+    ``upstreams.0.name``), or None: lists are set whole, never item by item."""
+    model: type[BaseModel] = Settings
+    for i, part in enumerate(path[:-1]):
+        field = model.model_fields.get(part)
+        if field is None:
+            return None  # an unknown key: reported by validation
+        annotation = field.annotation
+        if typing.get_origin(annotation) is tuple:
+            return tuple(path[:i + 1])
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return None
+        model = annotation
+    return None
+
+
 def _env_layer(environ: Mapping[str, str], skip: Collection[str] = (),
                origins: dict[tuple[str, ...], str] | None = None) -> dict[str, Any]:
     """``GATEWAY_*`` variables as a nested mapping; ``skip`` names hold secrets, not config.
@@ -214,6 +259,14 @@ def _env_layer(environ: Mapping[str, str], skip: Collection[str] = (),
             except yaml.YAMLError as exc:
                 raise ConfigError(f"environment {name}: not a valid value: {exc}") from exc
         key = tuple(path)
+        inside = _list_field(path)
+        if inside is not None:
+            whole = ENV_PREFIX + "__".join(inside).upper()
+            example = _LIST_EXAMPLES.get(inside, "[...]")
+            raise ConfigError(
+                f"invalid configuration (GATEWAY_* environment):\n"
+                f"  {'.'.join(inside)}: a list is set whole, as one YAML value, not item by "
+                f"item: {whole}='{example}' (from {name})")
         # Two variables for one key (GATEWAY_UPSTREAM and GATEWAY_UPSTREAMS), or for a
         # section and a key inside it: the environment's order would pick the winner.
         clash = next((p for p in seen if p[:len(key)] == key or key[:len(p)] == p), None)
@@ -275,20 +328,40 @@ def load_settings(
     *,
     environ: Mapping[str, str] | None = None,
     overrides: Mapping[str, Any] | None = None,
+    check_secrets: bool = False,
+    origins: dict[str, str] | None = None,
 ) -> Settings:
-    """Build :class:`Settings` from file, environment and overrides; raise ConfigError."""
+    """Build :class:`Settings` from file, environment and overrides; raise ConfigError.
+
+    ``check_secrets``: a gateway key's ``key_env`` must be set (non-empty) in
+    ``environ``, as ``gateway serve`` requires before it starts. ``origins`` (if
+    given) receives, per top-level key set by a source, where it came from
+    (``"in FILE"``, ``"from GATEWAY_PORT"``, ``"from the command line"``).
+    """
     environ = os.environ if environ is None else environ
     config_file = config_file or environ.get("GATEWAY_CONFIG")
     data: dict[str, Any] = {}
     sources = ["defaults"]
     if config_file:
         path = Path(config_file)
+        from gateway.policy.locate import PolicyError, _duplicate_keys, _parse_yaml
+
         try:
-            loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            root, loaded = _parse_yaml(path.read_text(encoding="utf-8"), str(path))
         except OSError as exc:
             raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
+        except PolicyError as exc:
+            at = f"line {exc.line}: " if exc.line is not None else ""
+            raise ConfigError(f"config file {path} is not valid YAML: {at}"
+                              f"{exc.message.removeprefix('invalid YAML: ')}") from None
+        # PyYAML keeps the last of two equal keys silently (two `port:` lines): refuse,
+        # as policy files do.
+        duplicates = _duplicate_keys(root, str(path))
+        if duplicates:
+            raise ConfigError("\n".join(
+                [f"invalid configuration ({path}):"]
+                + [f"  {d.key}: {d.message} (in {path}, line {d.line})" for d in duplicates]))
+        loaded = loaded or {}
         if not isinstance(loaded, dict):
             raise ConfigError(f"config file {path}: top level must be a mapping")
         data = loaded
@@ -309,14 +382,27 @@ def load_settings(
     if overrides:
         data = _deep_merge(data, {k: v for k, v in overrides.items() if v is not None})
         sources.append("command line")
+    def where(loc: tuple[str, ...]) -> str:
+        return _origin(loc, overrides, env_origins, str(config_file) if config_file else None,
+                       file_data)
+
     try:
         settings = Settings.model_validate(data)
     except ValidationError as exc:
-        def where(loc: tuple[str, ...]) -> str:
-            return _origin(loc, overrides, env_origins, str(config_file) if config_file else None,
-                           file_data)
-
         raise ConfigError(_format_errors(exc, " < ".join(sources), where)) from None
+    if origins is not None:
+        origins.update({key: origin for key in data if (origin := where((key,)))})
+    if check_secrets:
+        unset = [(i, k) for i, k in enumerate(settings.auth.keys)
+                 if k.key_env is not None and not environ.get(k.key_env)]
+        if unset:
+            lines = [f"invalid configuration ({' < '.join(sources)}):"]
+            for i, k in unset:
+                origin = where(("auth", "keys", str(i), "key_env"))
+                lines.append(f"  auth.keys.{i}.key_env: environment variable {k.key_env} "
+                             f"(gateway key {k.name!r}) is not set or empty"
+                             + (f" ({origin})" if origin else ""))
+            raise ConfigError("\n".join(lines))
     names = [u.name for u in settings.upstreams]
     if len(set(names)) != len(names):
         raise ConfigError("invalid configuration: upstreams: names must be unique")

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
+import socket
 import sys
 from typing import Any
 
@@ -36,14 +38,45 @@ def overrides_from(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def _listen(host: str, port: int) -> socket.socket:
+    """Bind the listening socket before anything else starts (raises OSError)."""
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        sock.bind(address)
+        sock.listen(2048)
+        sock.set_inheritable(True)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def _set_by(origin: str, flag: str) -> str:
+    """``load_settings``'s origin of a key, for a message: which source set it."""
+    if not origin:
+        return "default"
+    if origin == "from the command line":
+        return f"set by {flag}"
+    return f"set by {origin.removeprefix('from ')}" if origin.startswith("from ") \
+        else f"set {origin}"
+
+
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from gateway.app import create_app
     from gateway.settings import ConfigError, load_settings
 
+    origins: dict[str, str] = {}
     try:
-        settings = load_settings(args.config, overrides=overrides_from(args))
+        settings = load_settings(args.config, overrides=overrides_from(args), check_secrets=True,
+                                 origins=origins)
     except ConfigError as exc:
         print(f"gateway: {exc}", file=sys.stderr)
         return 2
@@ -52,9 +85,24 @@ def run(args: argparse.Namespace) -> int:
               "or list upstreams in --config (try `gateway demo` for a self-contained run)",
               file=sys.stderr)
         return 2
+    # Bound first: a port in use is a clear error before the gateway starts (and logs
+    # "ready"), not uvicorn's traceback after it.
+    try:
+        sock = _listen(settings.host, settings.port)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        print(f"gateway: cannot listen on {settings.host}:{settings.port}: {reason} "
+              f"(port: {_set_by(origins.get('port', ''), '--port')}; "
+              f"host: {_set_by(origins.get('host', ''), '--host')})", file=sys.stderr)
+        return 2
     logging.basicConfig(level=settings.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app = create_app(settings)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level,
-                access_log=False, timeout_graceful_shutdown=30, server_header=False)
-    return 0
+    config = uvicorn.Config(app, log_level=settings.log_level, access_log=False,
+                            timeout_graceful_shutdown=30, server_header=False)
+    server = uvicorn.Server(config)
+    host, port = sock.getsockname()[:2]
+    logging.getLogger("gateway").info("listening on %s:%d", host, port)
+    with sock, contextlib.suppress(KeyboardInterrupt):
+        server.run(sockets=[sock])
+    return 0 if server.started else 3

@@ -152,3 +152,73 @@ def test_secret_values_never_appear_in_errors(tmp_path: Path) -> None:
     assert "gw-inline-secret" not in repr(load_settings(
         write(tmp_path, "auth: {keys: [{name: k, tenant: t, key: gw-inline-secret}]}\n"),
         environ={}))
+
+
+# ---- QA: messages that say what is expected; duplicate keys; key_env at load ------------
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("upstreams: [{name: a, base_url: 'http://a/v1', models: gpt-*}]",
+     'upstreams.0.models: expected a list of globs, e.g. ["gpt-*"]'),
+    ("upstreams: http://a/v1", "upstreams: expected a list of upstreams, e.g. "),
+    ("auth: {keys: {name: k}}", "auth.keys: expected a list of keys, e.g. "),
+])
+def test_list_keys_say_a_list_is_expected(tmp_path: Path, text: str, needle: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings(write(tmp_path, text), environ={})
+    assert needle in str(info.value)
+    assert "valid tuple" not in str(info.value)
+
+
+@pytest.mark.parametrize("name, key", [
+    ("GATEWAY_UPSTREAMS__0__NAME", "upstreams"),
+    ("GATEWAY_UPSTREAMS__NAME", "upstreams"),
+    ("GATEWAY_AUTH__KEYS__0__KEY_ENV", "auth.keys"),
+])
+def test_env_list_items_say_lists_are_set_whole(name: str, key: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings(environ={name: "x"})
+    msg = str(info.value)
+    assert msg.startswith("invalid configuration (GATEWAY_* environment):")
+    assert f"  {key}: a list is set whole, as one YAML value" in msg
+    assert f"(from {name})" in msg and "valid tuple" not in msg
+
+
+def test_duplicate_keys_in_the_file_are_an_error(tmp_path: Path) -> None:
+    cfg = write(tmp_path, "port: 9000\nshadow: {queue_size: 1, queue_size: 2}\nport: 9001\n")
+    with pytest.raises(ConfigError) as info:
+        load_settings(cfg, environ={})
+    msg = str(info.value)
+    assert msg.startswith(f"invalid configuration ({cfg}):")
+    assert f"  shadow.queue_size: duplicate key (YAML would keep only the last one) " \
+           f"(in {cfg}, line 2)" in msg
+    assert f"  port: duplicate key (YAML would keep only the last one) (in {cfg}, line 3)" in msg
+
+
+def test_invalid_yaml_names_the_line(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"not valid YAML: line 2: "):
+        load_settings(write(tmp_path, "port: 1\nhost: a: b\n"), environ={})
+
+
+def test_check_secrets_requires_key_env_set(tmp_path: Path) -> None:
+    cfg = write(tmp_path, "auth: {keys: [{name: a, tenant: t, key: inline},"
+                          " {name: b, tenant: t, key_env: UNSET_KEY_X}]}\n")
+    load_settings(cfg, environ={})  # not checked unless asked (tests, tools)
+    for environ in ({}, {"UNSET_KEY_X": ""}):
+        with pytest.raises(ConfigError) as info:
+            load_settings(cfg, environ=environ, check_secrets=True)
+        assert str(info.value) == (
+            f"invalid configuration (defaults < {cfg}):\n"
+            f"  auth.keys.1.key_env: environment variable UNSET_KEY_X (gateway key 'b') "
+            f"is not set or empty (in {cfg})")
+    s = load_settings(cfg, environ={"UNSET_KEY_X": "gw-x"}, check_secrets=True)
+    assert s.auth.keys[1].key_env == "UNSET_KEY_X"
+
+
+def test_origins_of_top_level_keys(tmp_path: Path) -> None:
+    cfg = write(tmp_path, "port: 9000\nhost: 0.0.0.0\n")
+    origins: dict[str, str] = {}
+    load_settings(cfg, environ={"GATEWAY_HOST": "localhost"}, overrides={"policies_dir": "p"},
+                  origins=origins)
+    assert origins == {"port": f"in {cfg}", "host": "from GATEWAY_HOST",
+                       "policies_dir": "from the command line"}
