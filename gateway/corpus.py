@@ -37,7 +37,8 @@ import yaml
 
 from gateway.scoring.binding import AUTHORITY_WEIGHTS, parse_date
 
-__all__ = ["Corpus", "CorpusError", "SourceMeta", "load_corpus"]
+__all__ = ["Corpus", "CorpusError", "SourceMeta", "corpus_dir_problem", "load_corpus",
+           "resolve_corpus_dir"]
 
 _SUFFIXES = (".txt", ".md", ".jsonl")
 
@@ -74,6 +75,29 @@ class Corpus(Mapping[str, str]):
 
     def __len__(self) -> int:
         return len(self.texts)
+
+
+def resolve_corpus_dir(directory: str | os.PathLike[str], policy_file: Path | None) -> Path:
+    """A policy's ``context.corpus_dir``: ``~`` expanded; a relative path is relative
+    to the directory of ``policy_file`` (the current directory without one)."""
+    path = Path(directory).expanduser()
+    if not path.is_absolute() and policy_file is not None:
+        path = policy_file.parent / path
+    return path
+
+
+def corpus_dir_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be a corpus directory (``None``: it can)."""
+    try:
+        if not path.exists():
+            return f"corpus directory {str(path)!r} not found"
+        if not path.is_dir():
+            return f"corpus directory {str(path)!r} is not a directory"
+        with os.scandir(path) as entries:
+            next(entries, None)
+    except OSError as exc:
+        return f"cannot read corpus directory {str(path)!r}: {exc.strerror or exc}"
+    return None
 
 
 def load_corpus(directory: str | os.PathLike[str]) -> Corpus:

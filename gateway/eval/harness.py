@@ -44,10 +44,14 @@ class CaseResult:
 
 def measurement_policy(path: Path) -> tuple[str, dict[str, Any]]:
     """Load and validate ``path``; return (name, the measurement variant as a dict)."""
+    from gateway.corpus import resolve_corpus_dir
     from gateway.policy.loader import load_policy_file
 
     policy = load_policy_file(path)
     data = policy.spec.model_dump(mode="json", by_alias=True)
+    corpus_dir = policy.spec.context.corpus_dir
+    if corpus_dir:  # the copy lives elsewhere: a relative path would point at nothing
+        data["context"]["corpus_dir"] = str(resolve_corpus_dir(corpus_dir, path).resolve())
     data.update(name=policy.name, default=True, match={}, mode="inline", sample_rate=1.0,
                 candidates=[], allow_header_selection=False,
                 actions={"pass": {"type": "flag"}, "marginal": {"type": "flag"},

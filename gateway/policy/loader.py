@@ -106,6 +106,34 @@ def _resolve_layer(raw: Any, i: int, root: yaml.Node | None, source: str
         return cls, None, _validation_errors(exc, cls.Config, root, source, ("layers", i, "config"))
 
 
+def _corpus_errors(spec: PolicySpec, root: yaml.Node | None, source: str,
+                   path: Path | None) -> list[PolicyError]:
+    """``context.corpus_dir`` must be a readable directory (a relative one is relative to
+    the policy file), and the corpus is used exactly when ``corpus`` is in ``sources``."""
+    from gateway.corpus import corpus_dir_problem, resolve_corpus_dir
+
+    ctx = spec.context
+    if not ctx.corpus_dir:
+        if "corpus" in ctx.sources:
+            key, line = _locate(root, ("context", "sources"))
+            return [PolicyError(source, key, line,
+                                "`corpus` is listed but `context.corpus_dir` is not set: "
+                                "name the corpus directory or remove `corpus`")]
+        return []
+    key, line = _locate(root, ("context", "corpus_dir"))
+    if "corpus" not in ctx.sources:
+        return [PolicyError(source, key, line,
+                            "`corpus_dir` is set but `corpus` is not in `context.sources`, "
+                            "so the corpus would be ignored: add `corpus` to the sources "
+                            "or remove `corpus_dir`")]
+    problem = corpus_dir_problem(resolve_corpus_dir(ctx.corpus_dir, path))
+    if problem is None:
+        return []
+    if path is not None and not Path(ctx.corpus_dir).expanduser().is_absolute():
+        problem += f" (relative paths resolve against the policy file's directory, {path.parent})"
+    return [PolicyError(source, key, line, problem)]
+
+
 def load_policy_text(text: str, source: str = "<string>", *, name: str | None = None,
                      path: Path | None = None) -> Policy:
     """Parse, validate and resolve one policy; raise :class:`PolicyError` with every problem.
@@ -143,6 +171,8 @@ def load_policy_text(text: str, source: str = "<string>", *, name: str | None = 
         errors.append(PolicyError(source, key, line,
                                   "a `default: true` policy applies when no other policy matches, "
                                   "so its `match` would be ignored: remove one of them"))
+    if spec is not None:
+        errors += _corpus_errors(spec, root, source, path)
     if errors or spec is None:
         raise PolicyError.collect(errors)
     layers = tuple(

@@ -40,14 +40,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gateway.audit import AuditSink, open_audit_sink
 from gateway.context import GroundingContext, extract_context, message_text
-from gateway.corpus import CorpusError, load_corpus
+from gateway.corpus import CorpusError, load_corpus, resolve_corpus_dir
 from gateway.errors import UpstreamError
 from gateway.judge import create_judge
 from gateway.policy.loader import Policy, ResolvedLayer
@@ -80,6 +80,20 @@ _TRACKED = "verity.tracked"
 _PREPARE_AFTER_S = 0.001
 """A preparation starts this long after it is scheduled (the request is written to
 the upstream by then), or as soon as the answer arrives, whichever is first."""
+_CORPUS_RECHECK_S = 1.0
+"""A policy's corpus directory is re-checked (files stat'ed) at most this often, the
+policy store's poll interval: an added, edited or removed file is picked up live."""
+
+
+class _CorpusEntry:
+    """One policy version's corpus, when to re-check it, and its last load error."""
+
+    __slots__ = ("corpus", "error", "next_check")
+
+    def __init__(self) -> None:
+        self.corpus: Mapping[str, str] = {}
+        self.error: str | None = None
+        self.next_check = 0.0
 
 Headers = list[tuple[bytes, bytes]]
 Progress = Callable[[], tuple[str, "str | None"]]
@@ -153,7 +167,7 @@ class VerityEngine:
         self.judge = judge
         """Shared by every model-based layer; created and closed by :func:`open_engine`."""
         self._layers: dict[tuple[str, str, str], Layer] = {}
-        self._corpora: dict[tuple[str, str], Mapping[str, str]] = {}
+        self._corpora: dict[tuple[str, str], _CorpusEntry] = {}
         self._seen_set: object = None
 
     # ---- Engine protocol -----------------------------------------------------------------
@@ -253,22 +267,34 @@ class VerityEngine:
         self._seen_set = policies
 
     def corpus(self, policy: Policy) -> Mapping[str, str]:
+        """The policy's corpus: empty unless ``corpus`` is in ``context.sources`` (the
+        loader requires ``corpus_dir`` with it). Re-checked at most every
+        ``_CORPUS_RECHECK_S``: :func:`load_corpus` stats the files and returns the same
+        cached :class:`~gateway.corpus.Corpus` while nothing changed. A corpus that cannot
+        be (re)loaded keeps the last good one (none at first), logging each problem once."""
         key = (policy.name, policy.version)
-        corpus = self._corpora.get(key)
-        if corpus is None:
-            corpus = {}
-            directory = policy.spec.context.corpus_dir
-            if directory:
-                path = Path(directory)
-                if not path.is_absolute() and policy.source is not None:
-                    path = policy.source.parent / path
-                try:
-                    corpus = load_corpus(path)
-                except (CorpusError, OSError) as exc:
-                    log.error("policy %r: corpus %s cannot be loaded (%s); citations "
-                              "resolve against nothing", policy.name, path, exc)
-            self._corpora[key] = corpus
-        return corpus
+        entry = self._corpora.get(key)
+        now = time.monotonic()
+        if entry is not None and now < entry.next_check:
+            return entry.corpus
+        if entry is None:
+            entry = self._corpora[key] = _CorpusEntry()
+        ctx = policy.spec.context
+        if not ctx.corpus_dir or "corpus" not in ctx.sources:
+            entry.next_check = float("inf")
+            return entry.corpus
+        entry.next_check = now + _CORPUS_RECHECK_S
+        path = resolve_corpus_dir(ctx.corpus_dir, policy.source)
+        try:
+            entry.corpus = load_corpus(path)
+            entry.error = None
+        except (CorpusError, OSError) as exc:
+            if str(exc) != entry.error:
+                entry.error = str(exc)
+                log.error("policy %r: corpus %s cannot be loaded (%s); citations resolve "
+                          "against %s", policy.name, path, exc,
+                          "the last good corpus" if entry.corpus else "nothing")
+        return entry.corpus
 
     def layer_factory(self, policy: Policy) -> Any:
         def layer_for(rl: ResolvedLayer) -> Layer:
