@@ -10,6 +10,7 @@ verification engine (``gateway.verify.engine``) together with a
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from gateway.errors import (
     InvalidJSON,
     InvalidRequest,
     ModelNotFound,
+    PayloadTooLarge,
     UpstreamError,
 )
 from gateway.sse import StreamSummary, encode_event
@@ -38,6 +40,9 @@ __all__ = ["ChatExchange", "Engine", "Proxy", "check_messages"]
 
 CHAT_PATH = "/v1/chat/completions"
 _SSE = b"text/event-stream"
+MODEL_SCAN_BYTES = 65536
+"""How much of a forwarded body (over ``max_body_bytes``, or without a ``content-length``)
+is read to find its ``model`` when the upstream depends on it."""
 
 
 class Engine(Protocol):
@@ -311,6 +316,40 @@ class Proxy:
 
     # ---- everything else under /v1 ---------------------------------------------------------
 
+    def _model_blind(self) -> bool:
+        """Whether every model routes to the first upstream (a ``*`` in its ``models``)."""
+        return bool(self.upstreams) and "*" in self.upstreams[0].config.models
+
+    async def _routing_prefix(self, receive: Any, ctype: bytes, length: bytes | None
+                              ) -> tuple[bytes | AsyncIterator[bytes], str]:
+        """Read enough of a body not parsed as small JSON to route it by its ``model``.
+
+        A body within ``max_body_bytes`` (declared) is read whole; any other only up to
+        :data:`MODEL_SCAN_BYTES`. A body read whole routes by its ``model`` if it has one
+        (else to the first upstream, as before); a body read in part must show its
+        ``model`` in that prefix, else 413: it is never sent where its model would not go.
+        """
+        declared = int(length) if length is not None and length.isdigit() else None
+        size = max(MODEL_SCAN_BYTES, declared) if declared is not None \
+            and declared <= self._limit else MODEL_SCAN_BYTES
+        prefix, complete = await _read_prefix(receive, size)
+        if ctype.startswith(b"multipart/form-data"):
+            model = _multipart_model(prefix, ctype)
+        elif complete:
+            parsed = _maybe_json(prefix)
+            model = parsed.get("model") if isinstance(parsed, dict) else None
+        else:
+            model = _scan_json_model(prefix)
+        if complete:
+            return prefix, model if isinstance(model, str) else ""
+        if not isinstance(model, str):
+            raise PayloadTooLarge(
+                f"The request body is over max_body_bytes ({self._limit} bytes) or has no "
+                f"content-length, and its model could not be determined from its first "
+                f"{MODEL_SCAN_BYTES} bytes: send a top-level \"model\" (form field "
+                f"\"model\" for uploads) first in the body.", param="model")
+        return _chain(prefix, _stream_request(receive)), model
+
     async def forward(self, scope: Mapping[str, Any], receive: Any, send: Any) -> None:
         """Forward any other ``/v1/*`` request verbatim, streaming both ways."""
         await self._serve(self._forward, scope["path"], scope, receive, send)
@@ -335,8 +374,12 @@ class Proxy:
             if isinstance(parsed, dict) and isinstance(parsed.get("model"), str):
                 model = parsed["model"]
                 client = self.route(model)
-        else:
+        elif self._model_blind():
             body = _stream_request(receive)
+        else:
+            body, model = await self._routing_prefix(receive, ctype, length)
+            if model:
+                client = self.route(model)
         watcher = DisconnectWatcher(receive) if not isinstance(body, AsyncIterator) else None
         operation = path.strip("/").split("/")[0] or "request"
         try:
@@ -396,6 +439,114 @@ async def _stream_request(receive: Any) -> AsyncIterator[bytes]:
             yield chunk
         if not message.get("more_body"):
             return
+
+
+async def _read_prefix(receive: Any, size: int) -> tuple[bytes, bool]:
+    """At least ``size`` bytes of the request body (or all of it) and whether that is all."""
+    parts: list[bytes] = []
+    read = 0
+    while read < size:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientGone
+        chunk = message.get("body", b"")
+        parts.append(chunk)
+        read += len(chunk)
+        if not message.get("more_body"):
+            return b"".join(parts), True
+    return b"".join(parts), False
+
+
+async def _chain(prefix: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    if prefix:
+        yield prefix
+    async for chunk in rest:
+        yield chunk
+
+
+_WS = re.compile(rb"[ \t\r\n]*")
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_SCALAR = re.compile(rb"[^,}\]\s]+")
+_NESTED = re.compile(rb'"(?:[^"\\]|\\.)*"|[{\[]|[}\]]|[^"{}\[\]]+', re.DOTALL)
+
+
+def _scan_json_model(data: bytes) -> Any:
+    """The top-level ``"model"`` value of a JSON object from a prefix of its text.
+
+    Keys are decoded (``"mod\\u0065l"`` is ``model``), nested objects and strings are
+    skipped. ``None`` if the prefix does not show it whole, if it is not a string, or if
+    the prefix holds it twice (ambiguous: parsers differ on which one wins)."""
+    found: Any = None
+    pos = _WS.match(data).end()  # type: ignore[union-attr]
+    if data[pos:pos + 1] != b"{":
+        return None
+    pos += 1
+    while True:
+        pos = _WS.match(data, pos).end()  # type: ignore[union-attr]
+        key = _STRING.match(data, pos)
+        if key is None:
+            return found  # the end of the object, or of the prefix
+        pos = _WS.match(data, key.end()).end()  # type: ignore[union-attr]
+        if data[pos:pos + 1] != b":":
+            return found
+        pos = _WS.match(data, pos + 1).end()  # type: ignore[union-attr]
+        start = pos
+        if data[pos:pos + 1] == b'"':
+            value = _STRING.match(data, pos)
+            if value is None:
+                return found
+            pos = value.end()
+        elif data[pos:pos + 1] in (b"{", b"["):
+            depth = 0
+            while True:
+                token = _NESTED.match(data, pos)
+                if token is None:
+                    return found
+                pos = token.end()
+                first = data[token.start():token.start() + 1]
+                depth += 1 if first in (b"{", b"[") else -1 if first in (b"}", b"]") else 0
+                if depth == 0:
+                    break
+        else:
+            value = _SCALAR.match(data, pos)
+            if value is None:
+                return found
+            pos = value.end()
+        if orjson.loads(key.group()) == "model":
+            if found is not None:
+                return None
+            found = orjson.loads(data[start:pos]) if data[start:start + 1] == b'"' else None
+            if found is None:
+                return None
+        pos = _WS.match(data, pos).end()  # type: ignore[union-attr]
+        if data[pos:pos + 1] != b",":
+            return found
+        pos += 1
+
+
+_BOUNDARY = re.compile(rb'boundary="?([^";\s]+)"?', re.IGNORECASE)
+_FIELD = re.compile(rb'^content-disposition:[^\r\n]*;\s*name="?([^";\r\n]+)"?',
+                    re.IGNORECASE | re.MULTILINE)
+
+
+def _multipart_model(data: bytes, ctype: bytes) -> str | None:
+    """The ``model`` form field among the complete parts in ``data``, or ``None`` (also
+    if it appears twice, or is not UTF-8)."""
+    boundary = _BOUNDARY.search(ctype)
+    if boundary is None:
+        return None
+    values = []
+    for part in data.split(b"--" + boundary.group(1))[1:-1]:  # the last may be cut
+        head, sep, value = part.partition(b"\r\n\r\n")
+        field = _FIELD.search(head)
+        if sep and field and field.group(1) == b"model" and b"filename" not in head.lower():
+            values.append(value.removesuffix(b"\r\n"))
+    if len(values) != 1:
+        return None
+    try:
+        return values[0].decode()
+    except UnicodeDecodeError:
+        return None
 
 
 async def traced_chunks(resp: UpstreamResponse, up: UpstreamTrace) -> AsyncIterator[bytes]:
