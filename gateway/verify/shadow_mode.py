@@ -11,15 +11,15 @@ the background (``gateway.shadow``) and only reaches the audit and the traces.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from gateway.asgi import send_bytes
 from gateway.policy.select import Selection
 from gateway.proxy import ChatExchange, _maybe_json
 from gateway.shadow import ShadowJob
+from gateway.sse import StreamAccumulator
 from gateway.verify.actions import answer_text, band_action
-from gateway.verify.engine import Progress, is_completion, verity_headers
+from gateway.verify.engine import is_completion, verity_headers
 from gateway.verify.outcome import Outcome
 from gateway.verify.streaming import is_sse, relay_accumulating
 
@@ -44,8 +44,11 @@ async def handle(engine: VerityEngine, proxy: Proxy, x: ChatExchange, plan: Sele
         if ok:
             engine.track(x, outcome)
         if x.stream and ok and is_sse(resp):
-            engine.track(x, outcome, _count_relayed(x))
-            acc = await relay_accumulating(x, resp, up, headers)
+            relayed = StreamAccumulator()  # what the client got so far, if it leaves
+            engine.track(x, outcome, lambda: (
+                f"after {len(answer_text(relayed.completion()))} characters of the answer "
+                f"were relayed", relayed.id))
+            acc = await relay_accumulating(x, resp, up, headers, relayed)
             completion = acc.completion() if acc is not None else None
             if completion is None:
                 outcome.note = "not verified: the upstream stream was cut"
@@ -103,17 +106,3 @@ def submit(engine: VerityEngine, x: ChatExchange, plan: Selection,
         shadow_trace.end(0, f"shadow_{why}")
 
     engine.shadow.submit(ShadowJob(run, dropped, kind="shadow"))
-
-
-def _count_relayed(x: ChatExchange) -> Progress:
-    """Count the body bytes relayed to the client (a shadow stream's bytes are the
-    upstream's, not parsed again on their way out)."""
-    send, sent = x.send, [0]
-
-    async def counting_send(message: Mapping[str, Any]) -> None:
-        if message["type"] == "http.response.body":
-            sent[0] += len(message.get("body", b""))
-        await send(message)
-
-    x.send = counting_send
-    return lambda: (f"after {sent[0]} bytes of the stream were relayed", None)

@@ -72,9 +72,12 @@ async def _body(x: ChatExchange, data: bytes, more: bool = True) -> None:
 
 
 async def relay_accumulating(x: ChatExchange, resp: UpstreamResponse, up: UpstreamTrace,
-                             headers: Headers) -> StreamAccumulator | None:
-    """Relay the upstream stream verbatim; return the accumulated stream (None if cut)."""
-    acc = StreamAccumulator()
+                             headers: Headers, acc: StreamAccumulator | None = None,
+                             ) -> StreamAccumulator | None:
+    """Relay the upstream stream verbatim, folding it into ``acc`` (a new one if not
+    given: a caller that passes its own can read the answer so far meanwhile); return
+    the accumulated stream (None if cut)."""
+    acc = acc if acc is not None else StreamAccumulator()
     x.status = resp.status
     await _start(x, resp.status, headers)
     ok = True
