@@ -97,6 +97,14 @@ async def handle(engine: VerityEngine, proxy: Proxy, x: ChatExchange, plan: Sele
 
 # ---- shared ------------------------------------------------------------------------------
 
+async def _verified(engine: VerityEngine, proxy: Proxy, x: ChatExchange, policy: Policy,
+                    completion: dict[str, Any], status: int) -> tuple[Outcome, Applied]:
+    """A new outcome for an upstream answer (``status``), verified and acted on."""
+    outcome = engine.new_outcome(policy, x, "inline")
+    outcome.upstream_status = status
+    return outcome, await _act(engine, proxy, x, policy, completion, outcome)
+
+
 async def _act(engine: VerityEngine, proxy: Proxy, x: ChatExchange, policy: Policy,
                completion: dict[str, Any], outcome: Outcome, *,
                allow_regenerate: bool = True) -> Applied:
@@ -286,9 +294,7 @@ async def _json_for_stream(engine: VerityEngine, proxy: Proxy, x: ChatExchange,
         await _unverifiable(engine, x, policy, status, data, up_headers, _NOT_COMPLETION,
                             _body_problem(data, parsed))
         return
-    outcome = engine.new_outcome(policy, x, "inline")
-    outcome.upstream_status = status
-    applied = await _act(engine, proxy, x, policy, parsed, outcome)
+    outcome, applied = await _verified(engine, proxy, x, policy, parsed, status)
     converted = "the upstream answered the stream request with a JSON completion; re-sent as SSE"
     outcome.note = f"{outcome.note}; {converted}" if outcome.note else converted
     headers = _headers(policy, outcome, applied)
@@ -330,9 +336,7 @@ async def _non_stream(engine: VerityEngine, proxy: Proxy, x: ChatExchange,
         await _unverifiable(engine, x, policy, status, data, up_headers, _NOT_COMPLETION,
                             _body_problem(data, parsed))
         return
-    outcome = engine.new_outcome(policy, x, "inline")
-    outcome.upstream_status = status
-    applied = await _act(engine, proxy, x, policy, parsed, outcome)
+    outcome, applied = await _verified(engine, proxy, x, policy, parsed, status)
     headers = _headers(policy, outcome, applied)
     if applied.error is not None:
         await _send_error(x, applied, headers)
@@ -383,9 +387,7 @@ async def _buffer(engine: VerityEngine, proxy: Proxy, x: ChatExchange, plan: Sel
         await _unverifiable(engine, x, policy, status, raw, up_headers, _NOT_CHUNKS,
                             _stream_problem(acc))
         return
-    outcome = engine.new_outcome(policy, x, "inline")
-    outcome.upstream_status = status
-    applied = await _act(engine, proxy, x, policy, completion, outcome)
+    outcome, applied = await _verified(engine, proxy, x, policy, completion, status)
     headers = _headers(policy, outcome, applied)
     if applied.error is not None:
         await _send_error(x, applied, headers)
