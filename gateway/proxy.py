@@ -28,6 +28,7 @@ from gateway.errors import (
     PayloadTooLarge,
     UpstreamError,
 )
+from gateway.forward_path import forwarded_path, forwarded_query
 from gateway.sse import StreamSummary, encode_event
 from gateway.telemetry import RequestTrace, Telemetry, UpstreamTrace
 from gateway.types import RequestInfo
@@ -202,7 +203,7 @@ class Proxy:
                     "POST", path, target.build_headers(x.scope["headers"],
                                                        use_own_key=self.auth.enabled,
                                                        extra=up.headers()), body,
-                    x.scope.get("query_string", b"").decode("latin-1"))
+                    forwarded_query(x.scope))
             except UpstreamError as err:
                 up.error(type(err).__name__)
                 raise
@@ -358,8 +359,8 @@ class Proxy:
                        trace: RequestTrace) -> int:
         headers = dict(scope["headers"])
         self.auth.authenticate(headers.get(b"authorization"))
-        path = scope["path"][len("/v1"):]
-        query = scope.get("query_string", b"").decode("latin-1")
+        path = forwarded_path(scope)  # as sent, under /v1/, or a 400 (invalid_path)
+        query = forwarded_query(scope)
         ctype = headers.get(b"content-type", b"")
         length = headers.get(b"content-length")
         body: bytes | AsyncIterator[bytes] | None

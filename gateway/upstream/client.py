@@ -100,7 +100,10 @@ class UpstreamClient:
     def __init__(self, config: UpstreamConfig, session: aiohttp.ClientSession) -> None:
         self.config = config
         self.base_url = config.base_url
-        self.server_address = URL(config.base_url).host or ""
+        base = URL(config.base_url)
+        self.server_address = base.host or ""
+        # Request URLs are built from encoded parts and sent as built (see send()).
+        self._base_encoded = str(base)
         self._session = session
         key = config.api_key()
         self._auth: bytes | None = f"Bearer {key}".encode("latin-1") if key else None
@@ -154,8 +157,12 @@ class UpstreamClient:
     async def send(self, method: str, path: str, headers: dict[str, str],
                    body: bytes | AsyncIterator[bytes] | None = None,
                    query: str = "") -> UpstreamResponse:
-        """Send one request; return as soon as the status line and headers arrive."""
-        url = self.base_url + path + (f"?{query}" if query else "")
+        """Send one request; return as soon as the status line and headers arrive.
+
+        ``path`` and ``query`` are already percent-encoded (a forwarded request's come
+        from :mod:`gateway.forward_path`, checked): the URL is sent exactly as given,
+        never decoded, normalised (``..``) or re-encoded on the way."""
+        url = URL(self._base_encoded + path + (f"?{query}" if query else ""), encoded=True)
         try:
             resp = await self._session.request(method, url, data=body, headers=headers,
                                                allow_redirects=False)
