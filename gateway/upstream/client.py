@@ -31,10 +31,12 @@ _DROP_REQUEST = frozenset({
     b"te", b"trailer", b"transfer-encoding", b"upgrade", b"content-length", b"expect",
     b"accept-encoding", b"x-verity-policy", b"x-verity-detail",
 })
-# Client credentials for upstream itself; in gateway-keys mode the gateway supplies the
-# upstream's key, so a client's own provider key (Azure's ``api-key``, ``x-api-key``)
-# is not sent along with it.
-_CLIENT_CREDENTIALS = frozenset({b"authorization", b"api-key", b"x-api-key"})
+# Client credentials for upstream itself, and the headers that pick which account a key
+# acts for; in gateway-keys mode the gateway supplies the upstream's key, so a client's
+# own provider key (Azure's ``api-key``, ``x-api-key``) is not sent along with it, nor
+# may a client point the shared key at another organization or project.
+_CLIENT_CREDENTIALS = frozenset({b"authorization", b"api-key", b"x-api-key",
+                                 b"openai-organization", b"openai-project"})
 # Response headers never relayed to the client (hop-by-hop / recomputed by uvicorn).
 _DROP_RESPONSE = frozenset({
     "connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding",

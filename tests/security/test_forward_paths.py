@@ -16,10 +16,10 @@ from typing import Any
 
 import orjson
 import pytest
-
-from gateway.servers import ServerThread
 from hostile_upstream import HostileUpstream
 from serving import GatewayFactory, ServedGateway
+
+from gateway.servers import ServerThread
 
 ESCAPES = [
     "/v1/../../x",
