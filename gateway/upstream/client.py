@@ -19,7 +19,7 @@ from yarl import URL
 from gateway.errors import UpstreamConnectError, UpstreamStreamError, UpstreamTimeout
 from gateway.settings import UpstreamConfig
 
-__all__ = ["UpstreamClient", "UpstreamResponse"]
+__all__ = ["UpstreamClient", "UpstreamResponse", "relayable_headers"]
 
 RawHeaders = list[tuple[bytes, bytes]]
 
@@ -37,11 +37,33 @@ _DROP_REQUEST = frozenset({
 # may a client point the shared key at another organization or project.
 _CLIENT_CREDENTIALS = frozenset({b"authorization", b"api-key", b"x-api-key",
                                  b"openai-organization", b"openai-project"})
-# Response headers never relayed to the client (hop-by-hop / recomputed by uvicorn).
+# Response headers never relayed to the client: hop-by-hop ones (and any the upstream's
+# ``Connection`` names), those uvicorn recomputes, and those about the upstream's own
+# origin — cookies, ``alt-svc``, HSTS — which a client would apply to the gateway's.
+# Every ``x-verity-*`` is the gateway's to set: an upstream's is dropped too
+# (``_GATEWAY_PREFIX``), whatever its case. docs/configuration.md lists them.
 _DROP_RESPONSE = frozenset({
-    "connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding",
-    "server", "date", "proxy-authenticate", "trailer", "upgrade",
+    b"connection", b"keep-alive", b"proxy-connection", b"transfer-encoding", b"te",
+    b"trailer", b"upgrade", b"proxy-authenticate", b"proxy-authorization",
+    b"content-length", b"content-encoding", b"server", b"date",
+    b"set-cookie", b"set-cookie2", b"alt-svc", b"strict-transport-security",
 })
+_GATEWAY_PREFIX = b"x-verity-"
+
+
+def relayable_headers(raw: Iterable[tuple[bytes, bytes]]) -> RawHeaders:
+    """The upstream response headers a client may see, names lower-cased."""
+    out: RawHeaders = []
+    named: set[bytes] = set()  # hop-by-hop by the upstream's own Connection header
+    for k, v in raw:
+        name = k.lower()
+        if name == b"connection":
+            named.update(t.strip().lower() for t in v.split(b","))
+        if name not in _DROP_RESPONSE and not name.startswith(_GATEWAY_PREFIX):
+            out.append((name, v))
+    if named:
+        out = [h for h in out if h[0] not in named]
+    return out
 
 
 class UpstreamResponse:
@@ -52,10 +74,7 @@ class UpstreamResponse:
     def __init__(self, resp: aiohttp.ClientResponse) -> None:
         self._resp = resp
         self.status = resp.status
-        self.headers: RawHeaders = [
-            (k.lower(), v) for k, v in resp.raw_headers if k.decode("latin-1").lower()
-            not in _DROP_RESPONSE
-        ]
+        self.headers: RawHeaders = relayable_headers(resp.raw_headers)
 
     @property
     def content_type(self) -> str:
