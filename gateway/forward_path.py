@@ -33,8 +33,9 @@ MAX_DECODES = 3
 """Percent-decoding rounds looked through (``%25252e`` is ``.`` after three); a path
 still encoded after that many is refused."""
 
-# RFC 3986 path characters (pchar and "/"), a "%" only as the start of an escape.
-_RAW_PATH = re.compile(rb"(?:[A-Za-z0-9\-._~!$&'()*+,;=:@/]|%[0-9A-Fa-f]{2})*")
+# RFC 3986 path characters (pchar and "/"); a "%" only as the start of an escape.
+_RAW_PATH = re.compile(rb"[A-Za-z0-9\-._~!$&'()*+,;=:@/%]*")
+_BAD_ESCAPE = re.compile(rb"%(?![0-9A-Fa-f]{2})")
 _ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
 _FORBIDDEN = re.compile(r"[\x00-\x1f\x7f\\?#]")
 _DOT_SEGMENT = re.compile(r"(?:^|/)\.\.?(?:;[^/]*)?(?=/|$)")
@@ -61,7 +62,7 @@ def forwarded_path(scope: Mapping[str, Any]) -> str:
         raw = quote(scope["path"], safe="/:@!$&'()*+,;=~").encode("ascii")
     if not raw.startswith(PREFIX):
         raise _refuse("the /v1/ prefix is percent-encoded")
-    if not _RAW_PATH.fullmatch(raw):
+    if not _RAW_PATH.fullmatch(raw) or (b"%" in raw and _BAD_ESCAPE.search(raw)):
         raise _refuse("it has a character that must be percent-encoded (or a bad escape)")
     text = raw.decode("ascii")
     if "%" in text:
