@@ -28,6 +28,7 @@ from gateway.errors import (
     PayloadTooLarge,
     UpstreamError,
 )
+from gateway.forward_path import forwarded_path, forwarded_query
 from gateway.sse import StreamSummary, encode_event
 from gateway.telemetry import RequestTrace, Telemetry, UpstreamTrace
 from gateway.types import RequestInfo
@@ -134,6 +135,7 @@ class Proxy:
             raise InvalidRequest("Use POST for /v1/chat/completions.")
         headers = dict(scope["headers"])
         principal = self.auth.authenticate(headers.get(b"authorization"))
+        self.auth.authorize(principal, "POST", CHAT_PATH)
         raw_length = headers.get(b"content-length")
         body = await read_body(receive, self._limit,
                                raw_length.decode() if raw_length is not None else None)
@@ -202,7 +204,7 @@ class Proxy:
                     "POST", path, target.build_headers(x.scope["headers"],
                                                        use_own_key=self.auth.enabled,
                                                        extra=up.headers()), body,
-                    x.scope.get("query_string", b"").decode("latin-1"))
+                    forwarded_query(x.scope))
             except UpstreamError as err:
                 up.error(type(err).__name__)
                 raise
@@ -275,7 +277,8 @@ class Proxy:
     async def models(self, scope: Mapping[str, Any], receive: Any, send: Any) -> None:
         try:
             headers = dict(scope["headers"])
-            self.auth.authenticate(headers.get(b"authorization"))
+            principal = self.auth.authenticate(headers.get(b"authorization"))
+            self.auth.authorize(principal, "GET", "/v1/models")
             await send_bytes(send, 200, orjson.dumps(await self._list_models(scope)), [])
         except GatewayError as err:
             await send_error(send, err)
@@ -357,9 +360,10 @@ class Proxy:
     async def _forward(self, scope: Mapping[str, Any], receive: Any, send: Any,
                        trace: RequestTrace) -> int:
         headers = dict(scope["headers"])
-        self.auth.authenticate(headers.get(b"authorization"))
-        path = scope["path"][len("/v1"):]
-        query = scope.get("query_string", b"").decode("latin-1")
+        principal = self.auth.authenticate(headers.get(b"authorization"))
+        path = forwarded_path(scope)  # as sent, under /v1/, or a 400 (invalid_path)
+        self.auth.authorize(principal, scope["method"], scope["path"])
+        query = forwarded_query(scope)
         ctype = headers.get(b"content-type", b"")
         length = headers.get(b"content-length")
         body: bytes | AsyncIterator[bytes] | None

@@ -19,12 +19,21 @@ import os
 import typing
 from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
+from gateway.routes import DEFAULT_KEY_ROUTES, parse_rule
 from gateway.telemetry import DEFAULT_FLUSH_SECONDS
 
 __all__ = ["ConfigError", "Settings", "UpstreamConfig", "load_settings", "default_policies_dir"]
@@ -86,11 +95,31 @@ class UpstreamConfig(_Strict):
         return os.environ.get(self.api_key_env) if self.api_key_env else None
 
 
+def _routes_list(value: Any) -> Any:
+    """A before-validator: ``None`` or a list of route rules."""
+    if value is None:
+        return value
+    return _expect_list("routes", '["POST /v1/chat/completions", "GET /v1/files/*"]')(value)
+
+
+def _check_rule(rule: str) -> str:
+    parse_rule(rule)  # ValueError naming the rule and what is wrong with it
+    return rule
+
+
+RouteRule = Annotated[str, AfterValidator(_check_rule)]
+"""``"METHOD /v1/path-glob"`` (see :mod:`gateway.routes`)."""
+
+
 class GatewayKey(_Strict):
     name: str
     tenant: str
     key: str | None = Field(None, repr=False)
     key_env: str | None = None
+    routes: tuple[RouteRule, ...] | None = None
+    """Routes this key may call; None: its tenant's, else ``auth.routes``."""
+
+    _routes_in = field_validator("routes", mode="before")(_routes_list)
 
     @model_validator(mode="after")
     def _one_source(self) -> GatewayKey:
@@ -102,12 +131,40 @@ class GatewayKey(_Strict):
         return self.key if self.key is not None else os.environ.get(self.key_env or "")
 
 
+class TenantConfig(_Strict):
+    routes: tuple[RouteRule, ...] | None = None
+    """Routes the tenant's keys may call (a key's own ``routes`` wins)."""
+
+    _routes_in = field_validator("routes", mode="before")(_routes_list)
+
+
 class AuthConfig(_Strict):
     keys: tuple[GatewayKey, ...] = ()
     """Gateway keys. Empty: the client's Authorization header is forwarded as is."""
+    routes: tuple[RouteRule, ...] | None = None
+    """Routes every caller may call unless its key or tenant has its own list. None:
+    ``gateway.routes.DEFAULT_KEY_ROUTES`` with gateway keys, every route without."""
+    tenants: dict[str, TenantConfig] = Field(default_factory=dict)
+    """Per-tenant settings (``routes``), by the tenant names of ``keys``."""
 
     _keys_list = field_validator("keys", mode="before")(
         _expect_list("keys", "[{name: k, tenant: t, key_env: MY_KEY}]"))
+    _routes_in = field_validator("routes", mode="before")(_routes_list)
+
+    def effective_routes(self, key: GatewayKey | None) -> tuple[str, ...] | None:
+        """The rules that apply to ``key`` (None: forward mode, no key); None: all routes.
+
+        The most specific list wins: the key's, its tenant's, ``auth.routes``, then the
+        default (:data:`~gateway.routes.DEFAULT_KEY_ROUTES` with gateway keys)."""
+        if key is not None:
+            if key.routes is not None:
+                return key.routes
+            tenant = self.tenants.get(key.tenant)
+            if tenant is not None and tenant.routes is not None:
+                return tenant.routes
+        if self.routes is not None:
+            return self.routes
+        return DEFAULT_KEY_ROUTES if self.keys else None
 
 
 class ShadowConfig(_Strict):
@@ -403,6 +460,12 @@ def load_settings(
                              f"(gateway key {k.name!r}) is not set or empty"
                              + (f" ({origin})" if origin else ""))
             raise ConfigError("\n".join(lines))
+    tenants = sorted({k.tenant for k in settings.auth.keys})
+    for tenant in settings.auth.tenants:
+        if tenant not in tenants:
+            raise ConfigError(f"invalid configuration: auth.tenants.{tenant}: no gateway key "
+                              f"has this tenant (tenants of auth.keys: "
+                              f"{', '.join(tenants) or 'none'})")
     names = [u.name for u in settings.upstreams]
     if len(set(names)) != len(names):
         raise ConfigError("invalid configuration: upstreams: names must be unique")

@@ -19,7 +19,7 @@ from yarl import URL
 from gateway.errors import UpstreamConnectError, UpstreamStreamError, UpstreamTimeout
 from gateway.settings import UpstreamConfig
 
-__all__ = ["UpstreamClient", "UpstreamResponse"]
+__all__ = ["UpstreamClient", "UpstreamResponse", "relayable_headers"]
 
 RawHeaders = list[tuple[bytes, bytes]]
 
@@ -31,15 +31,39 @@ _DROP_REQUEST = frozenset({
     b"te", b"trailer", b"transfer-encoding", b"upgrade", b"content-length", b"expect",
     b"accept-encoding", b"x-verity-policy", b"x-verity-detail",
 })
-# Client credentials for upstream itself; in gateway-keys mode the gateway supplies the
-# upstream's key, so a client's own provider key (Azure's ``api-key``, ``x-api-key``)
-# is not sent along with it.
-_CLIENT_CREDENTIALS = frozenset({b"authorization", b"api-key", b"x-api-key"})
-# Response headers never relayed to the client (hop-by-hop / recomputed by uvicorn).
+# Client credentials for upstream itself, and the headers that pick which account a key
+# acts for; in gateway-keys mode the gateway supplies the upstream's key, so a client's
+# own provider key (Azure's ``api-key``, ``x-api-key``) is not sent along with it, nor
+# may a client point the shared key at another organization or project.
+_CLIENT_CREDENTIALS = frozenset({b"authorization", b"api-key", b"x-api-key",
+                                 b"openai-organization", b"openai-project"})
+# Response headers never relayed to the client: hop-by-hop ones (and any the upstream's
+# ``Connection`` names), those uvicorn recomputes, and those about the upstream's own
+# origin — cookies, ``alt-svc``, HSTS — which a client would apply to the gateway's.
+# Every ``x-verity-*`` is the gateway's to set: an upstream's is dropped too
+# (``_GATEWAY_PREFIX``), whatever its case. docs/configuration.md lists them.
 _DROP_RESPONSE = frozenset({
-    "connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding",
-    "server", "date", "proxy-authenticate", "trailer", "upgrade",
+    b"connection", b"keep-alive", b"proxy-connection", b"transfer-encoding", b"te",
+    b"trailer", b"upgrade", b"proxy-authenticate", b"proxy-authorization",
+    b"content-length", b"content-encoding", b"server", b"date",
+    b"set-cookie", b"set-cookie2", b"alt-svc", b"strict-transport-security",
 })
+_GATEWAY_PREFIX = b"x-verity-"
+
+
+def relayable_headers(raw: Iterable[tuple[bytes, bytes]]) -> RawHeaders:
+    """The upstream response headers a client may see, names lower-cased."""
+    out: RawHeaders = []
+    named: set[bytes] = set()  # hop-by-hop by the upstream's own Connection header
+    for k, v in raw:
+        name = k.lower()
+        if name == b"connection":
+            named.update(t.strip().lower() for t in v.split(b","))
+        if name not in _DROP_RESPONSE and not name.startswith(_GATEWAY_PREFIX):
+            out.append((name, v))
+    if named:
+        out = [h for h in out if h[0] not in named]
+    return out
 
 
 class UpstreamResponse:
@@ -50,10 +74,7 @@ class UpstreamResponse:
     def __init__(self, resp: aiohttp.ClientResponse) -> None:
         self._resp = resp
         self.status = resp.status
-        self.headers: RawHeaders = [
-            (k.lower(), v) for k, v in resp.raw_headers if k.decode("latin-1").lower()
-            not in _DROP_RESPONSE
-        ]
+        self.headers: RawHeaders = relayable_headers(resp.raw_headers)
 
     @property
     def content_type(self) -> str:
@@ -100,7 +121,10 @@ class UpstreamClient:
     def __init__(self, config: UpstreamConfig, session: aiohttp.ClientSession) -> None:
         self.config = config
         self.base_url = config.base_url
-        self.server_address = URL(config.base_url).host or ""
+        base = URL(config.base_url)
+        self.server_address = base.host or ""
+        # Request URLs are built from encoded parts and sent as built (see send()).
+        self._base_encoded = str(base)
         self._session = session
         key = config.api_key()
         self._auth: bytes | None = f"Bearer {key}".encode("latin-1") if key else None
@@ -154,8 +178,12 @@ class UpstreamClient:
     async def send(self, method: str, path: str, headers: dict[str, str],
                    body: bytes | AsyncIterator[bytes] | None = None,
                    query: str = "") -> UpstreamResponse:
-        """Send one request; return as soon as the status line and headers arrive."""
-        url = self.base_url + path + (f"?{query}" if query else "")
+        """Send one request; return as soon as the status line and headers arrive.
+
+        ``path`` and ``query`` are already percent-encoded (a forwarded request's come
+        from :mod:`gateway.forward_path`, checked): the URL is sent exactly as given,
+        never decoded, normalised (``..``) or re-encoded on the way."""
+        url = URL(self._base_encoded + path + (f"?{query}" if query else ""), encoded=True)
         try:
             resp = await self._session.request(method, url, data=body, headers=headers,
                                                allow_redirects=False)
