@@ -11,7 +11,7 @@ citing ``[1]`` (so ``citations`` has pairs to check).
     .venv/bin/python bench/bench_layers.py --text news   # real prose (HaluEval articles)
 
 ``--text news`` uses real prose instead: HaluEval news articles (summarization rows
-of ``../shared/data/halueval-dev.jsonl``) concatenated to 10,000 words, answered by
+of ``data/halueval/halueval-dev.jsonl``) concatenated to 10,000 words, answered by
 their faithful and hallucinated summaries (non-ASCII punctuation, richer vocabulary,
 fewer numbers than the synthetic records).
 
@@ -60,7 +60,7 @@ from gateway.verify.base import LayerResources, VerifyInput  # noqa: E402
 
 WARM_ANSWERS = 20
 """Different answers over the one context, cycled by the warm row."""
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "halueval-dev.jsonl"
+DATA = Path(__file__).resolve().parents[1] / "data" / "halueval" / "halueval-dev.jsonl"
 
 SYLLABLES = "ka lo mi ne ru sa to vi de ga ho ji ku ma no pe ri su te wa ba co fi".split()
 MONTHS = ["January", "March", "May", "July", "September", "November"]

@@ -1,7 +1,7 @@
 """Offline quality evaluation of the model-free layers on a labeled JSONL set.
 
 Runs a layer in-process over every case, building the ``VerifyInput`` as
-``data/README.md`` says (context as the system message, question as the user
+``docs/evaluation.md`` says (context as the system message, question as the user
 message, answer = ``model_output``; the context goes through the gateway's own
 ``extract_context``), and prints per source: AUROC, recall at FPR <= 5%, the
 same for a **length-only baseline** (longer answer = more suspicious), and a
@@ -12,7 +12,7 @@ other's word count) so a detector that merely tracks length is visible.
 answers of a row in the same fold): the grounding weights (a small grid) and the
 5%-FPR threshold are tuned on one fold and reported on the other.
 
-    .venv/bin/python bench/eval_layers_offline.py /work/shared/data/halueval-dev.jsonl
+    .venv/bin/python bench/eval_layers_offline.py data/halueval/halueval-dev.jsonl
     .venv/bin/python bench/eval_layers_offline.py DATA --cv
     .venv/bin/python bench/eval_layers_offline.py DATA --layer claims
     .venv/bin/python bench/eval_layers_offline.py DATA --set word_weight=0.5

@@ -18,8 +18,11 @@ def add_parser(sub: Any) -> None:
         description="Send every case through a real gateway (a scripted upstream answers "
                     "with the case's model_output) and report AUROC, recall at <=5% false "
                     "flags, precision/recall at the policy's threshold, a length-only "
-                    "baseline, zone confusion for 1-5 labels and per-layer latency.")
-    p.add_argument("cases", type=Path, help="JSONL cases (see ../shared/data/README.md)")
+                    "baseline, zone confusion for 1-5 labels, caught/flagged shares per kind "
+                    "when the cases name one, and per-layer latency.")
+    p.add_argument("cases", type=Path,
+                   help="JSONL cases, format in docs/evaluation.md (e.g. "
+                        "data/halueval/halueval-dev.jsonl, tests/data/rag-dev.jsonl)")
     p.add_argument("--policy", type=Path, help="policy file (default: shipped grounding.yaml)")
     p.add_argument("--json", action="store_true", help="print one JSON summary on stdout")
     p.add_argument("--source", help="only cases with this source")

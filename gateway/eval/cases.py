@@ -1,9 +1,11 @@
 """Labeled evaluation cases: load them from JSONL and turn one into chat traffic.
 
-The format is the one of ``/work/shared/data/halueval-dev.jsonl`` (see its
-README): one JSON object per line with ``id``, ``source``, ``context_input``,
-``question``, ``model_output`` and ``label`` (``faithful`` | ``hallucinated``).
-Seed 002-style cases may give ``expected_credit_score`` (1–5) instead of or
+The format is documented in ``docs/evaluation.md`` (the shipped sets are
+``data/halueval/halueval-dev.jsonl`` and ``tests/data/rag-dev.jsonl``): one JSON
+object per line with ``id``, ``source``, ``context_input``, ``question``,
+``model_output`` and ``label`` (``faithful`` | ``hallucinated``), optionally
+``kind`` (the error or hard-negative kind; ``gateway eval`` then reports per
+kind) and ``note`` (free text, ignored). Seed 002-style cases may give ``expected_credit_score`` (1–5) instead of or
 beside ``label`` (4–5 → faithful, 1–3 → hallucinated); ``gateway eval`` then
 also reports the zone confusion matrix.
 
@@ -42,6 +44,9 @@ class Case:
     label: str
     expected_credit_score: int | None = None
     """Seed 002 1–5 label, when the case file gives one (zone confusion metrics)."""
+    kind: str | None = None
+    """The error kind (hallucinated) or hard-negative kind (faithful) the case tests,
+    when the case file names one (per-kind metrics)."""
 
     @property
     def hallucinated(self) -> bool:
@@ -67,10 +72,14 @@ def _parse(obj: Any, where: str) -> Case:
         raise CaseError(f"{where}: missing or non-string field(s): {', '.join(missing)}")
     if obj["label"] not in LABELS:
         raise CaseError(f"{where}: label must be one of {LABELS}, got {obj['label']!r}")
+    kind = obj.get("kind")
+    if kind is not None and (not isinstance(kind, str) or not kind.strip()):
+        raise CaseError(f"{where}: kind must be a non-empty string, got {kind!r}")
     return Case(
         id=obj["id"], source=str(obj.get("source") or obj.get("tag") or "unknown"),
         context=obj["context_input"], question=obj["question"],
         answer=obj["model_output"], label=obj["label"], expected_credit_score=credit,
+        kind=kind,
     )
 
 

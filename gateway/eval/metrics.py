@@ -136,22 +136,30 @@ def recall_at_fpr(scores: Sequence[float], labels: Sequence[bool], max_fpr: floa
 
 def matched_auroc(
     scores: Sequence[float], labels: Sequence[bool], covariate: Sequence[float],
-    max_ratio: float = 1.5,
+    max_ratio: float = 1.5, groups: Sequence[str] | None = None,
 ) -> tuple[float, int]:
     """AUROC over positive/negative pairs whose ``covariate`` is within ``max_ratio``.
 
     A confound check: with ``covariate`` = answer length, it says how well the
     scores separate the classes among answers of about the same length (a
-    length-only detector scores near 0.5 here). Returns ``(auroc, pairs)``; the
-    AUROC is ``nan`` when no pair qualifies. O(P·N): meant for evaluation sets.
+    length-only detector scores near 0.5 here). With ``groups`` (e.g. each case's
+    source), only pairs from the same group count: ranking *within* a task, not
+    across tasks. Returns ``(auroc, pairs)``; the AUROC is ``nan`` when no pair
+    qualifies. O(P·N): meant for evaluation sets.
     """
     _check(scores, labels)
-    pos = [(scores[i], covariate[i]) for i in range(len(labels)) if labels[i]]
-    neg = [(scores[i], covariate[i]) for i in range(len(labels)) if not labels[i]]
+    for name, other in (("covariates", covariate), ("groups", groups)):
+        if other is not None and len(other) != len(scores):
+            raise ValueError(f"{len(scores)} scores but {len(other)} {name}")
+    group = groups if groups is not None else [""] * len(labels)
+    pos = [(scores[i], covariate[i], group[i]) for i in range(len(labels)) if labels[i]]
+    neg = [(scores[i], covariate[i], group[i]) for i in range(len(labels)) if not labels[i]]
     wins = 0.0
     pairs = 0
-    for sp, cp in pos:
-        for sn, cn in neg:
+    for sp, cp, gp in pos:
+        for sn, cn, gn in neg:
+            if gp != gn:
+                continue
             lo, hi = (cp, cn) if cp <= cn else (cn, cp)
             if hi > max_ratio * max(lo, 1e-12):
                 continue

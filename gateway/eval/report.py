@@ -100,18 +100,64 @@ def _zones(results: Sequence[CaseResult]) -> dict[str, Any] | None:
             "zone_accuracy": sum(matrix[z][z] for z in names) / len(pairs), "n": len(pairs)}
 
 
+def _share(hits: int, n: int) -> float | None:
+    return hits / n if n else None
+
+
+def _kind_block(results: Sequence[CaseResult]) -> dict[str, Any]:
+    """At the policy's own threshold: wrong answers caught, right answers flagged.
+
+    "caught" / "flagged" = verdict marginal or fail; "blocked" = verdict fail. Cases
+    without a verdict (errors) are left out of the shares.
+    """
+    judged = [r for r in results if r.verdict is not None]
+    wrong = [r for r in judged if r.case.hallucinated]
+    right = [r for r in judged if not r.case.hallucinated]
+    return {
+        "hallucinated": len(wrong), "faithful": len(right),
+        "caught": _share(sum(r.verdict != "pass" for r in wrong), len(wrong)),
+        "caught_blocked": _share(sum(r.verdict == "fail" for r in wrong), len(wrong)),
+        "false_flags": _share(sum(r.verdict != "pass" for r in right), len(right)),
+        "false_blocks": _share(sum(r.verdict == "fail" for r in right), len(right)),
+    }
+
+
 def summarize(policy: str, results: Sequence[CaseResult]) -> dict[str, Any]:
     by_source: dict[str, list[CaseResult]] = defaultdict(list)
+    by_kind: dict[str, list[CaseResult]] = defaultdict(list)
     for r in results:
         by_source[r.case.source].append(r)
+        if r.case.kind is not None:
+            by_kind[r.case.kind].append(r)
     overall = _block(results)
-    return {
+    out: dict[str, Any] = {
         "cases": len(results),
         "policy": policy,
         "overall": overall,
         "per_source": {s: _block(rs) for s, rs in sorted(by_source.items())},
         "errors": [{"id": r.case.id, "error": r.error} for r in results if r.error][:20],
     }
+    if by_kind:  # only case files that name kinds (docs/evaluation.md)
+        out["per_kind"] = {k: _kind_block(rs) for k, rs in sorted(by_kind.items())}
+        out["per_kind_all"] = _kind_block([r for rs in by_kind.values() for r in rs])
+    return out
+
+
+def _render_kinds(summary: dict[str, Any]) -> list[str]:
+    head = (f"{'kind':<18}{'wrong':>6}{'caught':>8}{'blocked':>9}"
+            f"{'right':>7}{'flagged':>9}{'blocked':>9}")
+    lines = ["", "per kind, at the policy's threshold (caught/flagged = marginal or fail, "
+                 "blocked = fail):", head, "-" * len(head)]
+
+    def pct(x: float | None) -> str:
+        return "—" if x is None else f"{100 * x:.0f}%"
+
+    rows = [*summary["per_kind"].items(), ("all kinds", summary["per_kind_all"])]
+    for name, k in rows:
+        lines.append(f"{name:<18}{k['hallucinated']:>6}{pct(k['caught']):>8}"
+                     f"{pct(k['caught_blocked']):>9}{k['faithful']:>7}"
+                     f"{pct(k['false_flags']):>9}{pct(k['false_blocks']):>9}")
+    return lines
 
 
 def _f(x: Any) -> str:
@@ -138,6 +184,8 @@ def render_text(summary: dict[str, Any]) -> str:
     for key, v in summary["overall"]["layers"].items():
         lines.append(f"{key:<16}{_f(v.get('auroc')):>8}{_f(v.get('recall_at_5pct_fpr')):>9}"
                      f"{_f(v.get('latency_ms_p50')):>9}{_f(v.get('latency_ms_p99')):>9}")
+    if summary.get("per_kind"):
+        lines += _render_kinds(summary)
     zones = summary["overall"].get("zones")
     if zones:
         lines += ["", f"zone confusion (rows expected, cols actual), n={zones['n']}:",

@@ -68,3 +68,16 @@ def test_matched_auroc_only_compares_similar_covariates() -> None:
     assert matched_auroc(scores, labels, length) == (0.5, 2)
     value, pairs = matched_auroc(scores, labels, [1.0, 100.0, 10.0, 1000.0])
     assert pairs == 0 and math.isnan(value)
+
+
+def test_matched_auroc_within_groups_skips_cross_group_pairs() -> None:
+    # Two sources; across them the scores would rank wrongly (source b's negative
+    # outscores source a's positive), within each source they rank perfectly.
+    scores = [0.6, 0.2, 0.9, 0.8]
+    labels = [True, False, True, False]
+    length = [10.0, 10.0, 10.0, 10.0]
+    groups = ["a", "a", "b", "b"]
+    assert matched_auroc(scores, labels, length) == (0.75, 4)  # (0.6 vs 0.8) is a loss
+    assert matched_auroc(scores, labels, length, groups=groups) == (1.0, 2)
+    with pytest.raises(ValueError):
+        matched_auroc(scores, labels, length, groups=["a"])

