@@ -7,7 +7,7 @@ names *what* failed ("judge reply is not JSON (412 chars)", "missing key 'verdic
 never the judge's or the upstream's words: those may be the answer, verbatim.
 
 - :func:`shape` — a JSON value a judge gave, as its type and size (``a string of
-  7 chars``, ``an object with 2 keys``), for messages about an unusable value.
+  7 chars``, ``an object with 2 key(s)``), for messages about an unusable value.
 - :func:`exception_summary` — an exception that is not one of ours (a bug, or a
   library error such as ``float('…')``'s ``ValueError``, whose message quotes its
   input): its type and where it was raised, never its message.
