@@ -87,6 +87,8 @@ def run(args: argparse.Namespace, pin: bool, workdir: Path, log: Path) -> list[d
                     for name in args.configs:
                         gport = rp.free_port()
                         env = {**base_env, "GATEWAY_LOG_LEVEL": "warning",
+                               # forward mode: _readyz() reads the shadow queue's detail
+                               "GATEWAY_READYZ_DETAIL": "public",
                                "GATEWAY_AUDIT__PATH": str(workdir / f"audit-{name}.jsonl")}
                         gw_argv = [*rp._pin(args.gateway_cpus if pin else None), sys.executable,
                                    "-m", "gateway", "serve", "--host", "127.0.0.1",

@@ -89,7 +89,7 @@ class GatewayApp:
                 if path == "/healthz":
                     return await send_json(send, 200, {"status": "ok"})
                 if path == "/readyz":
-                    return await self._readyz(send)
+                    return await self._readyz(scope, send)
                 if proxy is None and path.startswith("/v1/"):
                     return await send_error(send, NotReady("The gateway is not ready yet."))
                 return await send_error(send, NotFound(f"Unknown path {path!r}."))
@@ -106,19 +106,33 @@ class GatewayApp:
         if kind == "lifespan":
             return await self._lifespan(receive, send)
 
-    async def _readyz(self, send: Any) -> None:
-        detail: dict[str, Any] = {"status": "ready" if self.ready else "starting"}
+    async def _readyz(self, scope: Mapping[str, Any], send: Any) -> None:
+        """200 ``{"status": "ready"}`` / 503 ``{"status": "not ready"}``; the detail
+        (policy files and their errors, the shadow queue) only to whom
+        ``readyz_detail`` allows: it names paths and configuration problems."""
         ready = self.ready
         engine = self.proxy.engine if self.proxy else None
+        detail: dict[str, Any] = {}
         if engine is not None:
-            engine_ready, engine_detail = engine.status()
+            engine_ready, detail = engine.status()
             ready = ready and engine_ready
-            detail.update(engine_detail)
         else:
-            detail["policies"] = "none (pass-through)"
-        if not ready:
-            detail["status"] = "not ready"
-        await send_json(send, 200 if ready else 503, detail)
+            detail = {"policies": "none (pass-through)"}
+        status = {"status": "ready" if ready else "not ready"}
+        try:
+            shown = self._readyz_detail_allowed(scope)
+        except GatewayError as err:  # a wrong or malformed gateway key: 401, like /v1
+            return await send_error(send, err)
+        await send_json(send, 200 if ready else 503, {**status, **detail} if shown else status)
+
+    def _readyz_detail_allowed(self, scope: Mapping[str, Any]) -> bool:
+        if self.settings.readyz_detail == "public":
+            return True
+        auth = self.proxy.auth if self.proxy is not None else None
+        if auth is None or not auth.enabled:  # forward mode (or not started): no key to check
+            return False
+        authorization = next((v for k, v in scope["headers"] if k == b"authorization"), None)
+        return authorization is not None and auth.authenticate(authorization) is not None
 
     async def _lifespan(self, receive: Any, send: Any) -> None:
         message = await receive()

@@ -59,7 +59,7 @@ def parse_json_reply(text: str) -> Any:
                 return orjson.loads(cleaned[start:end + 1])
             except orjson.JSONDecodeError:
                 continue
-    raise JudgeError(f"judge reply is not JSON: {text[:120]!r}")
+    raise JudgeError(f"judge reply is not JSON ({len(text)} chars)")
 
 
 _USED_KEYS: ContextVar[list[tuple[_CachingJudge, str]] | None] = ContextVar(
@@ -202,17 +202,25 @@ class OpenAIJudge(_CachingJudge):
             data = orjson.loads(resp.content)
             texts = [str((c.get("message") or {}).get("content") or "")
                      for c in data.get("choices") or ()]
-        except (orjson.JSONDecodeError, AttributeError) as exc:
-            raise JudgeError("judge reply is not a chat completion") from exc
+        except (orjson.JSONDecodeError, AttributeError, TypeError) as exc:
+            raise JudgeError(f"judge reply is not a chat completion "
+                             f"({len(resp.content)} bytes)") from exc
         if not texts:
             raise JudgeError("judge reply has no choices")
-        usage = data.get("usage") or {}
-        return JudgeReply(texts=texts, input_tokens=int(usage.get("prompt_tokens") or 0),
-                          output_tokens=int(usage.get("completion_tokens") or 0),
+        usage = data.get("usage")
+        usage = usage if isinstance(usage, dict) else {}
+        return JudgeReply(texts=texts, input_tokens=_count(usage.get("prompt_tokens")),
+                          output_tokens=_count(usage.get("completion_tokens")),
                           model=str(data.get("model") or model))
 
     async def aclose(self) -> None:
         await self._client.aclose()
+
+
+def _count(value: Any) -> int:
+    """A token count from a reply's ``usage`` (anything else counts 0: a bad count must
+    not fail a usable reply, nor reach an error message)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 class AnthropicJudge(_CachingJudge):

@@ -225,6 +225,11 @@ class Settings(_Strict):
     telemetry: TelemetryConfig = TelemetryConfig()
     judge: JudgeConfig = JudgeConfig()
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    readyz_detail: Literal["keyed", "public"] = "keyed"
+    """Who sees ``/readyz``'s detail (policy files, their errors, the shadow queue).
+    ``keyed``: a request with a valid gateway key; in forward mode nobody (the log and
+    ``gateway policy check`` say the same). ``public``: everyone (a private network,
+    development). Without it the answer is ``{"status": …}`` only."""
 
     _upstreams_list = field_validator("upstreams", mode="before")(
         _expect_list("upstreams", '[{name: a, base_url: "http://a/v1"}]'))

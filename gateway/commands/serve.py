@@ -5,9 +5,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import os
 import socket
 import sys
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gateway.settings import Settings
 
 __all__ = ["add_parser", "run"]
 
@@ -23,7 +28,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--upstream", metavar="URL",
                    help="send every model to this OpenAI-compatible base URL (…/v1)")
     p.add_argument("--upstream-key-env", metavar="VAR",
-                   help="with --upstream: environment variable holding its API key")
+                   help="with --upstream, in gateway-keys mode (auth.keys): environment "
+                        "variable holding the upstream's API key (refused in forward mode, "
+                        "where each client's own key is sent)")
     p.add_argument("--policies", metavar="DIR", help="policies directory (default: shipped)")
     p.set_defaults(func=run)
 
@@ -36,6 +43,32 @@ def overrides_from(args: argparse.Namespace) -> dict[str, Any]:
             up["api_key_env"] = args.upstream_key_env
         out["upstreams"] = [up]
     return out
+
+
+def upstream_key_env_problem(args: argparse.Namespace, settings: Settings,
+                             environ: Mapping[str, str] | None = None) -> str | None:
+    """Why ``--upstream-key-env`` cannot be used as given, or None.
+
+    The flag would otherwise be ignored silently, or worse: in forward mode (no
+    gateway keys) each client's own key goes upstream; a gateway that sent its own
+    key instead would let anyone who can reach it spend that key unauthenticated.
+    """
+    var = getattr(args, "upstream_key_env", None)
+    if not var:
+        return None
+    if not args.upstream:
+        return ("needs --upstream URL (for upstreams from --config or GATEWAY_UPSTREAMS, "
+                "set each one's api_key_env)")
+    if not settings.auth.keys:
+        return ("refused in forward mode (no gateway keys configured): each client's own "
+                "key is sent upstream, and a gateway sending its own key would let anyone "
+                "who can reach it spend that key. Configure gateway keys (auth.keys) to "
+                "have the gateway authenticate clients and use its upstream key, or drop "
+                "the flag")
+    env = os.environ if environ is None else environ
+    if not env.get(var):
+        return f"environment variable {var} is not set or empty"
+    return None
 
 
 def _listen(host: str, port: int) -> socket.socket:
@@ -84,6 +117,10 @@ def run(args: argparse.Namespace) -> int:
         print("gateway: no upstream configured: pass --upstream URL, set GATEWAY_UPSTREAM, "
               "or list upstreams in --config (try `gateway demo` for a self-contained run)",
               file=sys.stderr)
+        return 2
+    key_env_problem = upstream_key_env_problem(args, settings)
+    if key_env_problem:
+        print(f"gateway: --upstream-key-env: {key_env_problem}", file=sys.stderr)
         return 2
     # Bound first: a port in use is a clear error before the gateway starts (and logs
     # "ready"), not uvicorn's traceback after it.

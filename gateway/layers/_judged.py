@@ -23,7 +23,9 @@ from gateway.verify.base import (
     LayerResources,
     LayerResult,
     LayerUnavailable,
+    judge_usage,
 )
+from gateway.verify.failures import shape
 
 __all__ = ["JudgeTally", "answer_claims", "confidence", "excerpt", "numbered_items",
            "require_judge", "yes_no"]
@@ -54,10 +56,18 @@ class JudgeTally:
     async def ask(self, messages: Sequence[Mapping[str, Any]], *, temperature: float = 0.0,
                   max_tokens: int = 512, n: int = 1,
                   override: str | None = None) -> JudgeReply:
+        # Counted when made, and reported to the pipeline's meter as it happens: a
+        # call whose reply then breaks the layer (or that times out) was still made,
+        # and a reply still billed.
+        usage = judge_usage()
+        self.calls += 1
+        if usage is not None:
+            usage.called()
         reply = await self.judge.complete(messages, temperature=temperature,
                                           max_tokens=max_tokens, n=n,
                                           model=self.model or None, override=override)
-        self.calls += 1
+        if usage is not None:
+            usage.replied(reply)
         self.cached += bool(reply.cached)
         self.cost += reply.cost
         self.models.append(reply.model)
@@ -100,7 +110,7 @@ def numbered_items(text: str, count: int, key: str = "results") -> dict[int, Map
     if isinstance(data, Mapping) and items is None and count == 1:
         items = [data]  # one item answered as a bare object
     if not isinstance(items, list):
-        raise JudgeError(f"judge reply has no {key!r} list: {text[:120]!r}")
+        raise JudgeError(f"judge reply has no {key!r} list (got {shape(data)})")
     out: dict[int, Mapping[str, Any]] = {}
     for pos, item in enumerate(items, 1):
         if not isinstance(item, Mapping):
@@ -114,7 +124,7 @@ def numbered_items(text: str, count: int, key: str = "results") -> dict[int, Map
             out.setdefault(n, item)
     missing = [n for n in range(1, count + 1) if n not in out]
     if missing:
-        raise JudgeError(f"judge reply misses items {missing[:10]}: {text[:120]!r}")
+        raise JudgeError(f"judge reply misses items {missing[:10]} of 1..{count}")
     return out
 
 
@@ -131,7 +141,7 @@ def confidence(item: Mapping[str, Any], default: float = 1.0) -> float:
     except ValueError:
         value = float("nan")
     if isinstance(raw, bool) or math.isnan(value):
-        raise JudgeError(f"judge gave an unusable confidence {raw!r}")
+        raise JudgeError(f"judge gave an unusable confidence ({shape(raw)})")
     if value > 1.0:
         value /= 100.0
     return min(1.0, max(0.0, value))
@@ -147,7 +157,7 @@ def yes_no(raw: object, yes: Collection[str], no: Collection[str], what: str) ->
         return True
     if word in no:
         return False
-    raise JudgeError(f"judge gave no usable {what}: {raw!r}")
+    raise JudgeError(f"judge gave no usable {what} ({shape(raw)})")
 
 
 def answer_claims(text: str, limit: int) -> list[str]:

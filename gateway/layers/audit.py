@@ -67,6 +67,7 @@ from gateway.verify.base import (
     LayerResult,
     VerifyInput,
 )
+from gateway.verify.failures import shape
 
 __all__ = [
     "DECOMPOSE_PROMPT",
@@ -236,7 +237,8 @@ def parse_errors(data: Any, phase: Literal["fact", "logic"], cap: int) -> list[A
         judged_level = None if level is not None else (level_text[:40] or "(missing)")
         severity = _norm(raw.get("severity"))
         if severity not in ("high", "low"):
-            raise JudgeError(f"{phase} check reply: unknown severity {raw.get('severity')!r}")
+            raise JudgeError(f"{phase} check reply: unknown severity "
+                             f"({shape(raw.get('severity'))})")
         item = _text(raw.get(key) or raw.get("id") or raw.get("item"))
         if item.isdigit():  # "1" for "F1" / "R1"
             item = ("F" if phase == "fact" else "R") + item

@@ -65,6 +65,7 @@ from gateway.verify.base import (
     LayerResult,
     VerifyInput,
 )
+from gateway.verify.failures import shape
 
 __all__ = ["CORRECT_PROMPT", "LABEL_PROMPT", "FactCheckConfig", "FactCheckLayer", "Passage"]
 
@@ -170,11 +171,11 @@ def _claim_date(evidence: Sequence[_Labeled]) -> date | None:
 
 def _relevance(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise JudgeError(f"pair relevance is not a number: {value!r}")
+        raise JudgeError(f"pair relevance is not a number ({shape(value)})")
     try:
         return min(1.0, max(0.0, float(value)))
     except ValueError as exc:
-        raise JudgeError(f"pair relevance is not a number: {value!r}") from exc
+        raise JudgeError(f"pair relevance is not a number ({shape(value)})") from exc
 
 
 class FactCheckLayer:
@@ -268,7 +269,7 @@ class FactCheckLayer:
                 continue  # a pair we did not ask about: ignore it
             label = str(row.get("label", "")).strip().lower()
             if label not in ("supporting", "contradicting", "contextual"):
-                raise JudgeError(f"label reply: unknown label {row.get('label')!r}")
+                raise JudgeError(f"label reply: unknown label ({shape(row.get('label'))})")
             target = pairs[int(pid) - 1]
             target.kind = cast(Kind, label)
             target.relevance = _relevance(row.get("relevance", 1.0))

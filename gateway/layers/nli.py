@@ -63,6 +63,7 @@ from gateway.verify.base import (
     LayerResult,
     VerifyInput,
 )
+from gateway.verify.failures import shape
 
 __all__ = ["NliConfig", "NliLayer", "classify_prompt"]
 
@@ -300,7 +301,8 @@ def _parse(text: str, hypotheses: list[str], source_id: str | None) -> list[_Ver
         raw = str(item.get("label", item.get("relationship", ""))).strip().lower()
         label = _LABELS.get(raw)
         if label is None:
-            raise JudgeError(f"judge gave an unknown NLI label {raw!r} for hypothesis {n}")
+            raise JudgeError(f"judge gave an unknown NLI label ({shape(raw)}) "
+                             f"for hypothesis {n}")
         out.append(_Verdict(hyp, source_id, label, confidence(item),
                             str(item.get("reason", item.get("explanation", "")))[:300]))
     return out

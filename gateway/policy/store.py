@@ -119,6 +119,10 @@ def assemble(states: Mapping[str, FileState], prefer: Sequence[str] = (),
     return live, {f: "\n".join(m) for f, m in messages.items() if m}
 
 
+_GONE = ("", -1, -1)
+"""The pending signature of a file that disappeared (see :meth:`PolicyStore.poll`)."""
+
+
 class PolicyStore:
     """The policies of one directory, reloadable while serving.
 
@@ -126,6 +130,20 @@ class PolicyStore:
     compares content hashes, so edits, atomic renames and Kubernetes ConfigMap
     symlink swaps are all seen, whatever the file system's mtime granularity.
     A file that stops loading keeps its last good version live.
+
+    While serving, a change is applied only once it has **settled** (:meth:`poll`):
+    a file whose content changed must be seen again, unchanged (same content, size
+    and mtime), by the next poll — a file being written slowly would otherwise go
+    live half-written, as long as the half parses (a policy cut before its
+    ``actions``, or in the middle of a ``block`` list, often does). A changed file
+    that does not end with a newline looks cut short and is held back (an error for
+    that file; its last good version stays live) until it does. A file that
+    disappears is dropped once the next poll confirms it is gone (a delete-and-copy
+    deploy does not leave its tenants unprotected in between). None of this can tell
+    a writer that pauses longer than a poll from a finished file: deploy policies by
+    writing a temporary file in the same directory and renaming it over the old one
+    (atomic), or by a ConfigMap (an atomic symlink swap). :meth:`reload` (the initial
+    load, and a manual reload) applies what it reads at once.
 
     ``route`` (``Settings.route``; leave it ``None`` when no upstream is configured)
     lets :func:`assemble` report ``fallback_model`` values no upstream serves.
@@ -140,6 +158,8 @@ class PolicyStore:
         self._errors: dict[str, str] = {}
         self._loaded = False
         self._scanned_ok = False
+        self._pending: dict[str, tuple[str, int, int]] = {}
+        """File -> (digest, size, mtime_ns) of a change seen by one poll, not yet live."""
         self._lock = threading.Lock()
 
     @property
@@ -160,11 +180,26 @@ class PolicyStore:
         self.reload()
 
     def reload(self) -> bool:
-        """Rescan the directory; return True if any policy or error changed."""
+        """Rescan the directory and apply what it holds now; return True if any policy
+        or error changed."""
         with self._lock:
-            return self._reload()
+            return self._reload(settle=False)
 
-    def _scan(self) -> dict[str, FileState] | str:
+    def poll(self) -> bool:
+        """One watcher pass: like :meth:`reload`, but a change is applied only once it
+        has settled (see the class docstring); return True if anything changed."""
+        with self._lock:
+            return self._reload(settle=True)
+
+    def _settled(self, file: str, sig: tuple[str, int, int]) -> bool:
+        """Whether the previous poll saw ``file`` exactly so (else remember it)."""
+        if self._pending.get(file) == sig:
+            del self._pending[file]
+            return True
+        self._pending[file] = sig
+        return False
+
+    def _scan(self, settle: bool) -> dict[str, FileState] | str:
         try:
             paths = policy_files(self.directory)
         except OSError as exc:
@@ -174,24 +209,52 @@ class PolicyStore:
             file = str(path)
             old = self._states.get(file, FileState())
             try:
+                stat = path.stat()
                 text = _read(path)
-            except PolicyError as exc:
-                states[file] = FileState(error=exc, good=old.good, good_text=old.good_text)
+            except (PolicyError, OSError) as exc:
+                error = exc if isinstance(exc, PolicyError) else PolicyError(
+                    file, "", None, f"cannot read: {exc.strerror or exc}")
+                if settle and not self._settled(file, ("!" + error.message, -1, -1)):
+                    if file in self._states:
+                        states[file] = old
+                    continue
+                states[file] = FileState(error=error, good=old.good, good_text=old.good_text)
                 continue
             digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
             if digest == old.digest:
                 states[file] = old
+                self._pending.pop(file, None)
+                continue
+            if settle and not self._settled(file, (digest, stat.st_size, stat.st_mtime_ns)):
+                if file in self._states:
+                    states[file] = old  # what is live stays live until the change settles
                 continue
             st = FileState(digest=digest, text=text, good=old.good, good_text=old.good_text)
+            if settle and text and not text.endswith("\n"):
+                st.error = PolicyError(
+                    file, "", text.count("\n") + 1,
+                    "the file does not end with a newline: it looks cut short (a write "
+                    "in progress?); it is loaded once it ends with one. Deploy policies "
+                    "atomically: write a temporary file, then rename it over this one")
+                states[file] = st
+                continue
             try:
                 st.parsed = load_policy_text(text, file, name=path.stem, path=path)
             except PolicyError as exc:
                 st.error = exc
             states[file] = st
+        for file, st in self._states.items():  # files gone since the last pass
+            if file in states or not settle:
+                continue
+            if not self._settled(file, _GONE):
+                states[file] = st  # gone for one poll only, maybe: keep it until confirmed
+        seen = {str(p) for p in paths}
+        for file in [f for f in self._pending if f not in seen and f not in self._states]:
+            del self._pending[file]  # a change that vanished before it settled
         return states
 
-    def _reload(self) -> bool:
-        scanned = self._scan()
+    def _reload(self, settle: bool) -> bool:
+        scanned = self._scan(settle)
         if isinstance(scanned, str):
             # Keep serving what we have: a directory that vanished mid-swap is not "no policies".
             errors = {str(self.directory): scanned}
@@ -239,11 +302,12 @@ class PolicyStore:
                 log.info("policy file %s: problem fixed", file)
 
     async def watch(self, interval: float = 1.0) -> None:
-        """Call :meth:`reload` every ``interval`` seconds until cancelled."""
+        """Call :meth:`poll` every ``interval`` seconds until cancelled: a change goes
+        live one to two intervals after it was last written."""
         while True:
             await asyncio.sleep(interval)
             try:
-                await asyncio.to_thread(self.reload)
+                await asyncio.to_thread(self.poll)
             except Exception:  # keep watching: the next pass may succeed
                 log.exception("policy reload failed; the current policies stay live")
 
@@ -270,4 +334,5 @@ class PolicyStore:
                                   "default": p.spec.default}
                          for f, p in sorted(self._live.items())},
             "broken": broken,
+            "pending": sorted(f for f, sig in self._pending.items() if sig != _GONE),
         }

@@ -238,7 +238,8 @@ async def _regenerate(action: RegenerateAction, completion: dict[str, Any], v: V
                       ctx: RegenContext) -> Applied:
     current, cur_v = completion, v
     history: list[dict[str, Any]] = [{"attempt": 0, "verdict": v.verdict,
-                                      "score": v.score, "failed_claims": list(v.failed_claims)}]
+                                      "score": v.score, "failed_claims": list(v.failed_claims),
+                                      **v.judge_usage()}]
     plan: list[str | None] = [None] * action.max_attempts
     if action.fallback_model:
         plan.append(action.fallback_model)
@@ -265,7 +266,7 @@ async def _regenerate(action: RegenerateAction, completion: dict[str, Any], v: V
                 continue
             new_v = await ctx.verify(parsed)
         entry.update(verdict=new_v.verdict, score=new_v.score,
-                     failed_claims=list(new_v.failed_claims))
+                     failed_claims=list(new_v.failed_claims), **new_v.judge_usage())
         current, cur_v = parsed, new_v
         next_action = band_action(ctx.actions, new_v.verdict)
         if not isinstance(next_action, RegenerateAction):

@@ -39,7 +39,9 @@ layer runs in its own task under its timeout.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
@@ -52,6 +54,7 @@ __all__ = [
     "Judge",
     "JudgeError",
     "JudgeReply",
+    "JudgeUsage",
     "Layer",
     "LayerConfig",
     "LayerResources",
@@ -59,6 +62,8 @@ __all__ = [
     "LayerUnavailable",
     "Preparing",
     "VerifyInput",
+    "judge_usage",
+    "metered",
 ]
 
 
@@ -163,7 +168,13 @@ class Judge(Protocol):
 
 
 class JudgeError(Exception):
-    """A judge call failed (connect, timeout, HTTP error, unusable reply)."""
+    """A judge call failed (connect, timeout, HTTP error, unusable reply).
+
+    The message is recorded whether or not the policy records content (audit,
+    spans, a ``fail_closed`` block message): it names the failure ("judge reply is
+    not JSON (412 chars)", "missing key 'verdict'") and never quotes the judge's
+    reply or the answer (``gateway.verify.failures.shape`` describes a bad value).
+    """
 
 
 @dataclass(slots=True)
@@ -174,6 +185,47 @@ class JudgeReply:
     output_tokens: int = 0
     cached: bool = False
     model: str = ""
+
+
+@dataclass(slots=True)
+class JudgeUsage:
+    """The judge calls one layer run made, counted as they are made: a layer that
+    fails or times out after calling the judge still accounts for the calls (and
+    the cost and tokens of the replies it got). See :func:`metered`."""
+
+    calls: int = 0
+    cost: float = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def called(self) -> None:
+        self.calls += 1
+
+    def replied(self, reply: JudgeReply) -> None:
+        self.cost += reply.cost
+        self.input_tokens += reply.input_tokens
+        self.output_tokens += reply.output_tokens
+
+
+_USAGE: ContextVar[JudgeUsage | None] = ContextVar("verity_judge_usage", default=None)
+
+
+@contextmanager
+def metered() -> Iterator[JudgeUsage]:
+    """Count the judge calls made inside (by this task and the tasks it starts):
+    the pipeline wraps each layer run in it; :func:`judge_usage` is where a layer's
+    judge plumbing (``gateway.layers._judged.JudgeTally``) reports each call."""
+    usage = JudgeUsage()
+    token = _USAGE.set(usage)
+    try:
+        yield usage
+    finally:
+        _USAGE.reset(token)
+
+
+def judge_usage() -> JudgeUsage | None:
+    """The usage of the layer run in progress (None outside :func:`metered`)."""
+    return _USAGE.get()
 
 
 @dataclass(frozen=True, slots=True)

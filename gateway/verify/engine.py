@@ -59,6 +59,7 @@ from gateway.telemetry import RequestTrace, Telemetry, redact_secrets
 from gateway.types import RequestInfo
 from gateway.verify.actions import answer_text, band_action
 from gateway.verify.base import Judge, Layer, LayerResources, Preparing, VerifyInput
+from gateway.verify.failures import exception_summary, exception_trace
 from gateway.verify.outcome import CandidateOutcome, Outcome, Verification
 from gateway.verify.pipeline import Budget, min_confidence_for, run_pipeline
 
@@ -483,8 +484,9 @@ class VerityEngine:
                                  "verdict": out.verdict, "score": out.score,
                                  "action": out.action})
         except Exception as exc:  # a broken candidate never affects anything else
-            log.exception("candidate policy %r failed", cand.name)
-            return CandidateOutcome(cand.name, cand.version, error=f"{type(exc).__name__}: {exc}")
+            # Its type and where, never its message (which may quote the answer).
+            log.error("candidate policy %r failed: %s", cand.name, exception_trace(exc))
+            return CandidateOutcome(cand.name, cand.version, error=exception_summary(exc))
         return out
 
 

@@ -94,11 +94,18 @@ class LayerOutcome:
     label: str | None = None
     explanation: str = ""
     error: str | None = None
-    """``timeout``, ``unavailable: …`` or ``<ExceptionType>: …``; None when it ran."""
+    """``timeout after … ms``, ``unavailable: …``, ``JudgeError: <what failed>`` or
+    ``<ExceptionType> raised at <file>:<line>``; None when it ran. Never model text
+    (``gateway.verify.failures``)."""
     error_type: str | None = None
     cache_hit: bool = False
     judge_calls: int = 0
+    """Judge calls the layer made (cache hits included), also when it then failed."""
     cost: float = 0.0
+    """Judge USD of those calls (cache hits cost 0), also when the layer failed."""
+    judge_input_tokens: int = 0
+    judge_output_tokens: int = 0
+    """Tokens the judge reported for those calls (cache hits: 0)."""
     failed_claims: list[str] = field(default_factory=list)
     skipped: bool = False
     credit_score: int | None = None
@@ -132,6 +139,8 @@ class LayerOutcome:
             "error": text(self.error) if self.error else self.error,
             "error_type": self.error_type,
             "cache_hit": self.cache_hit, "judge_calls": self.judge_calls, "cost": self.cost,
+            "judge_input_tokens": self.judge_input_tokens,
+            "judge_output_tokens": self.judge_output_tokens,
             **_claims(self.failed_claims, content), "skipped": self.skipped,
             "credit_score": self.credit_score, "weight": self.weight,
         }
@@ -158,6 +167,12 @@ class Verification:
     @property
     def cost(self) -> float:
         return sum(o.cost for o in self.layers)
+
+    def judge_usage(self) -> dict[str, Any]:
+        """The judge calls, USD and tokens of every layer (failed ones included)."""
+        return {"judge_calls": sum(o.judge_calls for o in self.layers), "cost": self.cost,
+                "judge_input_tokens": sum(o.judge_input_tokens for o in self.layers),
+                "judge_output_tokens": sum(o.judge_output_tokens for o in self.layers)}
 
     def layers_header(self) -> str:
         return ",".join(o.header_value() for o in self.layers)

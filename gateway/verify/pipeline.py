@@ -8,7 +8,9 @@ For one answer and one policy (:func:`run_pipeline`):
    layer of the policy. They run **concurrently**, each inside ``trace.layer(key)``
    and under ``min(timeout_ms, remaining budget.total_ms, profile max_latency_ms)``.
    Past ``budget.max_cost`` or the level profile's ``max_cost`` (judge USD already
-   spent by this request) layers are skipped. When every selected layer is ``cpu_only`` (``gateway.verify.base``)
+   spent by this request, failed layers' calls included) layers are not run: an
+   error outcome (``cost budget exhausted``), like an exhausted time budget.
+   When every selected layer is ``cpu_only`` (``gateway.verify.base``)
    they run one after the other in the calling task instead — no task and no
    ``asyncio.timeout`` per layer, which could not interrupt synchronous work
    anyway (concurrent tasks of such layers run one after the other too). The
@@ -16,7 +18,10 @@ For one answer and one policy (:func:`run_pipeline`):
 3. **Errors** — a layer that raises, times out, is :class:`LayerUnavailable` or
    finds no time left in the budget gets an error outcome. ``on_error: fail_open``
    leaves it out of the decision (counted as ``fail_open``); ``fail_closed`` makes
-   the verdict ``fail`` (counted as ``fail_closed``).
+   the verdict ``fail`` (counted as ``fail_closed``). The error names the failure
+   and never quotes model text (``gateway.verify.failures``); the judge calls the
+   layer made before it failed are still counted (:func:`~gateway.verify.base.metered`),
+   with their cost, which the budget sees.
 4. **Calibration** — Platt scaling with the layer spec's ``calibration``; without
    one, the seed defaults for the seed's layer names, identity otherwise.
 5. **Decision** (:func:`decide`) — seed 000 ``all_passed``: pass when every counted
@@ -40,8 +45,17 @@ from gateway.judge import uncache_on_error
 from gateway.policy.models import Calibration, DecisionSpec
 from gateway.scoring.credit import zone
 from gateway.telemetry import LayerSpan, RequestTrace, Telemetry
-from gateway.verify.base import Layer, LayerResult, LayerUnavailable, VerifyInput
+from gateway.verify.base import (
+    JudgeError,
+    JudgeUsage,
+    Layer,
+    LayerResult,
+    LayerUnavailable,
+    VerifyInput,
+    metered,
+)
 from gateway.verify.calibration import Calibrator, PlattParams, platt
+from gateway.verify.failures import exception_summary
 from gateway.verify.outcome import BAND_ORDER, Band, LayerOutcome, Verification
 from gateway.verify.risk import RISK_PROFILES, assess_risk
 
@@ -218,19 +232,22 @@ async def _run_layer(rl: ResolvedLayer, inp: VerifyInput, layer_for: LayerFactor
     out = LayerOutcome(key=rl.key, name=rl.name, weight=spec.weight)
     with trace.layer(rl.key) as span:
         t0 = time.perf_counter()
+        usage: JudgeUsage | None = None
         timeout_ms = min(float(spec.timeout_ms), budget.remaining_ms())
         if cap_ms is not None:
             timeout_ms = min(timeout_ms, cap_ms)
         try:
             if budget.cost_exhausted() or (max_cost is not None
                                            and budget.spent_cost >= max_cost):
-                out.skipped, out.label = True, "skipped"
-                out.explanation = "cost budget exhausted before the layer started"
+                # Not verified, like an exhausted time budget: on_error decides. (A skip
+                # would pass a fail_closed policy's regenerate attempt unverified.)
+                out.error, out.error_type = "cost budget exhausted", "budget"
             elif timeout_ms <= 0:
                 out.error, out.error_type = "time budget exhausted", "timeout"
             else:
                 layer = layer_for(rl)
-                with uncache_on_error():  # a reply that broke the layer is not kept
+                # A reply that broke the layer is not kept; the calls it made are counted.
+                with uncache_on_error(), metered() as usage:
                     if timed:
                         async with asyncio.timeout(timeout_ms / 1000):
                             result = await layer.verify(inp)
@@ -239,10 +256,18 @@ async def _run_layer(rl: ResolvedLayer, inp: VerifyInput, layer_for: LayerFactor
                 _fill(out, result, spec.calibration)
         except TimeoutError:
             out.error, out.error_type = f"timeout after {timeout_ms:.0f} ms", "timeout"
-        except LayerUnavailable as exc:
+        except LayerUnavailable as exc:  # its message is the gateway's own (NO_JUDGE)
             out.error, out.error_type = f"unavailable: {exc}", "unavailable"
+        except JudgeError as exc:  # named failures, never the reply itself (see JudgeError)
+            out.error, out.error_type = f"JudgeError: {exc}", "JudgeError"
         except Exception as exc:  # a broken layer is an outcome, not a crash
-            out.error, out.error_type = f"{type(exc).__name__}: {exc}", type(exc).__name__
+            # Not ours: the message may quote its input (float('<the answer>')).
+            out.error, out.error_type = exception_summary(exc), type(exc).__name__
+        if usage is not None:
+            out.judge_input_tokens, out.judge_output_tokens = (usage.input_tokens,
+                                                               usage.output_tokens)
+            if out.error is not None:  # the layer's own accounting never came back
+                out.judge_calls, out.cost = usage.calls, usage.cost
         out.latency_ms = (time.perf_counter() - t0) * 1000
         if type(span).result is not _NOOP_RESULT:  # the no-op span: skip building the dict
             span.result(out.to_dict())

@@ -22,8 +22,9 @@ def test_healthz_and_readyz(gateway: ServedGateway) -> None:
         ready = http.get("/readyz")
     assert (health.status_code, health.json()) == (200, {"status": "ok"})
     assert ready.status_code == 200
-    assert ready.json()["status"] == "ready"
-    assert "policies" in ready.json()  # detail is the engine's; none are loaded here
+    # The status only: the detail (policy files, errors) needs a gateway key, or
+    # readyz_detail: public (tests/security/test_readyz.py).
+    assert ready.json() == {"status": "ready"}
 
 
 def test_health_needs_no_key(make_gateway: Callable[..., ServedGateway]) -> None:

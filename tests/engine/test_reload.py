@@ -43,7 +43,7 @@ def _version_of(gw: PolicyGateway, headers: dict[str, str]) -> str:
 
 def test_broken_reload_keeps_last_good_version(start_gateway: StartGateway, upstream: Any,
                                                make_client: Callable[..., openai.OpenAI]) -> None:
-    gw = start_gateway({"guard": _guard("alpha")})
+    gw = start_gateway({"guard": _guard("alpha")}, readyz_detail="public")  # forward mode
     client = make_client(gw.base_url)
     content, headers = _ask(client, "alpha")
     assert content == "blocked"
@@ -73,7 +73,8 @@ def test_broken_reload_keeps_last_good_version(start_gateway: StartGateway, upst
 def test_watcher_picks_up_edits(start_gateway: StartGateway, upstream: Any,
                                make_client: Callable[..., openai.OpenAI],
                                wait_until: Callable[..., Any]) -> None:
-    gw = start_gateway({"guard": _guard("alpha")}, reload_policies=True)
+    gw = start_gateway({"guard": _guard("alpha")}, reload_policies=True,
+                       readyz_detail="public")
     client = make_client(gw.base_url)
     write_policy(gw.policies_dir, "guard", "layers: [{name: nope}]\n")
     detail = wait_until(lambda: httpx.get(gw.url + "/readyz").json()["broken"],

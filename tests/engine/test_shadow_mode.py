@@ -70,7 +70,8 @@ def test_shadow_body_is_byte_identical_to_upstream(start_gateway: StartGateway,
 def test_shadow_overflow_is_counted_and_never_blocks(start_gateway: StartGateway,
                                                      upstream: Any,
                                                      wait_until: Callable[..., Any]) -> None:
-    gw = start_gateway({"gated": GATED}, shadow={"queue_size": 1, "concurrency": 1})
+    gw = start_gateway({"gated": GATED}, shadow={"queue_size": 1, "concurrency": 1},
+                       readyz_detail="public")  # forward mode: the detail is off by default
     with httpx.Client(base_url=gw.url, timeout=30) as http:
         def ask(i: int) -> httpx.Response:
             return http.post("/v1/chat/completions", json={

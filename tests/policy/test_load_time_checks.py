@@ -290,7 +290,8 @@ def test_the_served_gateway_reports_an_unrouted_fallback_model_in_readyz(
     path = write("a.yaml", REGEN % "llama-3")
     settings = load_settings(environ={}, overrides={
         "upstreams": [{"name": "oa", "base_url": "http://127.0.0.1:9/v1", "models": ["gpt-*"]}],
-        "policies_dir": str(policy_dir), "audit": {"path": None}})
+        "policies_dir": str(policy_dir), "audit": {"path": None},
+        "readyz_detail": "public"})  # forward mode: /readyz detail is off by default
     with ServerThread(create_app(settings)) as gw:
         ready = httpx.get(gw.url + "/readyz")
     assert ready.status_code == 200
