@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 import pytest
-from hostile_upstream import HostileUpstream
+from security.hostile_upstream import HostileUpstream
 from serving import GatewayFactory, ServedGateway
 
 from gateway.servers import ServerThread

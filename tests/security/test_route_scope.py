@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from hostile_upstream import ANSWER, HostileUpstream
+from security.hostile_upstream import ANSWER, HostileUpstream
 from serving import GatewayFactory, ServedGateway
 
 from gateway.servers import ServerThread

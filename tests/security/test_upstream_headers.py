@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
-from hostile_upstream import HostileUpstream
+from security.hostile_upstream import HostileUpstream
 from serving import GatewayFactory, ServedGateway
 
 from gateway.servers import ServerThread
