@@ -26,6 +26,8 @@ __all__ = ["Authenticator", "Principal"]
 class Principal:
     key_name: str
     tenant: str
+    policy_selection: bool = False
+    """The key may choose its verification policy (``auth.keys[].policy_selection``)."""
 
 
 def _digest(secret: str) -> bytes:
@@ -40,7 +42,8 @@ class Authenticator:
             if not secret:
                 raise ValueError(f"gateway key {key.name!r}: environment variable "
                                  f"{key.key_env!r} is not set or empty")
-            self._table[_digest(secret)] = Principal(key.name, key.tenant)
+            self._table[_digest(secret)] = Principal(key.name, key.tenant,
+                                                     key.policy_selection)
         self.enabled = bool(self._table)
 
     def authenticate(self, authorization: bytes | None) -> Principal | None:

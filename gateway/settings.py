@@ -91,6 +91,9 @@ class GatewayKey(_Strict):
     tenant: str
     key: str | None = Field(None, repr=False)
     key_env: str | None = None
+    policy_selection: bool = Field(False, description=(
+        "the key may choose its verification policy (x-verity-policy, or the headers/"
+        "metadata a policy matches on); never past an enforced policy"))
 
     @model_validator(mode="after")
     def _one_source(self) -> GatewayKey:

@@ -24,7 +24,6 @@ from typing import Any
 import httpx
 import openai
 import pytest
-
 from serving import ServedGateway, ServedUpstream
 
 SHIPPED = Path(__file__).resolve().parents[2] / "policies"
@@ -47,6 +46,17 @@ actions:
   fail: {type: block, style: error, status: 422}
 """
 
+# A selectable policy for one model only.
+SMALL_ONLY = """\
+name: small-only
+mode: inline
+allow_header_selection: true
+match:
+  models: [scripted-small]
+  metadata: {verity: small}
+layers: [{name: length, config: {max_chars: 100000}}]
+"""
+
 # A selectable policy meant for tenant beta only.
 BETA_ONLY = """\
 name: beta-only
@@ -62,6 +72,7 @@ ACME_KEY = "gw-acme-app-0001"          # an ordinary acme key (no selection gran
 ACME_ADMIN_KEY = "gw-acme-admin-0002"  # acme, granted policy selection
 GAMMA_KEY = "gw-gamma-app-0003"        # tenant without a binding, granted selection
 PLAIN_KEY = "gw-gamma-plain-0004"      # tenant without a binding, not granted
+BETA_KEY = "gw-beta-app-0005"          # the tenant beta-only is offered to
 
 
 def _policies(directory: Path, *extra: tuple[str, str]) -> Path:
@@ -84,6 +95,7 @@ def keyed(make_gateway: Callable[..., ServedGateway],
          "policy_selection": True},
         {"name": "gamma-app", "tenant": "gamma", "key": GAMMA_KEY, "policy_selection": True},
         {"name": "gamma-plain", "tenant": "gamma", "key": PLAIN_KEY},
+        {"name": "beta-app", "tenant": "beta", "key": BETA_KEY, "policy_selection": True},
     ]})
 
 
@@ -92,9 +104,15 @@ def forward(make_gateway: Callable[..., ServedGateway],
             tmp_path_factory: pytest.TempPathFactory) -> ServedGateway:
     """Forward mode (no gateway keys): shipped policies plus a model binding."""
     bound = NO_SECRETS.replace("name: no-secrets", "name: no-secrets-large").replace(
-        "tenants: [acme]", "models: [scripted-large]")
+        "tenants: [acme]", "models: [scripted-large]") + "allow_upgrade_to: [large-strict]\n"
+    stricter = bound.replace("name: no-secrets-large", "name: large-strict").replace(
+        "allow_upgrade_to: [large-strict]", "allow_header_selection: true").replace(
+        "models: [scripted-large]", "metadata: {verity: large-strict}").replace(
+        "layers:\n", "layers:\n  - {name: length, config: {max_chars: 2000}}\n"
+    ) + "decision: {marginal_at: 0.95}\n"  # any failing layer fails (not 'marginal')
     policies = _policies(tmp_path_factory.mktemp("forward-policies"),
-                         ("no-secrets-large.yaml", bound))
+                         ("no-secrets-large.yaml", bound), ("large-strict.yaml", stricter),
+                         ("small-only.yaml", SMALL_ONLY))
     return make_gateway(policies_dir=str(policies))
 
 
@@ -178,20 +196,34 @@ def test_selecting_the_bound_policy_itself_is_no_escape(
 
 def test_header_selection_respects_the_policys_own_tenants(
         keyed: ServedGateway, make_client: Client, upstream: ServedUpstream) -> None:
+    # Not offered to gamma's tenant: answered exactly like a name that does not exist,
+    # so one tenant cannot probe the policy names of another.
     client = make_client(keyed, api_key=GAMMA_KEY)
-    err = _refused(lambda: _create(client, headers={"x-verity-policy": "beta-only"}),
-                   "policy_not_offered")
-    assert "beta-only" in err.body["message"]  # type: ignore[index]
+    errors = []
+    for name in ("beta-only", "no-such-policy"):
+        with pytest.raises(openai.BadRequestError) as info:
+            _create(client, headers={"x-verity-policy": name})
+        body = info.value.body
+        assert isinstance(body, dict) and body["code"] == "unknown_policy"
+        assert body["param"] == "x-verity-policy"
+        errors.append(body["message"].replace(repr(name), "NAME"))
+    assert errors[0] == errors[1]
+    assert "grounding" in errors[0] and "beta-only" not in errors[0]
     assert upstream.requests == []
+    raw = _create(make_client(keyed, api_key=BETA_KEY), headers={"x-verity-policy": "beta-only"})
+    assert raw.headers["x-verity-policy"] == "beta-only"
 
 
-def test_unknown_policy_lists_only_what_this_key_may_select(
-        keyed: ServedGateway, make_client: Client, upstream: ServedUpstream) -> None:
-    client = make_client(keyed, api_key=GAMMA_KEY)
-    with pytest.raises(openai.BadRequestError) as info:
-        _create(client, headers={"x-verity-policy": "nope"})
-    message = info.value.body["message"]  # type: ignore[index]
-    assert "grounding" in message and "beta-only" not in message
+def test_header_selection_respects_the_policys_own_models(
+        forward: ServedGateway, make_client: Client, upstream: ServedUpstream) -> None:
+    client = make_client(forward)
+    err = _refused(lambda: _create(client, model="scripted-large",
+                                   headers={"x-verity-policy": "small-only"}),
+                   "policy_not_offered")
+    assert "small-only" in err.body["message"]  # type: ignore[index]
+    assert upstream.requests == []
+    raw = _create(client, headers={"x-verity-policy": "small-only"})
+    assert raw.headers["x-verity-policy"] == "small-only"
 
 
 # ---- selection is a per-key grant in gateway-keys mode ---------------------------------------
@@ -238,6 +270,21 @@ def test_forward_mode_model_binding_cannot_be_escaped(
                    "policy_enforced")
     assert "no-secrets-large" in err.body["message"]  # type: ignore[index]
     assert upstream.requests == []
+
+
+def test_a_binding_lets_clients_upgrade_only_to_what_the_operator_listed(
+        forward: ServedGateway, make_client: Client, upstream: ServedUpstream) -> None:
+    # no-secrets-large: allow_upgrade_to: [large-strict] (its layers and one more).
+    client = make_client(forward)
+    for how in ({"headers": {"x-verity-policy": "large-strict"}},
+                {"metadata": {"verity": "large-strict"}}):
+        with pytest.raises(openai.UnprocessableEntityError) as info:
+            _create(client, model="scripted-large", **how)
+        assert info.value.response.headers["x-verity-policy"] == "large-strict"
+    err = _refused(lambda: _create(client, model="scripted-large",
+                                   headers={"x-verity-policy": "grounding"}),
+                   "policy_enforced")
+    assert "allow_upgrade_to): large-strict" in err.body["message"]  # type: ignore[index]
 
 
 def test_forward_mode_clients_may_opt_in_over_the_shadow_default(
