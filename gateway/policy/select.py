@@ -101,7 +101,19 @@ class Matcher:
                               for key, glob in spec.metadata.items())
 
     def __call__(self, info: RequestInfo) -> bool:
-        return self.caller(info) and self.request(info) and self.client(info)
+        """Every criterion: :meth:`caller`, :meth:`request` and :meth:`client` in one
+        (inlined: it runs for every policy on every request)."""
+        if self.models is not None and not self.models.match(info.model):
+            return False
+        if self.routes is not None and not self.routes.match(info.route):
+            return False
+        if self.tenants is not None and (info.tenant is None
+                                         or not self.tenants.match(info.tenant)):
+            return False
+        if self.keys is not None and (info.key_name is None
+                                      or not self.keys.match(info.key_name)):
+            return False
+        return self.client(info)
 
     def caller(self, info: RequestInfo) -> bool:
         """``tenants`` and ``keys``: the authenticated caller (never without gateway keys)."""
@@ -187,13 +199,12 @@ def select_policy(policies: Mapping[str, Policy], info: RequestInfo, *,
     requested = (info.requested_policy or "").strip()
     if requested:
         policy = _by_header(pset, info, requested)
-        _check_binding(assigned, policy, f"the {HEADER} header", HEADER)
+        _check_binding(assigned, policy, None)
         return Selection(policy, pset.candidates(policy), "header")
     for policy in pset.chosen:
         if policy.matcher(info):
-            via, param = _signals(policy)
-            _check_grant(info, via, param)
-            _check_binding(assigned, policy, via, param)
+            _check_grant(info, policy)
+            _check_binding(assigned, policy, policy)
             return _sampled(pset, policy, "match", rand)
     if assigned is None:
         return None
@@ -209,7 +220,7 @@ def _assigned(pset: PolicySet, info: RequestInfo) -> Policy | None:
 
 def _by_header(pset: PolicySet, info: RequestInfo, requested: str) -> Policy:
     """The policy ``x-verity-policy`` names, if this caller may select it."""
-    _check_grant(info, f"the {HEADER} header", HEADER)
+    _check_grant(info, None)
     policy = pset.get(requested)
     if policy is None or not policy.matcher.caller(info):
         allowed = sorted(n for n, p in pset.items()
@@ -231,9 +242,12 @@ def _by_header(pset: PolicySet, info: RequestInfo, requested: str) -> Policy:
     return policy
 
 
-def _check_grant(info: RequestInfo, via: str, param: str) -> None:
+def _check_grant(info: RequestInfo, matched: Policy | None) -> None:
+    """Refuse any choice from a caller not granted one (``matched``: the policy its
+    headers/metadata chose; ``None``: the ``x-verity-policy`` header)."""
     if info.policy_selection:
         return
+    via, param = _signals(matched)
     raise PermissionDenied(
         f"gateway key {info.key_name!r} may not choose its verification policy, as "
         f"{via} does: the operator has not granted it policy_selection (leave that out "
@@ -241,11 +255,13 @@ def _check_grant(info: RequestInfo, via: str, param: str) -> None:
         param=param, code="policy_selection_not_allowed")
 
 
-def _check_binding(assigned: Policy | None, chosen: Policy, via: str, param: str) -> None:
-    """Refuse a client's choice that would replace an enforced assigned policy."""
+def _check_binding(assigned: Policy | None, chosen: Policy, matched: Policy | None) -> None:
+    """Refuse a client's choice that would replace an enforced assigned policy
+    (``matched`` as for :func:`_check_grant`)."""
     if (assigned is None or assigned.name == chosen.name or not assigned.spec.enforced
             or chosen.name in assigned.spec.allow_upgrade_to):
         return
+    via, param = _signals(matched)
     spec = assigned.spec
     how = "enforce: true" if spec.enforce else "enforced by default: " + _assigned_by(spec)
     upgrades = ", ".join(spec.allow_upgrade_to) or "none"
@@ -262,8 +278,11 @@ def _assigned_by(spec: PolicySpec) -> str:
     return f"matched by {'/'.join(named)}"
 
 
-def _signals(policy: Policy) -> tuple[str, str]:
-    """What the client sent that chose ``policy`` (its match's headers/metadata)."""
+def _signals(policy: Policy | None) -> tuple[str, str]:
+    """(what the client sent that chose ``policy``, the error's ``param``): the
+    ``x-verity-policy`` header for ``None``, else the policy's match headers/metadata."""
+    if policy is None:
+        return f"the {HEADER} header", HEADER
     match = policy.spec.match
     headers = sorted(h.lower() for h in match.headers)
     parts = [f"header {h}" for h in headers] + [f"metadata.{k}" for k in sorted(match.metadata)]
