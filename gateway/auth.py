@@ -35,6 +35,8 @@ class Principal:
     tenant: str
     routes: RouteSet = _ALL_ROUTES
     """What the key may call, compiled at load (``auth.keys[].routes`` and fallbacks)."""
+    policy_selection: bool = False
+    """The key may choose its verification policy (``auth.keys[].policy_selection``)."""
 
 
 def _digest(secret: str) -> bytes:
@@ -57,7 +59,8 @@ class Authenticator:
                 raise ValueError(f"gateway key {key.name!r}: environment variable "
                                  f"{key.key_env!r} is not set or empty")
             self._table[_digest(secret)] = Principal(key.name, key.tenant,
-                                                     routes(config.effective_routes(key)))
+                                                     routes=routes(config.effective_routes(key)),
+                                                     policy_selection=key.policy_selection)
         self.enabled = bool(self._table)
         self._anonymous = routes(config.effective_routes(None))  # forward mode
 

@@ -162,6 +162,7 @@ class Proxy:
             key_name=principal.key_name if principal else None,
             metadata=metadata if isinstance(metadata, dict) else {},
             requested_policy=requested.decode("latin-1") if requested else None,
+            policy_selection=principal.policy_selection if principal else True,
             stream=payload.get("stream") is True,
         )
         plan = self.engine.select(info) if self.engine is not None else None

@@ -120,6 +120,9 @@ class GatewayKey(_Strict):
     """Routes this key may call; None: its tenant's, else ``auth.routes``."""
 
     _routes_in = field_validator("routes", mode="before")(_routes_list)
+    policy_selection: bool = Field(False, description=(
+        "the key may choose its verification policy (x-verity-policy, or the headers/"
+        "metadata a policy matches on); never past an enforced policy"))
 
     @model_validator(mode="after")
     def _one_source(self) -> GatewayKey:

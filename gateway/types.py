@@ -23,4 +23,8 @@ class RequestInfo:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     requested_policy: str | None = None
     """Value of the ``x-verity-policy`` request header, if any."""
+    policy_selection: bool = True
+    """Whether the caller may choose its policy (``x-verity-policy``, or headers /
+    metadata a policy matches on): its gateway key's ``policy_selection`` grant;
+    always in forward mode, where there is no key to grant it."""
     stream: bool = False

@@ -90,7 +90,8 @@ def check(paths: list[Path], route: Route | None = None) -> tuple[list[str], lis
             else:
                 p = live[name]
                 layers = ", ".join(layer.key for layer in p.layers)
-                extra = ", default" if p.spec.default else ""
+                extra = (", default" if p.spec.default else "") + (
+                    ", enforced" if p.spec.enforced else "")
                 ok.append(f"OK {name} ({p.name}: {p.spec.mode}{extra}, layers: {layers})")
     return ok, bad
 

@@ -104,6 +104,20 @@ class MatchSpec(_Strict):
     metadata: dict[str, str] = Field(default_factory=dict)
     """Request ``metadata`` key -> value glob."""
 
+    @property
+    def client_selected(self) -> bool:
+        """Whether the match names ``headers`` or ``metadata``: what the client sends,
+        so the policy applies when the client asks for it (an opt-in). The other
+        criteria — ``tenants``, ``keys`` (the authenticated caller), ``models``,
+        ``routes`` — describe the request: a policy matched by them only is *assigned*."""
+        return bool(self.headers or self.metadata)
+
+    @property
+    def targeted(self) -> bool:
+        """Whether the match singles out callers or requests by what the client cannot
+        choose: ``tenants``, ``keys``, ``models`` or ``routes``."""
+        return bool(self.tenants or self.keys or self.models or self.routes)
+
 
 class Calibration(_Strict):
     """Platt scaling: ``p = 1 / (1 + exp(a * score + b))`` (seed 000)."""
@@ -285,7 +299,16 @@ class PolicySpec(_Strict):
     """Higher wins among matching policies; ties break by name."""
     match: MatchSpec = MatchSpec()
     allow_header_selection: bool = False
-    """Clients may pick this policy with ``x-verity-policy: <name>``."""
+    """Clients may pick this policy with ``x-verity-policy: <name>`` (where its
+    ``match`` offers it: see :meth:`MatchSpec.client_selected` and the selection rules)."""
+    enforce: bool | None = None
+    """An assigned policy (matched without ``headers``/``metadata``) that is enforced
+    cannot be replaced by a client's choice. Unset: enforced when the match targets
+    ``tenants``, ``keys``, ``models`` or ``routes``; a catch-all (empty match, or
+    ``default: true``) is not. Not allowed on a policy clients select."""
+    allow_upgrade_to: tuple[str, ...] = ()
+    """With ``enforce``: the policies a client may still switch to (ones the operator
+    judged at least as strict as this one)."""
     mode: Literal["inline", "shadow"] = "shadow"
     sample_rate: float = Field(1.0, ge=0, le=1)
     """Share of matching requests verified (shadow and inline alike)."""
@@ -303,6 +326,39 @@ class PolicySpec(_Strict):
     """Add the per-layer detail body field ``verity`` when the client sends
     ``x-verity-detail: true`` (never otherwise: it is not in OpenAI's schema)."""
     telemetry: TelemetrySpec = TelemetrySpec()
+
+    @property
+    def enforced(self) -> bool:
+        """Whether a client's choice is refused when this policy is assigned to a request."""
+        if self.match.client_selected:
+            return False
+        return self.enforce if self.enforce is not None else self.match.targeted
+
+    @field_validator("enforce")
+    @classmethod
+    def _enforce_only_when_assigned(cls, value: bool | None, info: ValidationInfo
+                                    ) -> bool | None:
+        match = info.data.get("match")
+        if value is not None and isinstance(match, MatchSpec) and match.client_selected:
+            raise ValueError("this policy's match names headers or metadata, so clients "
+                             "select it; enforce applies to a policy assigned by tenants, "
+                             "keys, models or routes, to a catch-all or to the default")
+        return value
+
+    @field_validator("allow_upgrade_to")
+    @classmethod
+    def _upgrades_need_enforce(cls, value: tuple[str, ...], info: ValidationInfo
+                               ) -> tuple[str, ...]:
+        match, enforce = info.data.get("match"), info.data.get("enforce")
+        if not isinstance(match, MatchSpec):
+            return value  # the match itself failed to validate: reported there
+        if value and (match.client_selected
+                      or not (enforce if enforce is not None else match.targeted)):
+            raise ValueError("only an enforced policy limits what clients may switch to "
+                             "(set enforce: true, or drop allow_upgrade_to)")
+        if info.data.get("name") in value:
+            raise ValueError("a policy cannot list itself")
+        return value
 
     @model_validator(mode="after")
     def _unique_layer_keys(self) -> PolicySpec:

@@ -3,7 +3,7 @@
 :class:`PolicyStore` owns one policies directory. A file that breaks keeps its
 last good version live (and is reported in :attr:`PolicyStore.errors` and
 :meth:`PolicyStore.status`); the set-level rules (unique names, one default,
-``candidates`` naming known policies) are checked across files by
+``candidates`` and ``allow_upgrade_to`` naming known policies) are checked across files by
 :func:`assemble`, which ``gateway policy check`` uses too. Given the gateway's
 routing (``route``: model -> upstream or ``None``, e.g. ``Settings.route``),
 :func:`assemble` also reports a regenerate ``fallback_model`` that no upstream
@@ -72,8 +72,9 @@ def assemble(states: Mapping[str, FileState], prefer: Sequence[str] = (),
     Returns (file -> live policy, file -> error message). For each file the
     newest parse is tried, then its last good version. Names must be unique and
     only one policy may be ``default``: on a clash the file in ``prefer`` (the
-    ones already live) or else the earlier file name keeps it. ``candidates``
-    naming unknown policies are an error for that file, but it stays live; so is a
+    ones already live) or else the earlier file name keeps it. ``candidates`` or
+    ``allow_upgrade_to`` naming unknown policies are an error for that file, but it
+    stays live (an unknown upgrade is never allowed); so is a
     ``fallback_model`` that ``route`` (when given) finds no upstream for.
     """
     first = set(prefer)
@@ -107,13 +108,16 @@ def assemble(states: Mapping[str, FileState], prefer: Sequence[str] = (),
             if policy is st.parsed:
                 msgs.append(str(problem))
     for file, policy in live.items():
-        for i, cand in enumerate(policy.spec.candidates):
-            if cand in owner and cand != policy.name:
-                continue
-            key, line = _locate(_parse_yaml(texts[file], file)[0], ("candidates", i))
-            why = ("a policy cannot be its own candidate" if cand == policy.name else
-                   f"unknown policy {cand!r} (known: {', '.join(sorted(owner))})")
-            messages[file].append(str(PolicyError(file, key, line, why)))
+        for field, names, self_ref in (
+                ("candidates", policy.spec.candidates, "a policy cannot be its own candidate"),
+                ("allow_upgrade_to", policy.spec.allow_upgrade_to, "a policy cannot list itself")):
+            for i, cand in enumerate(names):
+                if cand in owner and cand != policy.name:
+                    continue
+                key, line = _locate(_parse_yaml(texts[file], file)[0], (field, i))
+                why = (self_ref if cand == policy.name else
+                       f"unknown policy {cand!r} (known: {', '.join(sorted(owner))})")
+                messages[file].append(str(PolicyError(file, key, line, why)))
         if route is not None:
             messages[file] += _unrouted_fallbacks(policy, texts[file], file, route)
     return live, {f: "\n".join(m) for f, m in messages.items() if m}

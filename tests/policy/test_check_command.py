@@ -50,3 +50,10 @@ def test_missing_path_and_empty_directory(tmp_path: Path) -> None:
 def test_usage_error_without_paths() -> None:
     out = check()
     assert out.returncode == 2 and "PATH" in out.stderr
+
+
+def test_check_shows_which_policies_are_enforced(tmp_path: Path) -> None:
+    (tmp_path / "bound.yaml").write_text(
+        "match: {tenants: [acme]}\nmode: inline\nlayers: [{name: length}]\n")
+    out = check(tmp_path / "bound.yaml")
+    assert f"OK {tmp_path / 'bound.yaml'} (bound: inline, enforced, layers: length)" in out.stdout

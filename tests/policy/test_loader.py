@@ -236,3 +236,37 @@ def test_unreadable_file(tmp_path: Path) -> None:
     path.write_bytes(b"\xff\xfe\x00")
     with pytest.raises(PolicyError, match="not UTF-8"):
         load_policy_file(path)
+
+
+@pytest.mark.parametrize("text, key, words", [
+    ("match: {metadata: {verity: g}}\nenforce: true\n", "enforce", "clients select it"),
+    ("match: {headers: {x-p: c}}\nenforce: false\n", "enforce", "clients select it"),
+    ("allow_upgrade_to: [x]\n", "allow_upgrade_to", "only an enforced policy"),
+    ("default: true\nallow_upgrade_to: [x]\n", "allow_upgrade_to", "only an enforced policy"),
+    ("match: {tenants: [a]}\nenforce: false\nallow_upgrade_to: [x]\n", "allow_upgrade_to",
+     "only an enforced policy"),
+    ("name: p\nmatch: {tenants: [a]}\nallow_upgrade_to: [p]\n", "allow_upgrade_to",
+     "cannot list itself"),
+])
+def test_enforce_and_upgrades_are_checked_at_load(text: str, key: str, words: str) -> None:
+    e = only(error(text + "layers: [{name: length}]\n"))
+    assert e.key == key and words in e.message, e.describe()
+    assert e.line == text.splitlines().index(
+        next(ln for ln in text.splitlines() if ln.startswith(key))) + 1
+
+
+@pytest.mark.parametrize("text, enforced", [
+    ("", False),                                    # a catch-all
+    ("default: true\n", False),
+    ("default: true\nenforce: true\n", True),
+    ("match: {tenants: [acme]}\n", True),           # bound to a tenant: the docs' example
+    ("match: {keys: [ci-*]}\n", True),
+    ("match: {models: [gpt-4o*]}\n", True),
+    ("match: {routes: [/v1/chat/*]}\n", True),
+    ("match: {models: [gpt-4o*]}\nenforce: false\n", False),
+    ("enforce: true\n", True),
+    ("match: {tenants: [acme], metadata: {verity: s}}\n", False),  # the client opts in
+])
+def test_which_policies_are_enforced(text: str, enforced: bool) -> None:
+    p = load(text + "layers: [{name: length}]\n")
+    assert p.spec.enforced is enforced  # type: ignore[attr-defined]

@@ -1,7 +1,10 @@
-"""Policy selection: header, match (priority, criteria), default, sampling."""
+"""Policy selection: header, match (priority, criteria), default, sampling, and the
+rules that keep a client from escaping an enforced policy (docs/policies.md, *Who may
+choose the policy*)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -155,3 +158,144 @@ def test_policyset_is_a_mapping() -> None:
     ps = pset(policy("a"), policy("b"))
     assert dict(ps) == {"a": ps["a"], "b": ps["b"]} and len(ps) == 2 and "a" in ps
     assert ps.get("zz") is None
+
+
+# ---- bindings: a client's choice never replaces an enforced assigned policy ----------------
+
+BOUND = "mode: inline\nmatch: {tenants: [acme]}"
+OPTIN = "allow_header_selection: true\nmatch: {metadata: {verity: g}}\npriority: 5"
+PROFILE = "allow_header_selection: true\nmatch: {headers: {x-verity-profile: c}}\npriority: 20"
+
+
+def escapes() -> list[RequestInfo]:
+    return [req(tenant="acme", requested_policy="g"),
+            req(tenant="acme", metadata={"verity": "g"}),
+            req(tenant="acme", headers={"x-verity-profile": "c"})]
+
+
+def refusal(policies: Mapping[str, Policy], info: RequestInfo) -> PermissionDenied:
+    with pytest.raises(PermissionDenied) as err:
+        select_policy(policies, info)
+    return err.value
+
+
+@pytest.mark.parametrize("n", range(3))
+def test_a_tenant_binding_refuses_every_client_choice(n: int) -> None:
+    ps = pset(policy("bound", BOUND), policy("g", OPTIN), policy("c", PROFILE),
+              policy("d", "default: true"))
+    info = escapes()[n]
+    err = refusal(ps, info)
+    assert (err.status, err.code) == (403, "policy_enforced")
+    assert "'bound'" in err.message and "enforced by default: matched by tenants" in err.message
+    assert err.param == ["x-verity-policy", "metadata", "x-verity-profile"][n]
+    assert chosen(ps, req(tenant="acme")) == ("bound", "match")  # no choice: the binding
+    assert chosen(ps, req(tenant="other", metadata={"verity": "g"})) == ("g", "match")
+
+
+def test_the_binding_is_decided_before_sampling() -> None:
+    ps = pset(policy("bound", BOUND + "\nsample_rate: 0.5"), policy("g", OPTIN))
+    for draw in (0.1, 0.9):
+        with pytest.raises(PermissionDenied):
+            select_policy(ps, req(tenant="acme", requested_policy="g"), rand=lambda d=draw: d)
+
+
+def test_enforce_false_lets_clients_replace_an_assigned_policy() -> None:
+    ps = pset(policy("m", "match: {models: [gpt-*]}\nenforce: false\npriority: 99"),
+              policy("g", OPTIN), policy("c", PROFILE))
+    assert chosen(ps, req(requested_policy="g")) == ("g", "header")
+    assert chosen(ps, req(metadata={"verity": "g"})) == ("g", "match")  # despite priority 99
+    assert chosen(ps, req()) == ("m", "match")
+
+
+def test_allow_upgrade_to_lists_the_only_choices_past_a_binding() -> None:
+    ps = pset(policy("bound", BOUND + "\nallow_upgrade_to: [c]"), policy("g", OPTIN),
+              policy("c", PROFILE))
+    assert chosen(ps, req(tenant="acme", headers={"x-verity-profile": "c"})) == ("c", "match")
+    assert chosen(ps, req(tenant="acme", requested_policy="c")) == ("c", "header")
+    err = refusal(ps, req(tenant="acme", requested_policy="g"))
+    assert err.code == "policy_enforced" and "allow_upgrade_to): c" in err.message
+
+
+def test_catch_alls_are_offers_unless_enforced() -> None:
+    for catch_all in ("default: true", "mode: inline"):  # the default, or an empty match
+        ps = pset(policy("all", catch_all), policy("g", OPTIN))
+        assert chosen(ps, req(requested_policy="g")) == ("g", "header")
+        ps = pset(policy("all", catch_all + "\nenforce: true"), policy("g", OPTIN))
+        err = refusal(ps, req(requested_policy="g"))
+        assert err.code == "policy_enforced" and "enforce: true" in err.message
+
+
+def test_choosing_the_assigned_policy_itself_is_allowed() -> None:
+    ps = pset(policy("bound", BOUND + "\nallow_header_selection: true"))
+    assert chosen(ps, req(tenant="acme", requested_policy="bound")) == ("bound", "header")
+
+
+# ---- the per-key grant ----------------------------------------------------------------------
+
+
+def test_a_caller_without_the_grant_is_refused_any_choice() -> None:
+    ps = pset(policy("g", OPTIN), policy("c", PROFILE), policy("d", "default: true"))
+    for info in (req(requested_policy="g"), req(requested_policy="no-such"),
+                 req(metadata={"verity": "g"}), req(headers={"x-verity-profile": "c"})):
+        err = refusal(ps, dataclasses.replace(info, key_name="app", policy_selection=False))
+        assert err.code == "policy_selection_not_allowed" and "'app'" in err.message
+    assert chosen(ps, req(key_name="app", policy_selection=False)) == ("d", "default")
+
+
+# ---- offers: a selectable policy is offered only where its match allows ----------------------
+
+
+def test_header_selection_of_another_tenants_policy_reads_as_unknown() -> None:
+    ps = pset(policy("beta", "allow_header_selection: true\nmatch: {tenants: [beta]}"),
+              policy("g", OPTIN))
+    with pytest.raises(InvalidRequest) as info:
+        select_policy(ps, req(tenant="gamma", requested_policy="beta"))
+    assert info.value.code == "unknown_policy"
+    assert info.value.message.endswith("policies that may be selected: g")
+    assert chosen(ps, req(tenant="beta", requested_policy="beta")) == ("beta", "header")
+    with pytest.raises(InvalidRequest):  # forward mode: no tenant, nothing tenant-scoped
+        select_policy(ps, req(requested_policy="beta"))
+
+
+def test_header_selection_outside_the_policys_models_is_403() -> None:
+    ps = pset(policy("small", "allow_header_selection: true\nmatch: {models: [small]}"))
+    err = refusal(ps, req("large", requested_policy="small"))
+    assert (err.code, err.param) == ("policy_not_offered", "x-verity-policy")
+    assert chosen(ps, req("small", requested_policy="small")) == ("small", "header")
+
+
+def test_a_long_header_value_is_not_echoed_whole() -> None:
+    with pytest.raises(InvalidRequest) as info:
+        select_policy(pset(), req(requested_policy="x" * 10_000))
+    assert len(info.value.message) < 300
+
+
+# ---- metadata is bounded before it is matched ------------------------------------------------
+
+
+def deep(levels: int) -> dict[str, Any]:
+    value: Any = "g"
+    for _ in range(levels - 1):
+        value = {"v": value}
+    return {"verity": value}
+
+
+@pytest.mark.parametrize("metadata, code", [
+    (deep(1020), "metadata_too_deep"),
+    (deep(17), "metadata_too_deep"),
+    ({"a": [[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]}, "metadata_too_deep"),
+    ({f"k{i}": i for i in range(1025)}, "metadata_too_large"),
+    ({"a": list(range(1024))}, "metadata_too_large"),
+])
+def test_hostile_metadata_is_a_400(metadata: dict[str, Any], code: str) -> None:
+    ps = pset(policy("g", OPTIN))
+    with pytest.raises(InvalidRequest) as info:
+        select_policy(ps, req(metadata=metadata))
+    assert (info.value.status, info.value.code, info.value.param) == (400, code, "metadata")
+
+
+def test_metadata_at_the_bounds_is_matched() -> None:
+    ps = pset(policy("m", "match: {metadata: {verity: '*'}}"))
+    assert chosen(ps, req(metadata=deep(16))) == ("m", "match")
+    assert chosen(ps, req(metadata={"verity": "x", **{f"k{i}": i for i in range(1023)}})) == (
+        "m", "match")

@@ -207,3 +207,14 @@ async def test_watch_picks_up_an_edit(policy_dir: Path, write: Write) -> None:
         with pytest.raises(asyncio.CancelledError):
             await task
     assert store.policies["a"].layer("length").config.min_chars == 7  # type: ignore[attr-defined]
+
+
+def test_unknown_upgrades_are_an_error_but_the_policy_serves(
+        policy_dir: Path, write: Write) -> None:
+    path = write("a.yaml", "match: {tenants: [acme]}\nallow_upgrade_to: [b, ghost]\n" + GOOD % 1)
+    write("b.yaml", "allow_header_selection: true\n" + GOOD % 2)
+    store = PolicyStore(policy_dir)
+    store.load()
+    assert sorted(store.policies) == ["a", "b"]
+    assert store.errors[str(path)].startswith(
+        f"{path}:2: allow_upgrade_to.1: unknown policy 'ghost'")
