@@ -86,6 +86,7 @@ class RMetric:
     unit: str
     kind: str
     points: list[RPoint] = field(default_factory=list)
+    monotonic: bool | None = None  # sums only: a counter (True) or an up-down counter
 
 
 @dataclass
@@ -210,6 +211,8 @@ class OTLPReceiver:
                     kind = m.WhichOneof("data") or ""
                     metric = RMetric(m.name, m.unit, kind)
                     data = getattr(m, kind)
+                    if kind == "sum":
+                        metric.monotonic = data.is_monotonic
                     for p in data.data_points:
                         attrs = attributes(p.attributes)
                         if kind == "histogram":

@@ -96,3 +96,51 @@ def test_compose_wiring_matches_the_collector_config(config: dict[str, Any],
     published = {p.split(":")[0] for p in collector["ports"]}
     assert {"4317", "4318", config["exporters"]["prometheus"]["endpoint"].split(":")[-1]
             } <= published
+
+
+def _mounts(service: dict[str, Any]) -> dict[str, Path]:
+    """Container path -> host path (relative to the repo) of a service's bind mounts."""
+    out = {}
+    for volume in service.get("volumes") or []:
+        host, container = volume.split(":")[:2]
+        assert host.startswith("./"), f"{volume}: bind mounts are repo-relative"
+        out[container] = ROOT / host
+    return out
+
+
+def test_prometheus_scrapes_the_collector_and_grafana_reads_prometheus(
+        config: dict[str, Any], compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    assert {"prometheus", "grafana"} <= set(services)
+    prometheus, grafana = services["prometheus"], services["grafana"]
+    for name, service in (("prometheus", prometheus), ("grafana", grafana)):
+        image = service["image"]
+        assert ":" in image and not image.endswith(":latest"), f"{name}: pin the image"
+        for host in _mounts(service).values():
+            assert host.exists(), f"{name}: mounts {host}, which does not exist"
+
+    # Prometheus: scrapes the collector's prometheus exporter, keeping its job label.
+    scrape_config = next(f"{c}" for c in prometheus["command"] if c.startswith("--config.file="))
+    prom = yaml.safe_load(_mounts(prometheus)[scrape_config.split("=", 1)[1]].read_text())
+    (job,) = prom["scrape_configs"]
+    exporter_port = config["exporters"]["prometheus"]["endpoint"].split(":")[-1]
+    assert job["static_configs"][0]["targets"] == [f"otel-collector:{exporter_port}"]
+    assert job["honor_labels"] is True  # `job` stays the gateway's service.name
+    assert "prometheus" in config["service"]["pipelines"]["metrics"]["exporters"]
+
+    # Grafana: the provisioned data source is that Prometheus, the dashboard provider
+    # reads the folder the dashboard JSON is mounted at.
+    grafana_mounts = _mounts(grafana)
+    provisioning = grafana_mounts["/etc/grafana/provisioning"]
+    (source,) = yaml.safe_load(
+        (provisioning / "datasources" / "prometheus.yaml").read_text())["datasources"]
+    published = {p.split(":")[-1] for p in prometheus["ports"]}
+    assert source["type"] == "prometheus" and source["url"] == "http://prometheus:9090"
+    assert "9090" in published
+    (provider,) = yaml.safe_load(
+        (provisioning / "dashboards" / "verity-gateway.yaml").read_text())["providers"]
+    folder = grafana_mounts[provider["options"]["path"]]
+    assert (folder / "verity-gateway.json").is_file()
+    assert folder == ROOT / "helm" / "verity-gateway" / "dashboards"  # one copy, the chart's
+    home = grafana["environment"]["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"]
+    assert home == provider["options"]["path"] + "/verity-gateway.json"

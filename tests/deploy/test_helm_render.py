@@ -8,7 +8,8 @@ What is checked: probes on ``/healthz``/``/readyz``, non-root and read-only root
 filesystem with a writable emptyDir where the audit file goes, the config checksum
 annotation (changes with the config, not with the replica count), a grace period that
 covers the shadow drain, the policies ConfigMap mounted as a whole directory at
-``GATEWAY_POLICIES_DIR``, HPA/PDB wiring, and that the rendered ``gateway.yaml`` is
+``GATEWAY_POLICIES_DIR``, HPA/PDB wiring, the Grafana dashboard ConfigMap (off by
+default; sidecar label; the shipped JSON verbatim), and that the rendered ``gateway.yaml`` is
 accepted by :func:`gateway.settings.load_settings`.
 """
 
@@ -30,6 +31,7 @@ from gateway.settings import ConfigError, load_settings
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "helm" / "verity-gateway"
 FULL_VALUES = CHART / "ci" / "full-values.yaml"
+DASHBOARD = CHART / "dashboards" / "verity-gateway.json"
 
 pytestmark = pytest.mark.helm
 
@@ -150,8 +152,32 @@ def test_default_render_has_the_expected_objects(helm: Helm) -> None:
     docs = helm.render({})
     assert kinds(docs) == ["ConfigMap", "Deployment", "PodDisruptionBudget", "Service"]
     assert kinds(helm.render(full_values())) == [
-        "ConfigMap", "ConfigMap", "Deployment", "HorizontalPodAutoscaler",
+        "ConfigMap", "ConfigMap", "ConfigMap", "Deployment", "HorizontalPodAutoscaler",
         "PodDisruptionBudget", "Service"]
+
+
+def test_grafana_dashboard_configmap_carries_the_sidecar_label_and_the_json(
+        helm: Helm) -> None:
+    assert not [d for d in helm.render({}) if d["metadata"]["name"].endswith("-dashboard")]
+    docs = helm.render({"grafanaDashboard": {"enabled": True}})
+    cm = one(docs, "ConfigMap", "-dashboard")
+    assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert "namespace" not in cm["metadata"]  # the release's
+    assert set(cm["data"]) == {"verity-gateway.json"}
+    shipped = json.loads(DASHBOARD.read_text(encoding="utf-8"))
+    assert json.loads(cm["data"]["verity-gateway.json"]) == shipped
+    assert shipped["uid"] == "verity-gateway"
+    body = cm["data"]["verity-gateway.json"]
+    assert "{{verity_policy_name}}" in body  # Grafana's legend templates, not Helm's
+
+    docs = helm.render({"grafanaDashboard": {
+        "enabled": True, "namespace": "monitoring", "labels": {"team-dashboards": "yes"},
+        "annotations": {"grafana_folder": "LLM"}}})
+    meta = one(docs, "ConfigMap", "-dashboard")["metadata"]
+    assert meta["namespace"] == "monitoring"
+    assert meta["labels"]["team-dashboards"] == "yes"  # merged with the default label
+    assert meta["labels"]["grafana_dashboard"] == "1"
+    assert meta["annotations"] == {"grafana_folder": "LLM"}
 
 
 def test_probes_ports_and_args_agree(helm: Helm, values: dict[str, Any]) -> None:
