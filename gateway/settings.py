@@ -154,6 +154,19 @@ class JudgeConfig(_Strict):
     price_per_1k_output: float = Field(0.0, ge=0)
 
 
+class ServerConfig(_Strict):
+    """Limits of the HTTP server itself, enforced before a request reaches the gateway
+    (``gateway.server_limits``)."""
+
+    max_connections: int = Field(2048, ge=1)
+    """Open client connections at most; one more is answered 503 and closed at once."""
+    header_timeout: float = Field(10.0, gt=0)
+    """Seconds a connection may take to send a request's headers (from connect, or from
+    a kept-alive request's first byte); then 408 and closed."""
+    max_header_bytes: int = Field(64 * 1024, ge=1024)
+    """Request line plus headers at most; over it 431 and closed."""
+
+
 class Settings(_Strict):
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)
@@ -167,6 +180,7 @@ class Settings(_Strict):
     audit: AuditConfig = AuditConfig()
     telemetry: TelemetryConfig = TelemetryConfig()
     judge: JudgeConfig = JudgeConfig()
+    server: ServerConfig = ServerConfig()
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 
     _upstreams_list = field_validator("upstreams", mode="before")(
