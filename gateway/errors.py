@@ -15,7 +15,9 @@ Error tree::
     └── UpstreamError                 502 upstream_error (base for upstream failures)
         ├── UpstreamConnectError      502 upstream_connect_error
         ├── UpstreamTimeout           504 upstream_timeout
+        ├── UpstreamTooLarge          502 upstream_response_too_large (over max_response_bytes)
         └── UpstreamStreamError       502 upstream_stream_error (a stream cut mid-way)
+            └── UpstreamTruncated     502 upstream_stream_truncated (ended without its end)
 
 Library exceptions are converted at the boundary (``gateway.upstream``) with
 ``raise ... from exc``. Messages never contain credentials.
@@ -41,6 +43,8 @@ __all__ = [
     "UpstreamError",
     "UpstreamStreamError",
     "UpstreamTimeout",
+    "UpstreamTooLarge",
+    "UpstreamTruncated",
     "VerificationBlocked",
     "error_body",
 ]
@@ -141,3 +145,17 @@ class UpstreamTimeout(UpstreamError):
 
 class UpstreamStreamError(UpstreamError):
     code = "upstream_stream_error"
+
+
+class UpstreamTooLarge(UpstreamError):
+    """An upstream body the gateway would have to hold is over ``max_response_bytes``
+    (counted decompressed, while reading)."""
+
+    code = "upstream_response_too_large"
+
+
+class UpstreamTruncated(UpstreamStreamError):
+    """A chat completion stream that ended cleanly on the wire but before its end: no
+    ``[DONE]`` and no finish reason."""
+
+    code = "upstream_stream_truncated"

@@ -29,6 +29,7 @@ import httpx
 import orjson
 from cachetools import LRUCache
 
+from gateway.capped_httpx import capped_transport
 from gateway.context import message_text
 from gateway.verify.base import Judge, JudgeError, JudgeReply
 
@@ -166,8 +167,9 @@ class OpenAIJudge(_CachingJudge):
         headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = client or httpx.AsyncClient(
             timeout=config.timeout, headers=headers,
-            limits=httpx.Limits(max_connections=config.max_concurrency,
-                                max_keepalive_connections=config.max_concurrency))
+            transport=capped_transport(httpx, config.max_response_bytes, limits=httpx.Limits(
+                max_connections=config.max_concurrency,
+                max_keepalive_connections=config.max_concurrency)))
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -243,9 +245,15 @@ class AnthropicJudge(_CachingJudge):
         if api_key:
             headers["x-api-key"] = api_key
         self._anthropic = anthropic
+        import httpx2  # the SDK's own httpx fork
+
+        http = httpx2.AsyncClient(timeout=config.timeout, transport=capped_transport(
+            httpx2, config.max_response_bytes, limits=httpx2.Limits(
+                max_connections=config.max_concurrency,
+                max_keepalive_connections=config.max_concurrency)))
         self._client = anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url,
                                                 timeout=config.timeout, max_retries=0,
-                                                default_headers=headers)
+                                                default_headers=headers, http_client=http)
 
     async def _call(self, messages: list[Mapping[str, Any]], model: str, temperature: float,
                     max_tokens: int, n: int) -> JudgeReply:

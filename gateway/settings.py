@@ -60,6 +60,10 @@ def _expect_list(what: str, example: str) -> Callable[[Any], Any]:
     return check
 
 
+DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024
+"""32 MiB: far above any real chat completion, far below what hurts the process."""
+
+
 class Timeouts(_Strict):
     connect: float = Field(10.0, gt=0, description="seconds to open a connection")
     read: float = Field(600.0, gt=0, description="seconds between bytes from upstream")
@@ -77,6 +81,11 @@ class UpstreamConfig(_Strict):
     """Model-name glob patterns routed here; first matching upstream wins."""
     timeouts: Timeouts = Timeouts()
     max_connections: int = Field(1000, ge=1)
+    max_response_bytes: int = Field(DEFAULT_MAX_RESPONSE_BYTES, ge=1024)
+    """Largest upstream body the gateway holds (decompressed): a JSON answer, or a stream
+    buffered or accumulated for verification. Over it: 502 ``upstream_response_too_large``
+    (an error event once a stream has started). A stream relayed without verification is
+    passed through, not held, and not counted."""
 
     _models_list = field_validator("models", mode="before")(
         _expect_list("globs", '["gpt-*"]'))
@@ -212,6 +221,21 @@ class JudgeConfig(_Strict):
     """Replies cached for identical temperature-0 prompts (0 disables)."""
     price_per_1k_input: float = Field(0.0, ge=0)
     price_per_1k_output: float = Field(0.0, ge=0)
+    max_response_bytes: int = Field(4 * 1024 * 1024, ge=1024)
+    """Largest judge reply read (decompressed); over it the judge call fails."""
+
+
+class ServerConfig(_Strict):
+    """Limits of the HTTP server itself, enforced before a request reaches the gateway
+    (``gateway.server_limits``)."""
+
+    max_connections: int = Field(2048, ge=1)
+    """Open client connections at most; one more is answered 503 and closed at once."""
+    header_timeout: float = Field(10.0, gt=0)
+    """Seconds a connection may take to send a request's headers (from connect, or from
+    a kept-alive request's first byte); then 408 and closed."""
+    max_header_bytes: int = Field(64 * 1024, ge=1024)
+    """Request line plus headers at most; over it 431 and closed."""
 
 
 class Settings(_Strict):
@@ -227,6 +251,7 @@ class Settings(_Strict):
     audit: AuditConfig = AuditConfig()
     telemetry: TelemetryConfig = TelemetryConfig()
     judge: JudgeConfig = JudgeConfig()
+    server: ServerConfig = ServerConfig()
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     readyz_detail: Literal["keyed", "public"] = "keyed"
     """Who sees ``/readyz``'s detail (policy files, their errors, the shadow queue).

@@ -161,3 +161,6 @@ class ShadowQueue:
             finally:
                 self._running.pop(task, None)
                 self._queue.task_done()
+                # An idle worker waits in get() above: it must not keep the finished
+                # job (its request, answer and accumulated stream) alive meanwhile.
+                del job

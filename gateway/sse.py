@@ -8,6 +8,8 @@
 - :class:`StreamSummary` keeps only what telemetry records (id, model, finish
   reasons, usage), parsing just the chunks that carry them.
 - :func:`encode_event` / :func:`encode_data` / :data:`DONE` write events back.
+- :func:`ended_cleanly` — whether a relayed stream's last bytes end it as a chat
+  completion stream ends (:attr:`StreamAccumulator.truncated` where it is parsed).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 import orjson
 
 __all__ = ["DONE", "SSEParser", "StreamAccumulator", "StreamSummary", "encode_data",
-           "encode_event"]
+           "encode_event", "ended_cleanly"]
 
 DONE = b"data: [DONE]\n\n"
 
@@ -35,29 +37,76 @@ def encode_data(data: bytes) -> bytes:
     return b"data: " + data + b"\n\n"
 
 
-class SSEParser:
-    """Incremental parser yielding each event's ``data`` field (joined lines)."""
+_FINISHED = re.compile(rb'"finish_reason"\s*:\s*"|"error"\s*:')
 
-    __slots__ = ("_buf",)
+
+def ended_cleanly(before: bytes, last: bytes) -> bool:
+    """Whether a chat completion stream whose last two reads were ``before`` and ``last``
+    ended as one does: with ``[DONE]``, or, for servers that omit it, with a finish
+    reason or an error event among its last events. A stream that just stops (the
+    upstream closed it mid-answer) has none of them: it is truncated.
+
+    Runs once, at the end of a relayed stream, on what is still at hand (no parsing
+    on the way); a finish event followed by more than the last two reads without
+    ``[DONE]`` is not seen, which no server sends."""
+    tail = last.rstrip()
+    if len(tail) < 6:
+        tail = (before + last).rstrip()
+    if tail.endswith(b"[DONE]"):
+        return True
+    return _FINISHED.search(last) is not None or _FINISHED.search(before) is not None
+
+
+_BLANK_LINE = re.compile(rb"\n\n|\r\r|\n\r")
+"""Two line endings in a row, in raw bytes (every CR/LF combination that makes a blank
+line contains one of these)."""
+
+
+class SSEParser:
+    """Incremental parser yielding each event's ``data`` field (joined lines).
+
+    Linear in the bytes fed, however an event is split: arriving pieces of an event that
+    cannot end in them (no blank line) are kept aside, not joined, until one that can
+    arrives — a single huge event costs one copy, not one per piece."""
+
+    __slots__ = ("_buf", "_held", "_size")
 
     def __init__(self) -> None:
         self._buf = b""
+        self._held: list[bytes] = []
+        self._size = 0
+
+    @property
+    def pending(self) -> int:
+        """Bytes held of an event not complete yet."""
+        return self._size
 
     def feed(self, chunk: bytes) -> list[bytes]:
-        buf = self._buf + chunk
+        if self._size:
+            last = self._held[-1] if self._held else self._buf
+            if _BLANK_LINE.search(last[-1:] + chunk) is None:
+                self._held.append(chunk)
+                self._size += len(chunk)
+                return []
+            buf = b"".join([self._buf, *self._held, chunk])
+            self._held.clear()
+        else:
+            buf = chunk
         if b"\r" in buf:
             buf = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         events: list[bytes] = []
+        start = 0
         while True:
-            end = buf.find(b"\n\n")
+            end = buf.find(b"\n\n", start)
             if end < 0:
                 break
-            block, buf = buf[:end], buf[end + 2:]
+            block, start = buf[start:end], end + 2
             data = [line[5:].removeprefix(b" ") for line in block.split(b"\n")
                     if line.startswith(b"data:")]
             if data:
                 events.append(b"\n".join(data))
-        self._buf = buf
+        self._buf = buf[start:] if start else buf
+        self._size = len(self._buf)
         return events
 
 
@@ -189,6 +238,23 @@ class StreamAccumulator:
             if arguments:
                 slot["function"]["arguments"] += arguments
         return True
+
+    @property
+    def truncated(self) -> bool:
+        """The stream ended without its end: no ``[DONE]``, no error event, and not every
+        choice has a finish reason (an empty stream included)."""
+        if self.done or self.error is not None:
+            return False
+        indexes = self._content.keys() | self._tools.keys() | self._finish.keys()
+        return not indexes or any(not self._finish.get(i) for i in indexes)
+
+    def drop_content(self) -> None:
+        """Forget the answer gathered so far (its memory), keeping id and model: for a
+        stream that went over the size the gateway holds."""
+        self._content.clear()
+        self._tools.clear()
+        self._finish.clear()
+        self.parser = SSEParser()
 
     def text(self, index: int = 0) -> str:
         return "".join(self._content.get(index, ()))

@@ -26,11 +26,23 @@ from typing import Any, Literal
 import aiohttp
 import orjson
 
-from gateway.errors import InvalidJSON, InvalidRequest, UpstreamError
-from gateway.settings import UpstreamConfig
+from gateway.errors import (
+    InvalidJSON,
+    InvalidRequest,
+    UpstreamError,
+    UpstreamTooLarge,
+    UpstreamTruncated,
+)
+from gateway.settings import DEFAULT_MAX_RESPONSE_BYTES, UpstreamConfig
 from gateway.upstream import anthropic_openai as to_openai
 from gateway.upstream import openai_anthropic as to_anthropic
-from gateway.upstream.client import RawHeaders, UpstreamClient, UpstreamResponse
+from gateway.upstream.client import (
+    RawHeaders,
+    UpstreamClient,
+    UpstreamResponse,
+    too_large,
+    truncated,
+)
 
 __all__ = ["AnthropicResponse", "AnthropicUpstreamClient"]
 
@@ -57,6 +69,7 @@ class AnthropicResponse(UpstreamResponse):
         self._include_usage = include_usage
         self._model = model
         self._body: bytes | None = body if raw is None else None
+        self.max_bytes = raw.max_bytes if raw is not None else DEFAULT_MAX_RESPONSE_BYTES
         if raw is not None and raw.status >= 400:
             mode = "error"
         elif mode == "chat" and raw is not None and raw.content_type.startswith(
@@ -82,11 +95,25 @@ class AnthropicResponse(UpstreamResponse):
                 return v.decode("latin-1")
         return None
 
+    def too_large(self) -> UpstreamTooLarge:
+        return self._raw.too_large() if self._raw is not None \
+            else too_large("anthropic", self.max_bytes)
+
+    def truncated(self) -> UpstreamTruncated:
+        return self._raw.truncated() if self._raw is not None else truncated("anthropic")
+
     async def read(self) -> bytes:
         if self._body is not None:
             return self._body
-        if self._mode == "stream":
-            self._body = b"".join([chunk async for chunk in self.iter_chunks()])
+        if self._mode == "stream":  # translated as it arrives: the output is counted
+            parts: list[bytes] = []
+            total = 0
+            async for chunk in self.iter_chunks():
+                total += len(chunk)
+                if total > self.max_bytes:
+                    raise self.too_large()
+                parts.append(chunk)
+            self._body = b"".join(parts)
             return self._body
         assert self._raw is not None
         data = await self._raw.read()
@@ -117,6 +144,8 @@ class AnthropicResponse(UpstreamResponse):
                 yield out
             if translator.done or translator.error is not None:
                 break
+            if translator.pending > self.max_bytes:  # one event that never ends
+                raise self.too_large()
         translator.finish()  # raises on an error event or a stream cut short
 
     def release(self) -> None:

@@ -220,6 +220,11 @@ class StreamTranslator:
                 self._event(event, out)
         return b"".join(out)
 
+    @property
+    def pending(self) -> int:
+        """Bytes of an event not complete yet (held until its blank line arrives)."""
+        return self._parser.pending
+
     def finish(self) -> bytes:
         if self.error is not None:
             raise self.error

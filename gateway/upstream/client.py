@@ -10,16 +10,28 @@ gateway's error tree here, at the boundary.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 import aiohttp
 from yarl import URL
 
-from gateway.errors import UpstreamConnectError, UpstreamStreamError, UpstreamTimeout
+from gateway.errors import (
+    UpstreamConnectError,
+    UpstreamStreamError,
+    UpstreamTimeout,
+    UpstreamTooLarge,
+    UpstreamTruncated,
+)
 from gateway.settings import UpstreamConfig
 
-__all__ = ["UpstreamClient", "UpstreamResponse", "relayable_headers"]
+__all__ = [
+    "UpstreamClient", "UpstreamResponse", "relayable_headers", "timed_out", "too_large",
+    "truncated",
+]
+
+log = logging.getLogger("gateway.upstream")
 
 RawHeaders = list[tuple[bytes, bytes]]
 
@@ -67,12 +79,20 @@ def relayable_headers(raw: Iterable[tuple[bytes, bytes]]) -> RawHeaders:
 
 
 class UpstreamResponse:
-    """A response whose body has not been read yet. Always ``release()`` it."""
+    """A response whose body has not been read yet. Always ``release()`` it.
 
-    __slots__ = ("_resp", "status", "headers")
+    :meth:`read` holds the body, so it stops at ``max_bytes`` (counted as decoded:
+    aiohttp inflates a compressed body in bounded pieces as it is read, so a gzip bomb
+    costs at most ``max_bytes`` plus one piece); :meth:`iter_chunks` passes bytes on
+    uncounted, and a caller that keeps them counts them (:meth:`too_large`).
+    """
 
-    def __init__(self, resp: aiohttp.ClientResponse) -> None:
+    __slots__ = ("_config", "_resp", "headers", "max_bytes", "status")
+
+    def __init__(self, resp: aiohttp.ClientResponse, config: UpstreamConfig) -> None:
         self._resp = resp
+        self._config = config
+        self.max_bytes = config.max_response_bytes
         self.status = resp.status
         self.headers: RawHeaders = relayable_headers(resp.raw_headers)
 
@@ -83,13 +103,35 @@ class UpstreamResponse:
     def header(self, name: str) -> str | None:
         return self._resp.headers.get(name)
 
+    def too_large(self) -> UpstreamTooLarge:
+        """The error for a body over :attr:`max_bytes` (raised by whoever counted it)."""
+        return too_large(self._config.name, self.max_bytes)
+
+    def truncated(self) -> UpstreamTruncated:
+        """The error for a chat completion stream that ended before its end."""
+        return truncated(self._config.name)
+
     async def read(self) -> bytes:
+        """The whole body, at most :attr:`max_bytes` (else :class:`UpstreamTooLarge`)."""
+        limit = self.max_bytes
+        declared = self._resp.content_length
+        if declared is not None and declared > limit \
+                and not self._resp.headers.get("content-encoding"):
+            raise self.too_large()
+        content = self._resp.content
+        parts: list[bytes] = []
+        total = 0
         try:
-            return await self._resp.read()
+            while chunk := await content.readany():
+                total += len(chunk)
+                if total > limit:
+                    raise self.too_large()
+                parts.append(chunk)
         except TimeoutError as exc:
-            raise UpstreamTimeout("upstream timed out while sending the response") from exc
+            raise timed_out(self._config, exc, "while sending the response") from exc
         except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
             raise UpstreamStreamError(f"upstream response was cut: {type(exc).__name__}") from exc
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
     async def iter_chunks(self) -> AsyncIterator[bytes]:
         """Yield body bytes as they arrive, never waiting for more: each piece is
@@ -103,7 +145,7 @@ class UpstreamResponse:
                     return
                 yield chunk
         except TimeoutError as exc:
-            raise UpstreamTimeout("upstream stream stalled past the read timeout") from exc
+            raise timed_out(self._config, exc, "in the middle of the stream") from exc
         except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
             raise UpstreamStreamError(f"upstream stream was cut: {type(exc).__name__}") from exc
 
@@ -113,6 +155,38 @@ class UpstreamResponse:
     def close(self) -> None:
         """Drop the connection (used when the client went away mid-body)."""
         self._resp.close()
+
+
+def too_large(upstream: str, limit: int) -> UpstreamTooLarge:
+    """The error for a body over ``limit``; logged here, once, for the operator (a cap
+    that real answers reach needs raising)."""
+    log.warning("upstream %r: response over max_response_bytes (%d bytes)", upstream, limit)
+    return UpstreamTooLarge(
+        f"upstream {upstream!r} sent a response over max_response_bytes ({limit} bytes)")
+
+
+def truncated(upstream: str) -> UpstreamTruncated:
+    """The error for a stream that just stopped; logged here."""
+    log.warning("upstream %r: stream ended without a finish reason or [DONE] (truncated)",
+                upstream)
+    return UpstreamTruncated(
+        f"upstream {upstream!r} ended the stream without a finish reason or [DONE]: "
+        f"the answer is incomplete")
+
+
+def timed_out(config: UpstreamConfig, exc: BaseException, when: str) -> UpstreamTimeout:
+    """Which of ``config.timeouts`` fired (aiohttp raises a subclass per timeout; the
+    overall one is a plain ``TimeoutError``), named in the message."""
+    t = config.timeouts
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        what = f"no connection within timeouts.connect ({t.connect:g}s)"
+    elif isinstance(exc, aiohttp.ServerTimeoutError):
+        what = f"no data for timeouts.read ({t.read:g}s) {when}"
+    elif t.total is not None:
+        what = f"the exchange went past timeouts.total ({t.total:g}s) {when}"
+    else:
+        what = f"timed out {when}"
+    return UpstreamTimeout(f"upstream {config.name!r}: {what}")
 
 
 class UpstreamClient:
@@ -188,7 +262,7 @@ class UpstreamClient:
             resp = await self._session.request(method, url, data=body, headers=headers,
                                                allow_redirects=False)
         except TimeoutError as exc:
-            raise UpstreamTimeout(f"upstream {self.config.name!r} timed out") from exc
+            raise timed_out(self.config, exc, "before the response headers") from exc
         except aiohttp.ClientConnectorError as exc:
             raise UpstreamConnectError(
                 f"cannot connect to upstream {self.config.name!r}") from exc
@@ -198,7 +272,7 @@ class UpstreamClient:
         except aiohttp.ClientError as exc:
             raise UpstreamConnectError(
                 f"upstream {self.config.name!r} request failed: {type(exc).__name__}") from exc
-        return UpstreamResponse(resp)
+        return UpstreamResponse(resp, self.config)
 
     async def aclose(self) -> None:
         await self._session.close()

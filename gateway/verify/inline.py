@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from gateway.asgi import send_bytes, send_error
-from gateway.errors import UpstreamError
+from gateway.errors import UpstreamError, UpstreamTooLarge, UpstreamTruncated
 from gateway.policy.models import RegenerateAction
 from gateway.proxy import ChatExchange, _maybe_json
 from gateway.sse import StreamAccumulator
@@ -430,7 +430,9 @@ async def _passthrough(engine: VerityEngine, proxy: Proxy, x: ChatExchange,
     outcome.upstream_status = status
     completion = hold.completion()
     if hold.error is not None or hold.acc.error is not None:
-        outcome.note = "not verified: the upstream stream failed"
+        outcome.note = f"not verified: {hold.error.code}" \
+            if isinstance(hold.error, (UpstreamTooLarge, UpstreamTruncated)) \
+            else "not verified: the upstream stream failed"
         if hold.error is not None:
             await hold.abort()
         else:

@@ -48,10 +48,10 @@ async def handle(engine: VerityEngine, proxy: Proxy, x: ChatExchange, plan: Sele
             engine.track(x, outcome, lambda: (
                 f"after {len(answer_text(relayed.completion()))} characters of the answer "
                 f"were relayed", relayed.id))
-            acc = await relay_accumulating(x, resp, up, headers, relayed)
+            acc, why = await relay_accumulating(x, resp, up, headers, relayed)
             completion = acc.completion() if acc is not None else None
             if completion is None:
-                outcome.note = "not verified: the upstream stream was cut"
+                outcome.note = why
             elif acc is not None and acc.unreadable:  # its text is not all in the answer
                 completion = None
                 outcome.note = (f"not verified: the upstream stream is not a chat "

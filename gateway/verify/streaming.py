@@ -46,9 +46,16 @@ from typing import Any
 
 import orjson
 
-from gateway.errors import UpstreamError
+from gateway.errors import UpstreamError, UpstreamTooLarge, UpstreamTruncated
 from gateway.proxy import ChatExchange, traced_chunks
-from gateway.sse import DONE, SSEParser, StreamAccumulator, encode_data, encode_event
+from gateway.sse import (
+    DONE,
+    SSEParser,
+    StreamAccumulator,
+    encode_data,
+    encode_event,
+    ended_cleanly,
+)
 from gateway.telemetry import UpstreamTrace
 from gateway.upstream.client import UpstreamResponse
 
@@ -73,39 +80,72 @@ async def _body(x: ChatExchange, data: bytes, more: bool = True) -> None:
 
 async def relay_accumulating(x: ChatExchange, resp: UpstreamResponse, up: UpstreamTrace,
                              headers: Headers, acc: StreamAccumulator | None = None,
-                             ) -> StreamAccumulator | None:
+                             ) -> tuple[StreamAccumulator | None, str | None]:
     """Relay the upstream stream verbatim, folding it into ``acc`` (a new one if not
-    given: a caller that passes its own can read the answer so far meanwhile); return
-    the accumulated stream (None if cut)."""
+    given: a caller that passes its own can read the answer so far meanwhile).
+
+    Return ``(acc, None)``, or ``(None, note)`` when the answer cannot be verified: the
+    stream was cut or truncated (it then ends with an error event), or went over
+    ``max_response_bytes``: from there on it is relayed without being held (the client
+    gets it all; the accumulated answer is dropped)."""
     acc = acc if acc is not None else StreamAccumulator()
     x.status = resp.status
     await _start(x, resp.status, headers)
-    ok = True
+    note: str | None = None
+    limit, held = resp.max_bytes, 0
+    before = last = b""
     try:
         async for chunk in traced_chunks(resp, up):
             await _body(x, chunk)
-            acc.feed_bytes(chunk)
+            if note is None:
+                held += len(chunk)
+                if held <= limit:
+                    acc.feed_bytes(chunk)
+                    continue
+                resp.too_large()  # logged; the stream goes on, unheld
+                note = f"not verified: {UpstreamTooLarge.code}"
+                acc.drop_content()
+            before, last = last, chunk
+        if acc.truncated if note is None else not ended_cleanly(before, last):
+            raise resp.truncated()
     except UpstreamError as err:
-        x.status, ok = err.status, False
+        up.error(type(err).__name__)
+        x.status = err.status
+        note = f"not verified: {err.code}" if isinstance(err, UpstreamTruncated) \
+            else "not verified: the upstream stream was cut"
         await _body(x, encode_event(err.body()))
     else:
-        if type(up).response is not _NOOP_RESPONSE:  # no completion dict for the no-op
+        if note is None and type(up).response is not _NOOP_RESPONSE:
             up.response(resp.status, acc.completion())
     x.watcher.disarm()
     await _body(x, b"", more=False)
-    return acc if ok and acc.error is None else None
+    if note is None and acc.error is not None:
+        note = "not verified: the upstream stream was cut"
+    return (acc, None) if note is None else (None, note)
 
 
 async def read_all(resp: UpstreamResponse, up: UpstreamTrace) -> tuple[bytes, StreamAccumulator]:
-    """Read a whole SSE body; UpstreamError (a cut stream) propagates."""
+    """Read a whole SSE body, at most ``max_response_bytes`` (else UpstreamTooLarge);
+    UpstreamError (a cut or truncated stream) propagates."""
     acc = StreamAccumulator()
     parts: list[bytes] = []
+    limit, held = resp.max_bytes, 0
     async for chunk in traced_chunks(resp, up):  # a cut stream's UpstreamError propagates
+        held += len(chunk)
+        if held > limit:
+            raise _failed(up, resp.too_large())
         parts.append(chunk)
         acc.feed_bytes(chunk)
+    if acc.truncated:
+        raise _failed(up, resp.truncated())
     if type(up).response is not _NOOP_RESPONSE:
         up.response(resp.status, acc.completion())
     return b"".join(parts), acc
+
+
+def _failed(up: UpstreamTrace, err: UpstreamError) -> UpstreamError:
+    up.error(type(err).__name__)
+    return err
 
 
 def _chunk_base(completion: Mapping[str, Any]) -> dict[str, Any]:
@@ -171,11 +211,16 @@ class HoldBack:
         self._parser = SSEParser()
 
     async def relay(self, resp: UpstreamResponse, up: UpstreamTrace, headers: Headers) -> None:
-        """Forward events until the tail starts; a cut stream sets :attr:`error`."""
+        """Forward events until the tail starts; a cut or truncated stream, or one over
+        ``max_response_bytes`` (the answer and tail are held), sets :attr:`error`."""
         self.x.status = resp.status
         await _start(self.x, resp.status, headers)
+        limit, held = resp.max_bytes, 0
         try:
             async for chunk in traced_chunks(resp, up):
+                held += len(chunk)
+                if held > limit:
+                    raise _failed(up, resp.too_large())
                 out: list[bytes] = []
                 for data in self._parser.feed(chunk):
                     obj = self.acc.feed_data(data)
@@ -188,9 +233,13 @@ class HoldBack:
                         out.append(encode_data(data))
                 if out:
                     await _body(self.x, b"".join(out))
+            if self.acc.truncated:
+                raise _failed(up, resp.truncated())
         except UpstreamError as err:
             self.error = err
             self.x.status = err.status
+            self.acc.drop_content()  # not verified: nothing of it is needed any more
+            self.tail = []
         else:
             if type(up).response is not _NOOP_RESPONSE:
                 up.response(resp.status, self.acc.completion())

@@ -26,7 +26,7 @@ CHART = ROOT / "helm" / "verity-gateway"
 # `.Values.a.b` or `$.Values.a.b`, keys made of identifier characters.
 VALUES_REF = re.compile(r"\.Values((?:\.[A-Za-z_][A-Za-z0-9_]*)+)")
 # Keys of values.yaml passed verbatim into the gateway's config file (snake_case there).
-SETTINGS_SECTIONS = ("upstreams", "auth", "shadow", "judge")
+SETTINGS_SECTIONS = ("upstreams", "auth", "shadow", "judge", "server")
 
 
 def load_yaml(path: Path) -> Any:

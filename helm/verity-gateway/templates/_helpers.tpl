@@ -50,7 +50,7 @@ the gateway validates them strictly at start-up. policies_dir is not here: it is
 GATEWAY_POLICIES_DIR, which must override the image's own GATEWAY_POLICIES_DIR anyway.
 */}}
 {{- define "verity-gateway.config" -}}
-{{- $cfg := dict "upstreams" .Values.upstreams "auth" .Values.auth "shadow" .Values.shadow "telemetry" .Values.telemetry -}}
+{{- $cfg := dict "upstreams" .Values.upstreams "auth" .Values.auth "shadow" .Values.shadow "telemetry" .Values.telemetry "server" .Values.server -}}
 {{- $_ := set $cfg "log_level" .Values.logLevel -}}
 {{- $_ = set $cfg "max_body_bytes" (int64 .Values.maxBodyBytes) -}}
 {{- if .Values.judge }}{{ $_ = set $cfg "judge" .Values.judge }}{{ end -}}

@@ -1,0 +1,30 @@
+"""Security regression fixtures: a hostile upstream, and gateways capped small in front of it.
+
+The engine's ``start_gateway`` (policy files, audit access) is reused as is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from engine.conftest import start_gateway  # noqa: F401 - the fixture, reused here
+from security.hostile import HostileUpstream, MiB
+
+CAP = 1 * MiB
+"""``max_response_bytes`` of the gateways under test."""
+
+
+@pytest.fixture(scope="module")
+def hostile() -> Iterator[HostileUpstream]:
+    with HostileUpstream() as up:
+        yield up
+
+
+@pytest.fixture
+def capped(hostile: HostileUpstream) -> list[dict[str, Any]]:
+    """``upstreams``: the hostile server, every model, capped at :data:`CAP`."""
+    hostile.sent.clear()
+    return [{"name": "hostile", "base_url": hostile.base_url, "max_response_bytes": CAP}]
