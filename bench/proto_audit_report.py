@@ -1,7 +1,7 @@
 """Prototype: ``gateway audit report`` answered by DuckDB from compacted Parquet + open JSONL.
 
     /usr/bin/time -f '%e s %M KB' .venv/bin/python bench/proto_audit_report.py \
-        --flat /tmp/pa/work/flat --open '/tmp/pa/dir/date=2026-11-25/*.jsonl' \
+        --flat /tmp/pa/compacted/flat --open '/tmp/pa/dir/date=2026-11-25/*.jsonl' \
         --before 2026-11-25
 
 The whole command, end to end, is what the ≤ 2 s target of issue 15 is about: Python

@@ -1,6 +1,6 @@
 """Prototype: a server-rendered SVG chart of the dashboard's main query, and its cost.
 
-    .venv/bin/python bench/proto_svg_chart.py --flat /tmp/pa/work/flat --out /tmp/pa/chart.svg
+    .venv/bin/python bench/proto_svg_chart.py --flat /tmp/pa/compacted/flat --out /tmp/pa/chart.svg
 
 Hourly verdicts of the last 7 days as stacked columns (pass / marginal / fail / not
 verified), each column a link to the filtered record list, each segment with a

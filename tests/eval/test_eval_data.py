@@ -118,7 +118,7 @@ _OUTSIDE = re.compile(r"/work/|\.\./shared")
 
 
 def test_docs_and_cli_help_never_point_outside_the_repository() -> None:
-    files = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")),
+    files = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md")),
              *sorted((REPO / "gateway").rglob("*.py")), *sorted((REPO / "bench").glob("*.py")),
              *sorted((REPO / "policies").glob("*.yaml")), *sorted(HALUEVAL.glob("*.md"))]
     offenders = [str(f.relative_to(REPO)) for f in files
