@@ -6,9 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from pydantic import TypeAdapter
-
 from openai.types.responses import Response, ResponseStreamEvent
+from pydantic import TypeAdapter
 
 EVENT = TypeAdapter(ResponseStreamEvent)
 
