@@ -39,7 +39,7 @@ from typing import Any
 
 import orjson
 
-from gateway.wire.responses import text_part
+from gateway.wire.responses_actions import text_part
 from gateway.wire.responses_events import error_events
 
 __all__ = ["ChatStreamToResponses", "chat_to_response", "response_usage"]

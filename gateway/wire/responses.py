@@ -1,5 +1,5 @@
-"""The Responses API (``POST /v1/responses``) as the verification layers read it, and
-the shapes of the actions. Pure: no I/O.
+"""The Responses API (``POST /v1/responses``) as the verification layers read it.
+Pure: no I/O.
 
 Request side
 ------------
@@ -27,27 +27,11 @@ joined with "" — refusal parts apart (as chat's ``message.refusal`` is apart f
 answer in the ``chat.completion`` shape the engine, the actions' helpers and the
 telemetry read, so they need no Responses branch.
 
-Actions
--------
-- :func:`with_disclaimer` appends the text to the **last ``output_text`` part of the
-  last message item** (a new message item when there is none). Appending to the part
-  that exists, rather than adding a part, is what every reader shows: the SDK's
-  ``response.output_text`` (joins all parts), the Agents SDK's final output (the last
-  message's text parts), and the many applications that read
-  ``response.output[0].content[0].text`` (a new part or item would be invisible to
-  them). Annotation offsets stay valid (text is only added at the end).
-- :func:`blocked_response` replaces the output with one message item whose content is
-  a ``refusal`` part carrying the block message; ``status`` stays ``completed`` (a
-  ``response.incomplete`` terminal event would make the SDK's
-  ``stream.get_final_response()`` raise). Id, model, ``created_at`` and usage are
-  kept. ``refusal=False`` carries the message as ``output_text`` instead (then
-  ``response.output_text`` shows it; a refusal part is not in ``output_text``).
-- ``style: error`` is :class:`gateway.errors.VerificationBlocked`, as for chat.
+Actions (disclaimer, block, regenerate) are built in :mod:`gateway.wire.responses_actions`.
 """
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,9 +39,8 @@ from typing import Any
 from gateway.errors import InvalidRequest
 from gateway.wire.responses_input import convert_input
 
-__all__ = ["RequestView", "ResponseView", "as_chat_completion", "blocked_response",
-           "chat_usage", "check_input", "last_text_part", "read_request", "read_response",
-           "text_part", "with_disclaimer"]
+__all__ = ["RequestView", "ResponseView", "as_chat_completion", "chat_usage", "check_input",
+           "read_request", "read_response"]
 
 _UNSEEN_FIELDS = ("previous_response_id", "conversation", "prompt")
 """Request fields that make the upstream add context the gateway does not see."""
@@ -308,76 +291,3 @@ def as_chat_completion(obj: Any) -> dict[str, Any]:
     if (usage := chat_usage(view.usage)) is not None:
         out["usage"] = usage
     return out
-
-
-# ---- actions --------------------------------------------------------------------------------
-
-def _suffix(response: Mapping[str, Any]) -> str:
-    ident = response.get("id")
-    return ident.removeprefix("resp_") if isinstance(ident, str) and ident else "verity"
-
-
-def _message_item(item_id: str, part: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "message", "id": item_id, "status": "completed", "role": "assistant",
-            "content": [part]}
-
-
-def text_part(text: str) -> dict[str, Any]:
-    """An ``output_text`` content part."""
-    return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
-
-
-def last_text_part(response: Mapping[str, Any]) -> tuple[int, int] | None:
-    """``(output_index, content_index)`` of the last ``output_text`` part of the last
-    message item that has one; None when no message item has one."""
-    output = response.get("output")
-    if not isinstance(output, list):
-        return None
-    for i in range(len(output) - 1, -1, -1):
-        item = output[i]
-        if isinstance(item, dict) and item.get("type") == "message" \
-                and isinstance(content := item.get("content"), list):
-            for j in range(len(content) - 1, -1, -1):
-                if isinstance(content[j], dict) and content[j].get("type") == "output_text":
-                    return i, j
-    return None
-
-
-def with_disclaimer(response: Mapping[str, Any], text: str) -> dict[str, Any]:
-    """A copy of ``response`` with ``text`` appended to its last ``output_text`` part
-    (:func:`last_text_part`); with none, a new message item carrying it is added at
-    the end of ``output``. ``response`` itself is not changed."""
-    out = dict(response)
-    output = list(out.get("output") or ())
-    out["output"] = output
-    where = last_text_part(out)
-    if where is None:
-        output.append(_message_item(f"msg_{_suffix(response)}_verity", text_part(text)))
-        return out
-    i, j = where
-    item = dict(output[i])
-    content = list(item["content"])
-    part = dict(content[j])
-    part["text"] = str(part.get("text") or "") + text
-    content[j] = part
-    item["content"] = content
-    output[i] = item
-    return out
-
-
-def blocked_response(response: Mapping[str, Any], message: str, *,
-                     refusal: bool = True) -> dict[str, Any]:
-    """``response`` refusing with ``message``: its output replaced by one message item
-    (the first message item's id, if any) whose only part is ``{"type": "refusal"}``
-    (``refusal=False``: an ``output_text`` part); ``status: completed``, no error or
-    incomplete details; id, model, ``created_at``, usage and the rest kept."""
-    output = response.get("output")
-    item_id = next((item["id"] for item in output if isinstance(item, dict)
-                    and item.get("type") == "message" and isinstance(item.get("id"), str)),
-                   None) if isinstance(output, list) else None
-    part = {"type": "refusal", "refusal": message} if refusal else text_part(message)
-    out = copy.copy(dict(response))
-    out.update(status="completed", error=None, incomplete_details=None,
-               output=[_message_item(item_id or f"msg_{_suffix(response)}", part)])
-    return out
-

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gateway.wire.responses import text_part
+from gateway.wire.responses_actions import text_part
 from gateway.wire.responses_stream import TERMINAL
 
 __all__ = ["append_text", "error_events", "synthesize"]
@@ -172,16 +172,16 @@ def append_text(tail: list[dict[str, Any]], text: str, *, next_output_index: int
                 ) -> list[dict[str, Any]]:
     """The held ``tail`` of a stream with ``text`` appended to the answer.
 
-    When ``tail`` holds an ``output_text.done`` (its first one is the part the text
-    goes to: the last text part, which is what the hold-back holds from), one
+    When ``tail`` holds an ``output_text.done`` (its last one is the part the text
+    goes to: the answer's last text part; the hold-back holds from there), one
     ``output_text.delta`` with ``text`` (and ``verity``) goes just before it and the
     events that repeat the part's text get it too. Otherwise a new message item
     (``output_index = next_output_index``) carrying ``text`` goes before the terminal
     event and into its response's output. Every event from the insertion on is
     renumbered from its own ``sequence_number`` (``next_sequence`` when it has none),
     so numbers stay increasing."""
-    done = next((k for k, e in enumerate(tail)
-                 if e.get("type") == "response.output_text.done"), None)
+    done = next((k for k in range(len(tail) - 1, -1, -1)
+                 if tail[k].get("type") == "response.output_text.done"), None)
     if done is not None:
         at = tail[done]
         oi, ci, item_id = at.get("output_index"), at.get("content_index"), at.get("item_id")

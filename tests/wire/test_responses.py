@@ -15,12 +15,11 @@ from gateway.verify.base import VerifyInput
 from gateway.verify.engine import calls_only, is_completion
 from gateway.wire.responses import (
     as_chat_completion,
-    blocked_response,
     check_input,
     read_request,
     read_response,
-    with_disclaimer,
 )
+from gateway.wire.responses_actions import blocked_response, regenerate_body, with_disclaimer
 from wire import samples as S
 
 # ---- the request --------------------------------------------------------------------------
@@ -276,3 +275,18 @@ def test_block_is_a_refusal_message_keeping_id_and_usage() -> None:
     as_text = S.validate(blocked_response(obj, "Blocked.", refusal=False))
     assert as_text.output_text == "Blocked."
     assert read_response(blocked_response(obj, "x")).refusal == "x"
+
+
+@pytest.mark.parametrize("given", ["Capital of France?",
+                                   [{"role": "user", "content": "Capital of France?"}]])
+def test_regenerate_appends_the_failed_answer_and_the_feedback(given: Any) -> None:
+    body = {"model": "m", "instructions": "Be exact.", "input": given, "stream": True,
+            "stream_options": {"include_obfuscation": False}, "previous_response_id": "r0"}
+    out = regenerate_body(body, "Lyon.", "Fix: Lyon is not supported.", model="big")
+    assert out == {"model": "big", "instructions": "Be exact.", "previous_response_id": "r0",
+                   "input": [{"role": "user", "content": "Capital of France?"},
+                             {"role": "assistant", "content": "Lyon."},
+                             {"role": "user", "content": "Fix: Lyon is not supported."}]}
+    assert body["input"] == given  # not changed in place
+    check_input(out)
+    assert read_request(out).messages[-2:] == out["input"][-2:]

@@ -10,7 +10,7 @@ import openai
 import pytest
 
 from gateway.errors import VerificationBlocked
-from gateway.wire.responses import blocked_response, with_disclaimer
+from gateway.wire.responses_actions import blocked_response, with_disclaimer
 from gateway.wire.responses_events import append_text, error_events, synthesize
 from gateway.wire.responses_stream import ResponsesAccumulator, encode_event
 from wire import samples as S
@@ -178,3 +178,12 @@ def test_error_events_without_a_known_response() -> None:
                        sequence_number=0)
     assert [e["type"] for e in out] == ["error"]
     validated(out)
+
+
+def test_a_tail_holding_several_text_parts_gets_the_text_on_the_last(canned: Canned) -> None:
+    events = S.stream_events(FINAL)
+    out = append_text(events, NOTE, next_output_index=3, next_sequence=0)
+    check_numbers(out)
+    _, final = sdk_stream(canned, out)
+    assert final.output[1].content[0].text == "Paris is the capital "
+    assert final.output[1].content[1].text == "of France." + NOTE
