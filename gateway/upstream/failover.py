@@ -106,13 +106,17 @@ class AttemptPlan:
     """One request's attempts over ``targets`` (primary first). Not shared."""
 
     def __init__(self, balancer: Balancer, targets: Sequence[Target], model: str,
-                 retry: RetryState) -> None:
+                 retry: RetryState, *, hold_off: bool = True) -> None:
+        """``hold_off``: let a ``retry-after`` over the cap open that upstream's circuit
+        for everyone (right when the gateway's own key was used; in forward mode a 429
+        is one client's, so pass False)."""
         if not targets:
             raise ValueError("a plan needs at least one target")
         self.balancer = balancer
         self.targets = tuple(targets)
         self.model = model
         self.retry = retry
+        self.hold_off = hold_off
         self.tried: list[str] = []
         """Upstreams asked, in order (repeats included)."""
         self.current: Attempt | None = None
@@ -140,7 +144,7 @@ class AttemptPlan:
         decision = self.retry.after(failure)
         self.decisions.append(decision)
         if failure.upstream_fault:
-            cur.lease.failed(hold_off=decision.hold_off)
+            cur.lease.failed(hold_off=decision.hold_off if self.hold_off else None)
         else:
             cur.lease.released()
         self.current = None

@@ -127,6 +127,16 @@ def test_retry_after_over_the_cap_holds_the_upstream_off_and_moves_on() -> None:
     assert p.failed(Failure.from_status(429, retry_after=40)) is None
 
 
+def test_hold_off_can_be_left_to_the_client() -> None:
+    b = balancer(failure_threshold=5)
+    p = AttemptPlan(b, [Target("c"), Target("d")], "m",
+                    RetryState(RetryPolicy(retry_after_cap=5), random.random), hold_off=False)
+    p.first()
+    nxt = p.failed(Failure.from_status(429, retry_after=40))
+    assert nxt is not None and nxt.upstream == "d"
+    assert b.state("c") == "closed"  # one client's rate limit, not the upstream's
+
+
 def test_open_primary_is_skipped_for_the_fallback_without_an_attempt() -> None:
     b = balancer(failure_threshold=1)
     for up in ("a", "b"):
