@@ -6,7 +6,9 @@ is YAML) and the policy files into ``directory``, starts ``python -m gateway ser
 listens), waits until it logs ``gateway ready``, and yields a :class:`GatewayProcess`.
 Its log (stdout and stderr) is a file, its audit file is ``directory/audit.jsonl``
 unless the config says otherwise. On exit the process gets SIGTERM (SIGKILL if it
-does not exit within 20 s). Nothing of the gateway is imported.
+does not exit within 20 s). ``start_gateway`` + :meth:`GatewayProcess.ready` do the
+same in two steps (several processes boot in parallel; the test stops them).
+Nothing of the gateway is imported.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["GatewayProcess", "free_port", "openai_error", "serve_gateway"]
+__all__ = ["GatewayProcess", "free_port", "openai_error", "serve_gateway", "start_gateway"]
 
 _LISTENING = re.compile(rb"listening on ([0-9.]+):([0-9]+)")
 
@@ -66,6 +68,9 @@ class GatewayProcess:
     def base_url(self) -> str:
         return self.url + "/v1"
 
+    def connect(self, timeout: float = 15.0) -> socket.socket:
+        return socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
+
     def log_text(self) -> str:
         return self.log.read_text(encoding="utf-8", errors="replace")
 
@@ -81,6 +86,30 @@ class GatewayProcess:
             lines = [line for line in self.audit_bytes().split(b"\n") if line]
             if len(lines) >= expect or time.monotonic() > deadline:
                 return [orjson.loads(line) for line in lines]
+            time.sleep(0.02)
+
+    def ready(self, timeout: float = 60.0) -> GatewayProcess:
+        """Wait until the log says where it listens and that it is ready."""
+        deadline = time.monotonic() + timeout
+        while True:
+            text = self.log.read_bytes()
+            listening = _LISTENING.search(text)
+            if listening and b"gateway ready" in text:
+                self.port = int(listening.group(2))
+                return self
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError("gateway did not start:\n" + text.decode(errors="replace"))
+            time.sleep(0.05)
+
+    def record(self, audit_id: str, timeout: float = 10.0) -> dict[str, Any]:
+        """The audit record ``audit_id`` (bounded wait until it is written)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = [r for r in self.audit() if r.get("audit_id") == audit_id]
+            if found or time.monotonic() > deadline:
+                assert len(found) == 1, f"{len(found)} audit records {audit_id}"
+                return found[0]
             time.sleep(0.02)
 
     def signal(self, sig: int) -> None:
@@ -107,10 +136,11 @@ def _env(extra: Mapping[str, str]) -> dict[str, str]:
     return env
 
 
-@contextmanager
-def serve_gateway(directory: Path, config: Mapping[str, Any], *,
+def start_gateway(directory: Path, config: Mapping[str, Any], *,
                   policies: Mapping[str, str] | None = None,
-                  env: Mapping[str, str] | None = None) -> Iterator[GatewayProcess]:
+                  env: Mapping[str, str] | None = None) -> GatewayProcess:
+    """Spawn the process (not waiting for it: :meth:`GatewayProcess.ready`); the caller
+    stops it (:meth:`GatewayProcess.stop`). Several started at once boot in parallel."""
     directory.mkdir(parents=True, exist_ok=True)
     policy_dir = directory / "policies"
     policy_dir.mkdir(exist_ok=True)
@@ -125,24 +155,17 @@ def serve_gateway(directory: Path, config: Mapping[str, Any], *,
     with log.open("wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "gateway", "serve", "--config", str(path)],
                                 stdout=out, stderr=subprocess.STDOUT, env=_env(env or {}))
-    audit = full["audit"].get("path") if full.get("audit") else None
+    audit = (full.get("audit") or {}).get("path")
+    return GatewayProcess(proc, 0, directory, log, Path(audit) if audit else None)
+
+
+@contextmanager
+def serve_gateway(directory: Path, config: Mapping[str, Any], *,
+                  policies: Mapping[str, str] | None = None,
+                  env: Mapping[str, str] | None = None) -> Iterator[GatewayProcess]:
+    """A started and ready gateway, stopped (SIGTERM) on exit."""
+    gw = start_gateway(directory, config, policies=policies, env=env)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            text = log.read_bytes()
-            listening = _LISTENING.search(text)
-            if listening and b"gateway ready" in text:
-                break
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("gateway did not start:\n" + text.decode(errors="replace"))
-            time.sleep(0.05)
-        yield GatewayProcess(proc, int(listening.group(2)), directory, log,
-                             Path(audit) if audit else None)
+        yield gw.ready()
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+        gw.stop()
