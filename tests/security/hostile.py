@@ -192,7 +192,11 @@ class HostileUpstream:
 
     def release(self) -> None:
         """Let every ``hold`` request (now and until :meth:`clear`) finish."""
-        self._loop.call_soon_threadsafe(lambda: self._released and self._released.set())
+        def release() -> None:
+            if self._released is not None:
+                self._released.set()
+
+        self._loop.call_soon_threadsafe(release)
 
     # ---- one connection, one request -----------------------------------------------------
 

@@ -28,9 +28,10 @@ import orjson
 import pytest
 
 from security.hostile import ANSWER, HostileUpstream
-from security.load import USER, Load
+from security.load import Load
 from security.process import serve_gateway
 
+USER: Any = [{"role": "user", "content": "What is the capital of France?"}]
 POLICIES = {
     "guard": """
 mode: inline
@@ -102,6 +103,7 @@ def terminated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Terminated]
             def stream() -> str:
                 raw = client.chat.completions.with_streaming_response.create(
                     model="hold-shadow", messages=USER, stream=True)
+                resp: Any
                 with raw as resp:
                     result.held_ids.append(resp.headers["x-verity-audit-id"])
                     return "".join(c.choices[0].delta.content or "" for c in resp.parse()

@@ -143,7 +143,8 @@ def test_a_trickle_of_header_bytes_does_not_extend_the_deadline(impatient: Gatew
         assert closed or _read_all(sock).startswith(b"HTTP/1.1 408 ")
 
 
-def test_a_kept_alive_connection_gets_the_same_deadline_per_request(impatient: GatewayProcess) -> None:
+def test_a_kept_alive_connection_gets_the_same_deadline_per_request(
+        impatient: GatewayProcess) -> None:
     with impatient.connect() as sock:
         sock.sendall(b"GET /healthz HTTP/1.1\r\nhost: gateway\r\n\r\n")
         first = sock.recv(65536)
