@@ -25,6 +25,7 @@ def hostile() -> Iterator[HostileUpstream]:
 
 @pytest.fixture
 def capped(hostile: HostileUpstream) -> list[dict[str, Any]]:
-    """``upstreams``: the hostile server, every model, capped at :data:`CAP`."""
-    hostile.sent.clear()
-    return [{"name": "hostile", "base_url": hostile.base_url, "max_response_bytes": CAP}]
+    """``upstreams``: every hostile behaviour, routed by a model of its name, each capped
+    at :data:`CAP`."""
+    hostile.clear()
+    return hostile.upstreams(max_response_bytes=CAP)

@@ -1,99 +1,77 @@
 """A hostile (or broken) upstream: a raw asyncio HTTP/1.1 server in a background thread.
 
 Not uvicorn: it writes exactly the bytes a misbehaving server would (a body far over
-any cap, a gzip bomb, a stream that never ends, a stream that just stops). The
-request's ``model`` picks the behaviour (:data:`BEHAVIOURS`); the gateway forwards it
-unchanged, and a judge asks with ``judge.model``. Every response ends the connection.
+any cap, a gzip bomb, a stream that never ends or just stops, a reset in the middle
+of a body, garbage where events belong, an HTML error page echoing the request's
+``Authorization``). Every response ends the connection.
 
-``sent[model]`` counts the body bytes a behaviour got written into the socket before
-the peer went away (or it finished): with the gateway's cap at 1 MiB, a body the
-gateway stopped reading early shows up as a few MiB at most (socket buffers), one it
-read whole as all of it.
+**One way to choose a behaviour: the first path segment.** The upstream a gateway is
+configured with names it — ``base_url = up.base_url("gzip-bomb")`` is
+``http://127.0.0.1:<port>/gzip-bomb/v1`` — so every request the gateway sends there
+(chat, a judge call, ``GET /v1/models``, a forwarded ``DELETE /v1/files/x``, an
+Anthropic ``/v1/messages``) gets that behaviour. :meth:`HostileUpstream.upstreams`
+builds one upstream entry per behaviour, routed by a model of the same name, so one
+gateway can reach them all with ``model="<behaviour>"``. Behaviours are
+:data:`BEHAVIOURS` plus ``status-NNN`` (that status, an OpenAI error body), written
+in :mod:`security.hostile_behaviours`.
+
+What reached it is in ``requests`` (method, the wire target, ``raw_path`` — the path
+as sent, without the behaviour segment — the decoded ``path``, ``query``, headers,
+body, parsed ``payload``). ``forged`` headers are added to every response (what an
+upstream would try to get through to clients). ``sent[behaviour]`` counts the body
+bytes written before the peer went away (or the behaviour finished): with the
+gateway's cap at 1 MiB, a body the gateway stopped reading early shows up as a few
+MiB at most (socket buffers), one it read whole as all of it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
+import struct
 import threading
-import zlib
 from collections import defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import Sequence
 from typing import Any
+from urllib.parse import unquote
 
 import orjson
 
-__all__ = ["BEHAVIOURS", "MiB", "HostileUpstream", "chat_chunk", "sse"]
+from security.hostile_behaviours import (ANSWER, BEHAVIOURS, BOMB, LONG, PATIENCE, MiB, Request,
+                                         behaviour, chat_chunk, completion, sse)
 
-MiB = 1024 * 1024
-HUGE = 8 * MiB
-"""Size of the huge JSON answer (the gateway's cap in the tests is 1 MiB)."""
-ENDLESS = 64 * MiB
-"""An "endless" stream stops here, so a gateway that reads it all still ends the test."""
-LONG = 3 * MiB
-"""A complete stream over the 1 MiB cap (relayed whole where nothing is verified)."""
-BOMB = 64 * MiB
-"""Inflated size of the gzip bomb (about 64 KiB on the wire)."""
-PIECE = 64 * 1024
-
-
-def chat_chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-    return {"id": "chatcmpl-hostile", "object": "chat.completion.chunk", "created": 1,
-            "model": "hostile", "choices": [{"index": 0, "delta": delta, "logprobs": None,
-                                             "finish_reason": finish}]}
-
-
-def sse(obj: Any) -> bytes:
-    return b"data: " + orjson.dumps(obj) + b"\n\n"
-
-
-def completion(text: str) -> bytes:
-    return orjson.dumps({
-        "id": "chatcmpl-hostile", "object": "chat.completion", "created": 1, "model": "hostile",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                     "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
-
-
-def _gzip(data: bytes) -> bytes:
-    c = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
-    return c.compress(data) + c.flush()
-
-
-def _bomb(size: int) -> bytes:
-    c = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
-    block = b" " * MiB  # JSON whitespace: a parser reading it all would find no value
-    return b"".join([c.compress(block) for _ in range(size // MiB)] + [c.flush()])
-
-
-_BOMB = _bomb(BOMB)
-ROLE = sse(chat_chunk({"role": "assistant", "content": ""}))
-WORDS = sse(chat_chunk({"content": "word " * 200}))  # ~1.3 KiB per event
-FINISH = sse(chat_chunk({}, "stop"))
-DONE = b"data: [DONE]\n\n"
-
-Writer = Callable[[bytes], Awaitable[None]]
+__all__ = ["ANSWER", "BEHAVIOURS", "BOMB", "LONG", "HostileUpstream", "MiB", "Request",
+           "chat_chunk", "completion", "sse"]
 
 
 class HostileUpstream:
-    """``with HostileUpstream() as up: up.base_url`` (``…/v1``)."""
+    """``with HostileUpstream() as up: up.base_url("ok")``."""
 
-    def __init__(self) -> None:
+    def __init__(self, forged: Sequence[tuple[bytes, bytes]] = ()) -> None:
+        self.forged = list(forged)
         self.sent: dict[str, int] = defaultdict(int)
-        self.requests: list[dict[str, Any]] = []
+        self.requests: list[Request] = []
+        self.holding = 0
+        """Requests a ``hold`` behaviour is keeping until :meth:`release`."""
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="hostile",
                                         daemon=True)
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._released: asyncio.Event | None = None
         self.port = 0
 
     # ---- lifecycle -----------------------------------------------------------------------
 
     def __enter__(self) -> HostileUpstream:
         self._thread.start()
-        self._server = asyncio.run_coroutine_threadsafe(
-            asyncio.start_server(self._connection, "127.0.0.1", 0), self._loop).result(10)
+
+        async def start() -> asyncio.Server:
+            self._released = asyncio.Event()
+            return await asyncio.start_server(self._connection, "127.0.0.1", 0)
+
+        self._server = asyncio.run_coroutine_threadsafe(start(), self._loop).result(10)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 
@@ -112,8 +90,41 @@ class HostileUpstream:
         self._loop.close()
 
     @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def base_url(self, behaviour: str = "ok", prefix: str = "") -> str:
+        """The OpenAI-style base URL that gets ``behaviour`` (``prefix``: a path of the
+        base URL's own between the behaviour and ``/v1``)."""
+        return f"{self.url}/{behaviour}{prefix}/v1"
+
+    def upstreams(self, *behaviours: str, **extra: Any) -> list[dict[str, Any]]:
+        """Gateway ``upstreams`` entries: each behaviour (default: all) routed by the
+        model of the same name; ``extra`` keys go into each entry."""
+        return [{"name": b, "base_url": self.base_url(b), "models": [b], **extra}
+                for b in (behaviours or tuple(BEHAVIOURS))]
+
+    def last(self) -> Request:
+        assert self.requests, "the upstream received no request"
+        return self.requests[-1]
+
+    def clear(self) -> None:
+        """Forget requests and counts; the next ``hold`` requests wait again."""
+        self.requests.clear()
+        self.sent.clear()
+
+        async def rearm() -> None:
+            self._released = asyncio.Event()
+
+        asyncio.run_coroutine_threadsafe(rearm(), self._loop).result(10)
+
+    def release(self) -> None:
+        """Let every ``hold`` request (now and until :meth:`clear`) finish."""
+        def release() -> None:
+            if self._released is not None:
+                self._released.set()
+
+        self._loop.call_soon_threadsafe(release)
 
     # ---- one connection, one request -----------------------------------------------------
 
@@ -123,17 +134,11 @@ class HostileUpstream:
         assert task is not None
         self._tasks.add(task)
         try:
-            head = await reader.readuntil(b"\r\n\r\n")
-            lines = head.decode("latin-1").split("\r\n")
-            headers = {k.strip().lower(): v.strip() for k, _, v in
-                       (line.partition(":") for line in lines[1:] if line)}
-            body = await reader.readexactly(int(headers.get("content-length", "0")))
-            payload = orjson.loads(body) if body else {}
-            model = str(payload.get("model", ""))
-            self.requests.append({"line": lines[0], "headers": headers, "payload": payload})
-            behaviour = BEHAVIOURS.get(model, _unknown)
-            await behaviour(self, model, writer)
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            req = await _read_request(reader)
+            self.requests.append(req)
+            await behaviour(req.behaviour)(req, _Conn(self, req.behaviour, reader, writer))
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError,
+                asyncio.CancelledError):
             pass
         finally:
             self._tasks.discard(task)
@@ -141,180 +146,91 @@ class HostileUpstream:
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
-    async def head(self, writer: asyncio.StreamWriter, status: int, headers: dict[str, str]
-                   ) -> None:
-        lines = [f"HTTP/1.1 {status} X"] + [f"{k}: {v}" for k, v in headers.items()] \
-            + ["connection: close", "", ""]
-        writer.write("\r\n".join(lines).encode("latin-1"))
-        await writer.drain()
-
-    async def body(self, model: str, writer: asyncio.StreamWriter, data: bytes,
-                   chunked: bool = False) -> None:
-        writer.write(b"%x\r\n%s\r\n" % (len(data), data) if chunked else data)
-        await writer.drain()
-        self.sent[model] += len(data)
-
-    async def end_chunked(self, writer: asyncio.StreamWriter) -> None:
-        writer.write(b"0\r\n\r\n")
-        await writer.drain()
+    async def wait_released(self) -> None:
+        assert self._released is not None
+        self.holding += 1
+        try:
+            await asyncio.wait_for(self._released.wait(), PATIENCE)
+        finally:
+            self.holding -= 1
 
 
-# ---- behaviours (by model name) ----------------------------------------------------------
-
-async def _unknown(up: HostileUpstream, model: str, w: asyncio.StreamWriter) -> None:
-    body = b'{"error": {"message": "no such model", "type": "invalid_request_error"}}'
-    await up.head(w, 404, {"content-type": "application/json",
-                           "content-length": str(len(body))})
-    await up.body(model, w, body)
-
-
-async def _ok_json(up: HostileUpstream, model: str, w: asyncio.StreamWriter) -> None:
-    body = completion("Paris is the capital of France.")
-    await up.head(w, 200, {"content-type": "application/json", "content-length": str(len(body))})
-    await up.body(model, w, body)
-
-
-async def _gzip_ok(up: HostileUpstream, model: str, w: asyncio.StreamWriter) -> None:
-    body = _gzip(completion("Paris is the capital of France."))
-    await up.head(w, 200, {"content-type": "application/json", "content-encoding": "gzip",
-                           "content-length": str(len(body))})
-    await up.body(model, w, body)
-
-
-def _huge_answer() -> tuple[bytes, bytes]:
-    head, tail = completion("\x00").split(b"\\u0000")
-    return head, tail
-
-
-async def _huge_json(up: HostileUpstream, model: str, w: asyncio.StreamWriter,
-                     chunked: bool = False) -> None:
-    """A well-formed chat completion of 8 MiB (content-length declared, or chunked)."""
-    head, tail = _huge_answer()
-    filler = b"a" * PIECE
-    pieces = HUGE // PIECE
-    size = len(head) + pieces * PIECE + len(tail)
-    await up.head(w, 200, {"content-type": "application/json",
-                           **({"transfer-encoding": "chunked"} if chunked
-                              else {"content-length": str(size)})})
-    await up.body(model, w, head, chunked)
-    for _ in range(pieces):
-        await up.body(model, w, filler, chunked)
-    await up.body(model, w, tail, chunked)
-    if chunked:
-        await up.end_chunked(w)
+async def _read_request(reader: asyncio.StreamReader) -> Request:
+    head = await reader.readuntil(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    method, target, _ = lines[0].split(" ", 2)
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        if line:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+    if headers.get("transfer-encoding", "").lower() == "chunked":
+        parts = []
+        while size := int((await reader.readuntil(b"\r\n")).split(b";")[0], 16):
+            parts.append(await reader.readexactly(size))
+            await reader.readexactly(2)
+        await reader.readuntil(b"\r\n")
+        body = b"".join(parts)
+    else:
+        body = await reader.readexactly(int(headers.get("content-length", "0")))
+    raw, _, query = target.partition("?")
+    behaviour_name, _, rest = raw.removeprefix("/").partition("/")
+    try:
+        payload = orjson.loads(body) if body else {}
+    except orjson.JSONDecodeError:
+        payload = None
+    return Request(method, target, behaviour_name, "/" + rest, unquote("/" + rest), query,
+                   headers, body, payload)
 
 
-async def _huge_json_chunked(up: HostileUpstream, model: str, w: asyncio.StreamWriter) -> None:
-    await _huge_json(up, model, w, chunked=True)
+class _Conn:
+    """One response being written (implements ``Conn`` of the behaviours)."""
 
+    def __init__(self, up: HostileUpstream, name: str, reader: asyncio.StreamReader,
+                 writer: asyncio.StreamWriter) -> None:
+        self.up, self.name, self.reader, self.writer = up, name, reader, writer
 
-async def _gzip_bomb(up: HostileUpstream, model: str, w: asyncio.StreamWriter) -> None:
-    await up.head(w, 200, {"content-type": "application/json", "content-encoding": "gzip",
-                           "content-length": str(len(_BOMB))})
-    for i in range(0, len(_BOMB), PIECE):
-        await up.body(model, w, _BOMB[i:i + PIECE])
+    @property
+    def sent(self) -> int:
+        return self.up.sent[self.name]
 
+    async def wait_released(self) -> None:
+        await self.up.wait_released()
 
-async def _stream(up: HostileUpstream, model: str, w: asyncio.StreamWriter, size: int,
-                  end: bytes) -> None:
-    await up.head(w, 200, {"content-type": "text/event-stream",
-                           "transfer-encoding": "chunked"})
-    await up.body(model, w, ROLE, chunked=True)
-    batch = WORDS * 32
-    while up.sent[model] < size:
-        await up.body(model, w, batch, chunked=True)
-    if end:
-        await up.body(model, w, end, chunked=True)
-    await up.end_chunked(w)
+    async def head(self, status: int, headers: dict[str, str]) -> None:
+        lines = [f"HTTP/1.1 {status} X"] + [f"{k}: {v}" for k, v in headers.items()]
+        raw = "\r\n".join(lines).encode("latin-1") + b"\r\n" + b"".join(
+            k + b": " + v + b"\r\n" for k, v in self.up.forged) + b"connection: close\r\n\r\n"
+        self.writer.write(raw)
+        await self.writer.drain()
 
+    async def body(self, data: bytes, chunked: bool = False) -> None:
+        self.writer.write(b"%x\r\n%s\r\n" % (len(data), data) if chunked else data)
+        await self.writer.drain()
+        self.up.sent[self.name] += len(data)
 
-async def _endless_sse(up: HostileUpstream, model: str, w: asyncio.StreamWriter) -> None:
-    await _stream(up, model, w, ENDLESS, FINISH + DONE)
+    async def end_chunked(self) -> None:
+        self.writer.write(b"0\r\n\r\n")
+        await self.writer.drain()
 
+    async def whole(self, status: int, body: bytes, content_type: str = "application/json",
+                    **headers: str) -> None:
+        await self.head(status, {"content-type": content_type,
+                                 "content-length": str(len(body)), **headers})
+        await self.body(body)
 
-async def _long_sse(up: HostileUpstream, model: str, w: asyncio.StreamWriter) -> None:
-    await _stream(up, model, w, LONG, FINISH + DONE)
+    def reset(self) -> None:
+        """Abort the connection with a TCP RST (SO_LINGER 0), not a clean FIN."""
+        sock = self.writer.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.writer.transport.abort()
 
+    async def until_peer_leaves(self) -> None:
+        """Wait (bounded) until the gateway gives up on this request and closes."""
+        with contextlib.suppress(TimeoutError, ConnectionError):
+            await asyncio.wait_for(self.reader.read(), PATIENCE)
 
-async def _truncated_sse(up: HostileUpstream, model: str, w: asyncio.StreamWriter) -> None:
-    """A stream that just stops: content, then a clean end of the body, without a finish
-    reason or ``[DONE]``."""
-    await up.head(w, 200, {"content-type": "text/event-stream",
-                           "transfer-encoding": "chunked"})
-    for piece in (ROLE, WORDS, WORDS, WORDS):
-        await up.body(model, w, piece, chunked=True)
-    await up.end_chunked(w)
-
-
-async def _finish_no_done(up: HostileUpstream, model: str, w: asyncio.StreamWriter) -> None:
-    """Complete, but without ``[DONE]`` (some servers omit it): not truncated."""
-    await up.head(w, 200, {"content-type": "text/event-stream",
-                           "transfer-encoding": "chunked"})
-    for piece in (ROLE, WORDS, FINISH):
-        await up.body(model, w, piece, chunked=True)
-    await up.end_chunked(w)
-
-
-async def _slow_sse(up: HostileUpstream, model: str, w: asyncio.StreamWriter) -> None:
-    """One event every 100 ms, never silent for long, for up to a minute."""
-    await up.head(w, 200, {"content-type": "text/event-stream",
-                           "transfer-encoding": "chunked"})
-    await up.body(model, w, ROLE, chunked=True)
-    for _ in range(600):
-        await asyncio.sleep(0.1)
-        await up.body(model, w, WORDS, chunked=True)
-    await up.end_chunked(w)
-
-
-def _anthropic(event: str, data: dict[str, Any]) -> bytes:
-    return b"event: " + event.encode() + b"\ndata: " + orjson.dumps({"type": event, **data}) \
-        + b"\n\n"
-
-
-async def _anthropic_endless(up: HostileUpstream, model: str, w: asyncio.StreamWriter) -> None:
-    """An Anthropic Messages stream of text deltas that goes on (to :data:`ENDLESS`)."""
-    await up.head(w, 200, {"content-type": "text/event-stream",
-                           "transfer-encoding": "chunked"})
-    start = _anthropic("message_start", {"message": {
-        "id": "msg_hostile", "type": "message", "role": "assistant", "model": "hostile",
-        "content": [], "usage": {"input_tokens": 1, "output_tokens": 0}}}) + _anthropic(
-        "content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}})
-    await up.body(model, w, start, chunked=True)
-    delta = _anthropic("content_block_delta", {"index": 0, "delta": {
-        "type": "text_delta", "text": "word " * 200}}) * 32
-    while up.sent[model] < ENDLESS:
-        await up.body(model, w, delta, chunked=True)
-    await up.end_chunked(w)
-
-
-async def _anthropic_one_event(up: HostileUpstream, model: str,
-                               w: asyncio.StreamWriter) -> None:
-    """An Anthropic stream whose second event never ends (no blank line, ever)."""
-    await up.head(w, 200, {"content-type": "text/event-stream",
-                           "transfer-encoding": "chunked"})
-    await up.body(model, w, _anthropic("message_start", {"message": {
-        "id": "msg_hostile", "type": "message", "role": "assistant", "model": "hostile",
-        "content": [], "usage": {"input_tokens": 1, "output_tokens": 0}}}), chunked=True)
-    await up.body(model, w, b'event: content_block_delta\ndata: {"text": "', chunked=True)
-    filler = b"a" * PIECE
-    while up.sent[model] < ENDLESS:
-        await up.body(model, w, filler, chunked=True)
-    await up.end_chunked(w)
-
-
-Behaviour = Callable[[HostileUpstream, str, asyncio.StreamWriter], Awaitable[None]]
-
-BEHAVIOURS: dict[str, Behaviour] = {
-    "ok-json": _ok_json,
-    "gzip-ok": _gzip_ok,
-    "huge-json": _huge_json,
-    "huge-json-chunked": _huge_json_chunked,
-    "gzip-bomb": _gzip_bomb,
-    "endless-sse": _endless_sse,
-    "long-sse": _long_sse,
-    "truncated-sse": _truncated_sse,
-    "finish-no-done": _finish_no_done,
-    "slow-sse": _slow_sse,
-    "anthropic-endless": _anthropic_endless,
-    "anthropic-one-event": _anthropic_one_event,
-}
+    async def sse_head(self) -> None:
+        await self.head(200, {"content-type": "text/event-stream",
+                              "transfer-encoding": "chunked"})

@@ -16,10 +16,8 @@ from typing import Any
 
 import orjson
 import pytest
-from security.hostile_upstream import HostileUpstream
+from security.hostile import HostileUpstream
 from serving import GatewayFactory, ServedGateway
-
-from gateway.servers import ServerThread
 
 ESCAPES = [
     "/v1/../../x",
@@ -58,24 +56,22 @@ ESCAPES = [
 
 
 @pytest.fixture(scope="module")
-def hostile() -> Iterator[tuple[HostileUpstream, ServerThread]]:
-    app = HostileUpstream()
-    with ServerThread(app, lifespan="off", log_level="critical") as server:
-        yield app, server
+def hostile() -> Iterator[HostileUpstream]:
+    with HostileUpstream() as up:
+        yield up
 
 
 @pytest.fixture(scope="module")
-def gw(make_gateway: GatewayFactory,
-       hostile: tuple[HostileUpstream, ServerThread]) -> ServedGateway:
+def gw(make_gateway: GatewayFactory, hostile: HostileUpstream) -> ServedGateway:
     # base_url with a path of its own: the route prefix to stay under is /openai/v1.
     return make_gateway(upstreams=[{"name": "hostile",
-                                    "base_url": hostile[1].url + "/openai/v1"}])
+                                    "base_url": hostile.base_url("ok", prefix="/openai")}])
 
 
 @pytest.fixture
-def up(hostile: tuple[HostileUpstream, ServerThread]) -> HostileUpstream:
-    hostile[0].requests.clear()
-    return hostile[0]
+def up(hostile: HostileUpstream) -> HostileUpstream:
+    hostile.clear()
+    return hostile
 
 
 def raw_request(gw: ServedGateway, method: str, target: str,
@@ -103,7 +99,7 @@ def raw_request(gw: ServedGateway, method: str, target: str,
 def test_path_leaving_the_prefix_is_refused(gw: ServedGateway, up: HostileUpstream,
                                             target: str, method: str) -> None:
     status, headers, body = raw_request(gw, method, target)
-    assert up.requests == [], f"{target!r} reached the upstream as {up.last()['raw_path']!r}"
+    assert up.requests == [], f"{target!r} reached the upstream as {up.last().target!r}"
     assert status == 400, body
     assert headers["content-type"] == "application/json"
     assert set(body["error"]) == {"message", "type", "param", "code"}
@@ -136,5 +132,5 @@ def test_legitimate_path_is_forwarded_byte_for_byte(gw: ServedGateway, up: Hosti
     status, _, body = raw_request(gw, "GET", target + (f"?{query}" if query else ""))
     assert status == 200, body
     sent = up.last()
-    assert sent["raw_path"] == "/openai" + target  # under base_url, as the client wrote it
-    assert sent["query"] == query
+    assert sent.raw_path == "/openai" + target  # under base_url, as the client wrote it
+    assert sent.query == query

@@ -154,7 +154,7 @@ def test_a_shadow_stream_over_the_cap_is_relayed_whole_and_audited_not_verified(
 # ---- Anthropic translation -------------------------------------------------------------
 
 def _anthropic(capped: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{**capped[0], "kind": "anthropic"}]
+    return [{**u, "kind": "anthropic"} for u in capped]
 
 
 def test_an_anthropic_stream_buffered_for_verification_is_capped(
@@ -187,17 +187,17 @@ def test_an_anthropic_event_that_never_ends_is_capped_even_when_relayed(
 def test_a_judge_reply_over_the_cap_fails_the_layer_not_the_gateway(
         start_gateway: StartGateway, make_client: Callable[..., openai.OpenAI],
         hostile: HostileUpstream, capped: list[dict[str, Any]], reply: str) -> None:
-    judge = {"base_url": hostile.base_url, "model": reply, "max_response_bytes": CAP}
+    judge = {"base_url": hostile.base_url(reply), "model": reply, "max_response_bytes": CAP}
     gw = start_gateway({"p": _policy("inline", layer="self-consistency")}, upstreams=capped,
                        judge=judge)
     before = _peak_rss()
     answer = make_client(gw.base_url, timeout=60).chat.completions.create(
-        model="ok-json", messages=ASK)
+        model="ok", messages=ASK)
     assert (answer.choices[0].message.content or "").startswith("Paris is the capital")
     (rec,) = gw.audit(expect=1)
     (layer,) = rec["layers"]
     assert layer["name"] == "self-consistency" and layer["error"]
-    assert any(r["payload"].get("model") == reply for r in hostile.requests)
+    assert any(r.behaviour == reply for r in hostile.requests)
     if reply == "huge-json":
         assert hostile.sent[reply] < READ_AT_MOST
     assert _peak_rss() - before < BOMB // 2
@@ -208,17 +208,19 @@ def test_a_judge_reply_over_the_cap_fails_the_layer_not_the_gateway(
 async def test_the_judge_transport_inflates_in_bounded_pieces_and_stops_at_the_cap(
         hostile: HostileUpstream, lib: Any) -> None:
     # Both client libraries the judges use (httpx; the anthropic SDK's httpx2).
-    url = hostile.base_url + "/chat/completions"
+    def url(behaviour: str) -> str:
+        return hostile.base_url(behaviour) + "/chat/completions"
+
     async with lib.AsyncClient(transport=capped_transport(lib, CAP), timeout=30) as client:
-        ok = await client.post(url, json={"model": "gzip-ok"})
+        ok = await client.post(url("gzip-ok"), json={"model": "m"})
         assert ok.json()["choices"][0]["message"]["content"].startswith("Paris")
         assert "content-encoding" not in ok.headers
         before = _peak_rss()
         for model in ("gzip-bomb", "huge-json"):
             with pytest.raises(lib.DecodingError, match="max_response_bytes"):
-                await client.post(url, json={"model": model})
+                await client.post(url(model), json={"model": model})
         assert _peak_rss() - before < BOMB // 2
-    assert hostile.requests[-1]["headers"]["accept-encoding"] == "identity"
+    assert hostile.requests[-1].headers["accept-encoding"] == "identity"
 
 
 # ---- idle shadow workers -----------------------------------------------------------------
@@ -234,7 +236,7 @@ def test_an_idle_shadow_worker_keeps_nothing_of_its_last_job(
         capped: list[dict[str, Any]], wait_until: Callable[..., Any]) -> None:
     gw = start_gateway({"p": _policy("shadow")}, upstreams=capped)
     make_client(gw.base_url, timeout=60).chat.completions.create(
-        model="ok-json", messages=ASK, metadata={"marker": "idle-shadow-worker"})
+        model="ok", messages=ASK, metadata={"marker": "idle-shadow-worker"})
     (rec,) = gw.audit(expect=1)  # the shadow job ran; its worker then waits for another
     assert rec["verdict"] == "pass"
     # The request (its body), the answer and the job are released, not kept by the

@@ -17,10 +17,9 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from security.hostile_upstream import ANSWER, HostileUpstream
+from security.hostile import ANSWER, HostileUpstream
 from serving import GatewayFactory, ServedGateway
 
-from gateway.servers import ServerThread
 from gateway.settings import ConfigError, load_settings
 
 UPSTREAM_KEY = "sk-upstream-shared-key-0042"
@@ -44,31 +43,30 @@ AUTH = {
 
 
 @pytest.fixture(scope="module")
-def hostile() -> Iterator[tuple[HostileUpstream, ServerThread]]:
-    app = HostileUpstream()
-    with ServerThread(app, lifespan="off", log_level="critical") as server:
-        yield app, server
+def hostile() -> Iterator[HostileUpstream]:
+    with HostileUpstream() as up:
+        yield up
 
 
 @pytest.fixture
-def up(hostile: tuple[HostileUpstream, ServerThread]) -> HostileUpstream:
-    hostile[0].requests.clear()
-    return hostile[0]
+def up(hostile: HostileUpstream) -> HostileUpstream:
+    hostile.clear()
+    return hostile
 
 
 @pytest.fixture(scope="module")
 def keyed(make_gateway: GatewayFactory,
-          hostile: tuple[HostileUpstream, ServerThread]) -> Iterator[ServedGateway]:
+          hostile: HostileUpstream) -> Iterator[ServedGateway]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(KEY_ENV, UPSTREAM_KEY)
         yield make_gateway(auth=AUTH, upstreams=[{
-            "name": "hostile", "base_url": hostile[1].url + "/v1", "api_key_env": KEY_ENV}])
+            "name": "hostile", "base_url": hostile.base_url(), "api_key_env": KEY_ENV}])
 
 
 @pytest.fixture(scope="module")
 def forward(make_gateway: GatewayFactory,
-            hostile: tuple[HostileUpstream, ServerThread]) -> ServedGateway:
-    return make_gateway(upstreams=[{"name": "hostile", "base_url": hostile[1].url + "/v1"}])
+            hostile: HostileUpstream) -> ServedGateway:
+    return make_gateway(upstreams=[{"name": "hostile", "base_url": hostile.base_url()}])
 
 
 def _denied(info: pytest.ExceptionInfo[openai.PermissionDeniedError]) -> None:
@@ -91,11 +89,11 @@ def test_default_key_may_chat_list_models_and_embed(keyed: ServedGateway, make_c
     assert [m.id for m in c.models.list()] == ["hostile-model"]
     c.models.retrieve("hostile-model")
     c.with_raw_response.embeddings.create(model="m", input="x")  # the echo is no embedding
-    assert [(r["method"], r["path"]) for r in up.requests] == [
+    assert [(r.method, r.path) for r in up.requests] == [
         ("POST", "/v1/chat/completions"), ("POST", "/v1/chat/completions"),
         ("GET", "/v1/models"), ("GET", "/v1/models/hostile-model"),
         ("POST", "/v1/embeddings")]
-    assert all(r["headers"]["authorization"] == f"Bearer {UPSTREAM_KEY}" for r in up.requests)
+    assert all(r.headers["authorization"] == f"Bearer {UPSTREAM_KEY}" for r in up.requests)
 
 
 def test_default_key_cannot_delete_another_tenants_file(keyed: ServedGateway,
@@ -131,7 +129,7 @@ def test_key_routes_replace_the_defaults(keyed: ServedGateway, make_client: Clie
     c = make_client(keyed, api_key=FILES)
     c.files.delete("file-abc")
     c.with_raw_response.files.content("file-abc")
-    assert [(r["method"], r["path"]) for r in up.requests] == [
+    assert [(r.method, r.path) for r in up.requests] == [
         ("DELETE", "/v1/files/file-abc"), ("GET", "/v1/files/file-abc/content")]
     with pytest.raises(openai.PermissionDeniedError) as info:
         c.chat.completions.create(model="m", messages=USER)
@@ -151,7 +149,7 @@ def test_tenant_routes_apply_to_the_tenants_keys(keyed: ServedGateway, make_clie
         assert http.get("/batches/batch_1").status_code == 200
         assert http.get("/batches/batch_1/cancel").status_code == 403  # one segment only
         assert http.post("/embeddings", json={"model": "m", "input": "x"}).status_code == 403
-    assert [(r["method"], r["path"]) for r in up.requests] == [
+    assert [(r.method, r.path) for r in up.requests] == [
         ("POST", "/v1/chat/completions"), ("POST", "/v1/batches"), ("GET", "/v1/batches/batch_1")]
 
 
@@ -174,9 +172,9 @@ def test_client_organization_and_project_are_dropped_with_gateway_keys(
     c.with_raw_response.embeddings.create(model="m", input="x")
     assert len(up.requests) == 4
     for r in up.requests:
-        assert "openai-organization" not in r["headers"], r["path"]
-        assert "openai-project" not in r["headers"], r["path"]
-        assert r["headers"]["authorization"] == f"Bearer {UPSTREAM_KEY}"
+        assert "openai-organization" not in r.headers, r.path
+        assert "openai-project" not in r.headers, r.path
+        assert r.headers["authorization"] == f"Bearer {UPSTREAM_KEY}"
 
 
 def test_forward_mode_is_transparent(forward: ServedGateway, make_client: Client,
@@ -185,26 +183,26 @@ def test_forward_mode_is_transparent(forward: ServedGateway, make_client: Client
                     project="proj-mine")
     c.files.delete("file-abc")
     c.chat.completions.create(model="m", messages=USER)
-    assert [(r["method"], r["path"]) for r in up.requests] == [
+    assert [(r.method, r.path) for r in up.requests] == [
         ("DELETE", "/v1/files/file-abc"), ("POST", "/v1/chat/completions")]
     for r in up.requests:
-        assert r["headers"]["openai-organization"] == "org-mine"
-        assert r["headers"]["openai-project"] == "proj-mine"
-        assert r["headers"]["authorization"] == "Bearer sk-clients-own-key"
+        assert r.headers["openai-organization"] == "org-mine"
+        assert r.headers["openai-project"] == "proj-mine"
+        assert r.headers["authorization"] == "Bearer sk-clients-own-key"
 
 
 def test_forward_mode_honours_an_explicit_allowlist(make_gateway: GatewayFactory,
                                                     make_client: Client,
-                                                    hostile: tuple[HostileUpstream, ServerThread],
+                                                    hostile: HostileUpstream,
                                                     up: HostileUpstream) -> None:
     gw = make_gateway(auth={"routes": ["POST /v1/chat/completions"]},
-                      upstreams=[{"name": "hostile", "base_url": hostile[1].url + "/v1"}])
+                      upstreams=[{"name": "hostile", "base_url": hostile.base_url()}])
     c = make_client(gw)
     c.chat.completions.create(model="m", messages=USER)
     with pytest.raises(openai.PermissionDeniedError) as info:
         c.files.delete("file-abc")
     _denied(info)
-    assert [r["path"] for r in up.requests] == ["/v1/chat/completions"]
+    assert [r.path for r in up.requests] == ["/v1/chat/completions"]
 
 
 # ---- configuration ---------------------------------------------------------------------------

@@ -10,88 +10,42 @@ and none of these requests carries a key — and logged on ``gateway.server``.
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
 import socket
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
-from gateway.servers import free_port
+from security.process import GatewayProcess, free_port, serve_gateway
 
 MAX_CONNECTIONS = 8
 MAX_HEADER_BYTES = 8192
 REQUEST = b"GET /v1/models HTTP/1.1\r\nhost: gateway\r\n"
 
 
-@dataclass
-class Served:
-    port: int
-    proc: subprocess.Popen[bytes]
-    log: Path
-
-    def connect(self, timeout: float = 15.0) -> socket.socket:
-        return socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
-
-    def log_text(self) -> str:
-        return self.log.read_text(errors="replace")
-
-
-def _serve(tmp: Path, **server: Any) -> Iterator[Served]:
-    port = free_port()
-    policies = tmp / "policies"
-    policies.mkdir()
-    config = tmp / "gateway.yaml"
-    config.write_text(orjson.dumps({
-        "host": "127.0.0.1", "port": port, "policies_dir": str(policies),
-        "audit": {"path": None}, "log_level": "info",
-        "upstreams": [{"name": "nowhere", "base_url": f"http://127.0.0.1:{free_port()}/v1"}],
-        "auth": {"keys": [{"name": "k", "tenant": "t", "key": "sk-gateway-test-key"}]},
-        "server": server}).decode())
-    log = tmp / "gateway.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GATEWAY_", "OTEL_"))}
-    with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "gateway", "serve", "--config",
-                                 str(config)], stdout=out, stderr=subprocess.STDOUT, env=env)
-    served = Served(port, proc, log)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2):
-                    break
-            except (OSError, urllib.error.URLError):
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"gateway did not start:\n{served.log_text()}") from None
-                time.sleep(0.05)
+def _serve(tmp: Path, **server: Any) -> Iterator[GatewayProcess]:
+    config = {"audit": {"path": None},
+              "upstreams": [{"name": "nowhere", "base_url": f"http://127.0.0.1:{free_port()}/v1"}],
+              "auth": {"keys": [{"name": "k", "tenant": "t", "key": "sk-gateway-test-key"}]},
+              "server": server}
+    with serve_gateway(tmp, config) as served:
         yield served
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
 
 
 @pytest.fixture(scope="module")
-def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
     """Small limits; a header timeout long enough not to interfere."""
     yield from _serve(tmp_path_factory.mktemp("limits"), max_connections=MAX_CONNECTIONS,
                       max_header_bytes=MAX_HEADER_BYTES, header_timeout=60)
 
 
 @pytest.fixture(scope="module")
-def impatient(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+def impatient(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
     """A one-second header timeout."""
     yield from _serve(tmp_path_factory.mktemp("impatient"), header_timeout=1)
 
@@ -123,14 +77,14 @@ def _error(raw: bytes, status: int, code: str) -> dict[str, str]:
 
 # ---- header size -------------------------------------------------------------------------
 
-def test_headers_within_the_limit_reach_the_gateway(gateway: Served) -> None:
+def test_headers_within_the_limit_reach_the_gateway(gateway: GatewayProcess) -> None:
     with gateway.connect() as sock:
         sock.sendall(REQUEST + b"x-pad: " + b"a" * (MAX_HEADER_BYTES // 2) + b"\r\n\r\n")
         raw = sock.recv(65536)
     assert raw.startswith(b"HTTP/1.1 401 ")  # authentication ran: no key was sent
 
 
-def test_a_body_sent_with_its_headers_does_not_count_as_headers(gateway: Served) -> None:
+def test_a_body_sent_with_its_headers_does_not_count_as_headers(gateway: GatewayProcess) -> None:
     body = b'{"model": "m", "messages": [], "pad": "' + b"a" * (8 * MAX_HEADER_BYTES) + b'"}'
     with gateway.connect() as sock:  # one write: headers and body arrive together
         sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: gateway\r\n"
@@ -140,14 +94,14 @@ def test_a_body_sent_with_its_headers_does_not_count_as_headers(gateway: Served)
     assert raw.startswith(b"HTTP/1.1 401 ")
 
 
-def test_headers_over_the_limit_are_431_before_authentication(gateway: Served) -> None:
+def test_headers_over_the_limit_are_431_before_authentication(gateway: GatewayProcess) -> None:
     with gateway.connect() as sock:
         sock.sendall(REQUEST + b"x-pad: " + b"a" * (4 * MAX_HEADER_BYTES) + b"\r\n\r\n")
         _error(_read_all(sock), 431, "request_headers_too_large")
     assert "request headers over 8192 bytes (server.max_header_bytes)" in gateway.log_text()
 
 
-def test_a_header_line_that_never_ends_is_cut_off_early(gateway: Served) -> None:
+def test_a_header_line_that_never_ends_is_cut_off_early(gateway: GatewayProcess) -> None:
     # 30 x 10 MB lines once cost 254 MB: now each connection is closed after about
     # max_header_bytes (plus one network read), long before the line could end.
     with gateway.connect() as sock:
@@ -165,7 +119,7 @@ def test_a_header_line_that_never_ends_is_cut_off_early(gateway: Served) -> None
 
 # ---- header time -------------------------------------------------------------------------
 
-def test_a_request_whose_headers_never_finish_is_408_and_closed(impatient: Served) -> None:
+def test_a_request_whose_headers_never_finish_is_408_and_closed(impatient: GatewayProcess) -> None:
     with impatient.connect() as sock:
         sock.sendall(REQUEST + b"x-slow: ")
         _error(_read_all(sock), 408, "request_timeout")
@@ -173,7 +127,7 @@ def test_a_request_whose_headers_never_finish_is_408_and_closed(impatient: Serve
         in impatient.log_text()
 
 
-def test_a_trickle_of_header_bytes_does_not_extend_the_deadline(impatient: Served) -> None:
+def test_a_trickle_of_header_bytes_does_not_extend_the_deadline(impatient: GatewayProcess) -> None:
     # Slowloris: a byte every 100 ms keeps any idle timer from firing; the header
     # deadline counts from the connection, so the server closes long before 15 s.
     with impatient.connect() as sock:
@@ -189,7 +143,8 @@ def test_a_trickle_of_header_bytes_does_not_extend_the_deadline(impatient: Serve
         assert closed or _read_all(sock).startswith(b"HTTP/1.1 408 ")
 
 
-def test_a_kept_alive_connection_gets_the_same_deadline_per_request(impatient: Served) -> None:
+def test_a_kept_alive_connection_gets_the_same_deadline_per_request(
+        impatient: GatewayProcess) -> None:
     with impatient.connect() as sock:
         sock.sendall(b"GET /healthz HTTP/1.1\r\nhost: gateway\r\n\r\n")
         first = sock.recv(65536)
@@ -201,7 +156,7 @@ def test_a_kept_alive_connection_gets_the_same_deadline_per_request(impatient: S
 # ---- connections -------------------------------------------------------------------------
 
 def test_connections_beyond_the_limit_are_shed_with_a_503(
-        gateway: Served, wait_until: Callable[..., Any]) -> None:
+        gateway: GatewayProcess, wait_until: Callable[..., Any]) -> None:
     idle = [gateway.connect() for _ in range(MAX_CONNECTIONS)]
     try:
         with gateway.connect() as extra:  # accepted after the idle ones: over the limit

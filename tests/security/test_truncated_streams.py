@@ -100,7 +100,7 @@ def test_the_total_timeout_is_named_as_such(
         start_gateway: StartGateway, make_client: Callable[..., openai.OpenAI],
         hostile: HostileUpstream) -> None:
     # Never silent for 100 ms, so the read timeout (30 s) cannot be what ends it.
-    gw = start_gateway({}, upstreams=[{"name": "hostile", "base_url": hostile.base_url,
+    gw = start_gateway({}, upstreams=[{"name": "slow", "base_url": hostile.base_url("slow-sse"),
                                        "timeouts": {"read": 30, "total": 1}}])
     stream = make_client(gw.base_url, timeout=60).chat.completions.create(
         model="slow-sse", messages=ASK, stream=True)
@@ -113,7 +113,7 @@ def test_the_total_timeout_is_named_as_such(
 def test_the_read_timeout_is_named_as_such(
         start_gateway: StartGateway, make_client: Callable[..., openai.OpenAI],
         hostile: HostileUpstream) -> None:
-    gw = start_gateway({}, upstreams=[{"name": "hostile", "base_url": hostile.base_url,
+    gw = start_gateway({}, upstreams=[{"name": "slow", "base_url": hostile.base_url("slow-sse"),
                                        "timeouts": {"read": 0.05}}])
     client = make_client(gw.base_url, timeout=60)
     with pytest.raises(openai.APIError) as info:  # mid-stream, or (a slow box) before it

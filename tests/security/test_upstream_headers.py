@@ -19,10 +19,8 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
-from security.hostile_upstream import HostileUpstream
+from security.hostile import HostileUpstream
 from serving import GatewayFactory, ServedGateway
-
-from gateway.servers import ServerThread
 
 FORGED = [
     (b"x-verity-verdict", b"pass"),
@@ -80,20 +78,23 @@ actions: {fail: {type: flag}}
 
 
 @pytest.fixture(scope="module")
-def hostile() -> Iterator[tuple[HostileUpstream, ServerThread]]:
-    app = HostileUpstream(forged=FORGED)
-    with ServerThread(app, lifespan="off", log_level="critical") as server:
-        yield app, server
+def hostile() -> Iterator[HostileUpstream]:
+    with HostileUpstream(forged=FORGED) as up:
+        yield up
 
 
 @pytest.fixture(scope="module")
-def gw(make_gateway: GatewayFactory, hostile: tuple[HostileUpstream, ServerThread],
+def gw(make_gateway: GatewayFactory, hostile: HostileUpstream,
        tmp_path_factory: pytest.TempPathFactory) -> ServedGateway:
     policies: Path = tmp_path_factory.mktemp("header-policies")
     for name, text in POLICIES.items():
         (policies / f"{name}.yaml").write_text(text, encoding="utf-8")
-    return make_gateway(policies_dir=str(policies), reload_policies=False,
-                        upstreams=[{"name": "hostile", "base_url": hostile[1].url + "/v1"}])
+    # Models ending in -429 go to an upstream that answers 429. The first upstream also
+    # gets what names no model (forwarded GET / DELETE).
+    return make_gateway(policies_dir=str(policies), reload_policies=False, upstreams=[
+        {"name": "hostile", "base_url": hostile.base_url("ok"),
+         "models": ["plain", "shadow-m", "inline-m", "live-m", "e", "hostile-model"]},
+        {"name": "limited", "base_url": hostile.base_url("status-429"), "models": ["*-429"]}])
 
 
 def check(headers: httpx.Headers, gateway_own: set[str], policy: str | None = None,
@@ -160,14 +161,14 @@ def test_model_list(gw: ServedGateway, make_client: Client) -> None:
 def test_upstream_errors(gw: ServedGateway, make_client: Client, model: str, own: set[str],
                          stream: bool) -> None:
     with pytest.raises(openai.RateLimitError) as info:
-        make_client(gw).chat.completions.create(
-            model=model, messages=USER, stream=stream,
-            extra_headers={"x-hostile-status": "429"})
+        make_client(gw).chat.completions.create(model=f"{model}-429", messages=USER,
+                                                stream=stream)
     check(info.value.response.headers, own)
 
 
-def test_forwarded_error(gw: ServedGateway) -> None:
+def test_forwarded_error(make_gateway: GatewayFactory, hostile: HostileUpstream) -> None:
+    gw = make_gateway(upstreams=[{"name": "down", "base_url": hostile.base_url("status-503")}])
     with httpx.Client(base_url=gw.base_url) as http:
-        r = http.get("/files/file-1", headers={"x-hostile-status": "503"})
+        r = http.get("/files/file-1")
     assert r.status_code == 503
     check(r.headers, set())

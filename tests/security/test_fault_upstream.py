@@ -1,0 +1,262 @@
+"""Fault suite, hostile or broken upstream: resets, garbage, HTML, silence, and an upstream
+that echoes the credential it was sent — against a real ``gateway serve`` process in
+gateway-keys mode, logging at ``debug``.
+
+Every fault the client sees is an OpenAI-shaped error with the right status (before a
+stream starts) or one OpenAI error event ending the stream (after), never a clean end;
+neither the upstream key nor the gateway key appears in anything the client gets, the
+log or the audit file. Each behaviour is reached as a model of its name
+(``security.hostile``); ``<behaviour>.guarded`` is the same upstream under an inline
+policy, so failures on a policy's path are audited too.
+
+Covered elsewhere, not repeated: connection refused and upstream timeouts
+(``tests/core/test_errors.py``; on every policy path ``tests/engine/test_upstream_failures.py``),
+streams cut or stalled (``tests/core/test_streaming.py``), forwarded bodies cut
+(``tests/core/test_forward.py``), bodies a policy cannot verify
+(``tests/engine/test_unverifiable_bodies.py``), oversized and truncated bodies
+(``test_response_limits.py``, ``test_truncated_streams.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from security.hostile import ANSWER, HostileUpstream
+from security.process import GatewayProcess, openai_error, serve_gateway
+
+KEY = "gw-initech-fault-key-0007"
+UPSTREAM_KEY = "sk-upstream-fault-secret-9931"
+ENV = {"FAULT_GATEWAY_KEY": KEY, "FAULT_UPSTREAM_KEY": UPSTREAM_KEY}
+USER: Any = [{"role": "user", "content": "What is the capital of France?"}]
+BEHAVIOURS = ("ok", "reset-before-headers", "reset-mid-body", "reset-mid-stream",
+              "garbage-sse", "slow-headers", "html-200", "html-502", "status-500",
+              "status-429", "truncated-sse", "echo-auth", "echo-auth-html")
+ECHOES = ("echo-auth", "echo-auth-html")
+
+GUARD = """
+mode: inline
+streaming: passthrough
+match: {models: ["*.guarded"]}
+on_error: fail_closed
+layers: [{name: keyword, config: {block: [zzz]}}]
+"""
+
+
+@pytest.fixture(scope="module")
+def hostile() -> Iterator[HostileUpstream]:
+    with HostileUpstream() as up:
+        yield up
+
+
+@pytest.fixture(scope="module")
+def gw(hostile: HostileUpstream, tmp_path_factory: pytest.TempPathFactory
+       ) -> Iterator[GatewayProcess]:
+    upstreams = [{"name": b, "base_url": hostile.base_url(b), "models": [b, f"{b}.guarded"],
+                  "api_key_env": "FAULT_UPSTREAM_KEY",
+                  "timeouts": {"read": 0.3 if b == "slow-headers" else 10}}
+                 for b in BEHAVIOURS]
+    config = {"log_level": "debug", "upstreams": upstreams,
+              "auth": {"keys": [{"name": "initech-app", "tenant": "initech",
+                                 "key_env": "FAULT_GATEWAY_KEY",
+                                 "routes": ["POST /v1/chat/completions", "POST /v1/embeddings",
+                                            "GET /v1/models"]}]}}
+    with serve_gateway(tmp_path_factory.mktemp("fault-upstream"), config,
+                       policies={"guard": GUARD}, env=ENV) as served:
+        yield served
+
+
+@pytest.fixture
+def client(gw: GatewayProcess) -> Iterator[openai.OpenAI]:
+    with openai.OpenAI(base_url=gw.base_url, api_key=KEY, max_retries=0, timeout=20) as c:
+        yield c
+
+
+def _status_error(call: Any) -> openai.APIStatusError:
+    with pytest.raises(openai.APIStatusError) as info:
+        call()
+    openai_error(info.value.response.content)
+    return info.value
+
+
+def _stream_error(client: openai.OpenAI, model: str) -> tuple[str, openai.APIError]:
+    text = ""
+    with pytest.raises(openai.APIError) as info:
+        for chunk in client.chat.completions.create(model=model, messages=USER, stream=True):
+            text += (chunk.choices[0].delta.content or "") if chunk.choices else ""
+    assert not isinstance(info.value, openai.APIStatusError), "the stream had not started"
+    assert isinstance(info.value.body, dict)
+    openai_error({"error": info.value.body})
+    return text, info.value
+
+
+# ---- faults before the answer starts: a status and an OpenAI error body --------------------
+
+@pytest.mark.parametrize(("behaviour", "stream", "status", "code"), [
+    ("reset-before-headers", False, 502, "upstream_connect_error"),
+    ("reset-before-headers", True, 502, "upstream_connect_error"),
+    ("reset-mid-body", False, 502, "upstream_stream_error"),
+    ("slow-headers", True, 504, "upstream_timeout"),
+])
+@pytest.mark.parametrize("guarded", [False, True], ids=["pass-through", "inline"])
+def test_a_fault_before_the_answer_is_an_openai_error(
+        client: openai.OpenAI, gw: GatewayProcess, behaviour: str, stream: bool, status: int,
+        code: str, guarded: bool) -> None:
+    model = f"{behaviour}.guarded" if guarded else behaviour
+    err = _status_error(lambda: client.chat.completions.create(model=model, messages=USER,
+                                                               stream=stream))
+    assert (err.status_code, err.code) == (status, code), err
+    assert err.response.headers["content-type"] == "application/json"
+    if guarded:
+        rec = gw.record(err.response.headers["x-verity-audit-id"])
+        assert rec["verdict"] is None and rec["note"].startswith("not verified"), rec
+
+
+# ---- faults after a stream started: one error event, never a clean end ---------------------
+
+@pytest.mark.parametrize(("behaviour", "code"), [
+    ("reset-mid-stream", "upstream_stream_error"),
+    ("truncated-sse", "upstream_stream_truncated"),
+])
+@pytest.mark.parametrize("guarded", [False, True], ids=["pass-through", "inline"])
+def test_a_fault_inside_a_stream_ends_it_with_an_error_event(
+        client: openai.OpenAI, behaviour: str, code: str, guarded: bool) -> None:
+    text, err = _stream_error(client, f"{behaviour}.guarded" if guarded else behaviour)
+    assert text.startswith("word word")  # the stream had started
+    assert isinstance(err.body, dict) and err.body["code"] == code, err.body
+
+
+@pytest.mark.parametrize("guarded", [False, True], ids=["pass-through", "inline"])
+def test_a_stream_of_garbage_ends_with_an_error_event(gw: GatewayProcess,
+                                                      guarded: bool) -> None:
+    # Pass-through relays the upstream's bytes as they come (binary garbage included:
+    # the SDK's decoder may choke on it before the end), then the gateway's event.
+    with httpx.Client(base_url=gw.base_url, timeout=20) as http:
+        r = http.post("/chat/completions", headers={"authorization": f"Bearer {KEY}"}, json={
+            "model": "garbage-sse.guarded" if guarded else "garbage-sse", "messages": USER,
+            "stream": True})
+    assert r.status_code == 200
+    last = r.content.rstrip(b"\n").rsplit(b"\n\n", 1)[-1]
+    assert last.startswith(b"data: "), r.content[-300:]
+    err = openai_error(last.removeprefix(b"data: "))
+    assert err["code"] == "upstream_stream_truncated"
+    if guarded:  # parsed, not relayed: no byte of the garbage reached the client
+        assert b"{not json" not in r.content and b"PNG" not in r.content
+
+
+# ---- what is relayed as the upstream sent it ------------------------------------------------
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_wrong_content_type_passes_through_unverified_but_fails_closed_under_a_policy(
+        gw: GatewayProcess, stream: bool) -> None:
+    # No policy: the gateway is a relay and a 2xx is the upstream's answer, whatever its
+    # type (docs/security.md, "what is not defended"). Under a fail_closed policy it is
+    # not an answer.
+    body = {"messages": USER, "stream": stream}
+    with httpx.Client(base_url=gw.base_url, timeout=20,
+                      headers={"authorization": f"Bearer {KEY}"}) as http:
+        relayed = http.post("/chat/completions", json={"model": "html-200", **body})
+        guarded = http.post("/chat/completions", json={"model": "html-200.guarded", **body})
+    assert (relayed.status_code, relayed.headers["content-type"]) == (200, "text/html")
+    assert relayed.content.startswith(b"<html>")
+    assert guarded.status_code == 502, guarded.text
+    openai_error(guarded.content)
+
+
+@pytest.mark.parametrize("behaviour", ["status-500", "status-429"])
+def test_an_openai_shaped_upstream_error_keeps_its_status(client: openai.OpenAI,
+                                                          behaviour: str) -> None:
+    err = _status_error(lambda: client.chat.completions.create(model=behaviour, messages=USER))
+    assert err.status_code == int(behaviour[-3:])
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "bug: an upstream error whose body is not JSON (a load balancer's HTML 502 page) is "
+    "relayed as is, so the client gets text/html, not the OpenAI error shape; wrap such a "
+    "body (keeping the status and relayed headers)"))
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_html_error_page_reaches_the_client_as_an_openai_error(client: openai.OpenAI,
+                                                                  stream: bool) -> None:
+    err = _status_error(lambda: client.chat.completions.create(
+        model="html-502", messages=USER, stream=stream))
+    assert err.status_code == 502
+
+
+# ---- keys ----------------------------------------------------------------------------------
+
+def _leaks(text: str | bytes) -> list[str]:
+    data = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
+    return [name for name, key in (("upstream key", UPSTREAM_KEY), ("gateway key", KEY))
+            if key in data]
+
+
+def _fetch(http: httpx.Client, method: str, path: str, key: str, body: Any = None) -> bytes:
+    """Status, headers and every body byte that arrived (a cut response included)."""
+    got = b""
+    with http.stream(method, path, json=body, headers={"authorization": f"Bearer {key}"}) as r:
+        got = f"{r.status_code} {r.headers}".encode()
+        try:
+            for piece in r.iter_raw():
+                got += piece
+        except httpx.RemoteProtocolError as exc:  # a forwarded body the upstream cut
+            got += str(exc).encode()
+    return got
+
+
+def test_keys_never_reach_a_client_the_log_or_the_audit(gw: GatewayProcess,
+                                                        hostile: HostileUpstream) -> None:
+    seen: list[tuple[str, bytes]] = []
+    with httpx.Client(base_url=gw.base_url, timeout=20) as http:
+        for behaviour in BEHAVIOURS:
+            if behaviour in ECHOES or behaviour == "slow-headers":
+                continue  # the known leak: the xfail test below; a timeout quotes nothing
+            for model in (behaviour, f"{behaviour}.guarded"):
+                for stream in (False, True):
+                    seen.append((f"{model} stream={stream}", _fetch(
+                        http, "POST", "/chat/completions", KEY,
+                        {"model": model, "messages": USER, "stream": stream})))
+            seen.append((f"{behaviour} embeddings", _fetch(
+                http, "POST", "/embeddings", KEY, {"model": behaviour, "input": "x"})))
+        for wrong in (UPSTREAM_KEY, KEY + "x", KEY[:-1]):  # a client trying keys
+            got = _fetch(http, "GET", "/models", wrong)
+            assert got.startswith(b"401 ")
+            seen.append((f"models with {wrong[:6]}…", got))
+    assert [(what, _leaks(data)) for what, data in seen if _leaks(data)] == []
+    log = gw.log_text()
+    assert "upstream 'truncated-sse'" in log  # the faults were logged, by upstream name
+    assert _leaks(log) == []
+    assert gw.audit(expect=1) and _leaks(gw.audit_bytes()) == []
+    # The upstream got its own key, never the client's.
+    assert {q.headers.get("authorization") for q in hostile.requests} == \
+        {f"Bearer {UPSTREAM_KEY}"}
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "bug: an upstream that quotes the credential it received (in its error body, an HTML "
+    "debug page, or a response header) gets the gateway's upstream key to every client: "
+    "upstream error bodies and headers are relayed as is. Redact the configured upstream "
+    "key(s) from relayed error bodies and headers"))
+@pytest.mark.parametrize("route", ["chat", "chat-stream", "chat-guarded", "embeddings"])
+@pytest.mark.parametrize("behaviour", ECHOES)
+def test_an_upstream_echoing_its_credential_does_not_leak_it(
+        gw: GatewayProcess, behaviour: str, route: str) -> None:
+    with httpx.Client(base_url=gw.base_url, timeout=20,
+                      headers={"authorization": f"Bearer {KEY}"}) as http:
+        if route == "embeddings":
+            r = http.post("/embeddings", json={"model": behaviour, "input": "x"})
+        else:
+            r = http.post("/chat/completions", json={
+                "model": f"{behaviour}.guarded" if route == "chat-guarded" else behaviour,
+                "messages": USER, "stream": route == "chat-stream"})
+    assert r.status_code >= 400
+    assert _leaks(r.content) == [] and _leaks(str(r.headers)) == []
+
+
+def test_the_upstream_is_really_asked_and_really_answers(client: openai.OpenAI) -> None:
+    # The control: the faults above are the upstream's, not the set-up's.
+    assert client.chat.completions.create(model="ok", messages=USER).choices[0].message \
+        .content == ANSWER
