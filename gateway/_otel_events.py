@@ -20,7 +20,7 @@ from opentelemetry.trace import Span, set_span_in_context
 
 from gateway import semconv as sc
 from gateway._otel_attrs import clean_attrs
-from gateway.telemetry import Redactor
+from gateway.redact import Redactor
 
 __all__ = ["EXPLANATION_LIMIT", "emit_evaluation", "evaluation_event", "inference_details",
            "message_parts"]

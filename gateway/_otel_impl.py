@@ -38,13 +38,8 @@ from gateway._otel_setup import (
     shutdown_providers,
 )
 from gateway._otel_spans import OtelTrace
-from gateway.telemetry import (
-    DEFAULT_FLUSH_SECONDS,
-    Redactor,
-    RequestTrace,
-    Telemetry,
-    redact_secrets,
-)
+from gateway.redact import Redactor, redact_secrets
+from gateway.telemetry import DEFAULT_FLUSH_SECONDS, RequestTrace, Telemetry
 
 __all__ = ["OtelTelemetry"]
 

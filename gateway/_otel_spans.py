@@ -27,11 +27,11 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, set_span_in_
 from gateway import semconv as sc
 from gateway._otel_attrs import UpstreamKey, as_count, as_number, clean_attrs, error_kind
 from gateway._otel_events import emit_evaluation, evaluation_event, inference_details
+from gateway.redact import Redactor
 from gateway.telemetry import (
     Headers,
     LayerSpan,
     PrepareSpan,
-    Redactor,
     RequestTrace,
     UpstreamTrace,
 )

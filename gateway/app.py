@@ -12,11 +12,13 @@ import gc
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
+from functools import partial
 from typing import Any
 
 from gateway.asgi import send_error, send_json
 from gateway.auth import Authenticator
 from gateway.errors import GatewayError, NotFound, NotReady
+from gateway.layers.registry import BUILTIN, LayerRegistry
 from gateway.proxy import Engine, Proxy
 from gateway.settings import Settings
 from gateway.telemetry import Telemetry, create_telemetry
@@ -33,8 +35,11 @@ class GatewayApp:
     """ASGI app. Resources exist only between lifespan startup and shutdown."""
 
     def __init__(self, settings: Settings, *, telemetry: Telemetry | None = None,
-                 engine_factory: EngineFactory | None = None) -> None:
+                 engine_factory: EngineFactory | None = None,
+                 layers: LayerRegistry = BUILTIN) -> None:
         self.settings = settings
+        self.layers = layers
+        """The layer registry policies are resolved in (the shipped layers by default)."""
         self._telemetry = telemetry
         self._engine_factory = engine_factory
         self.proxy: Proxy | None = None
@@ -49,7 +54,7 @@ class GatewayApp:
         trace_configs = telemetry.aiohttp_trace_configs()  # [] when telemetry is off
         clients = [open_client(u, trace_configs) for u in self.settings.upstreams]
         proxy = Proxy(self.settings, clients, auth, telemetry)
-        factory = self._engine_factory or open_engine
+        factory = self._engine_factory or partial(open_engine, layers=self.layers)
         try:
             async with factory(self.settings, telemetry, proxy) as engine:
                 proxy.engine = engine

@@ -1,6 +1,6 @@
 """Judges: the models that model-based verification layers call.
 
-Two kinds, one contract (:class:`gateway.verify.base.Judge`):
+Two kinds, one contract (:class:`gateway.layers.base.Judge`):
 
 - :class:`OpenAIJudge` — any OpenAI-compatible ``/chat/completions`` endpoint,
   over an ``httpx.AsyncClient`` (so the httpx instrumentation traces each call
@@ -12,17 +12,14 @@ Two kinds, one contract (:class:`gateway.verify.base.Judge`):
 
 Both count tokens and cost (``price_per_1k_*``), bound concurrency, and cache
 temperature-0 replies for identical prompts (``JudgeReply.cached``). Library
-errors become :class:`~gateway.verify.base.JudgeError` here, at the boundary.
+errors become :class:`~gateway.layers.base.JudgeError` here, at the boundary.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import re
-from collections.abc import Coroutine, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -30,59 +27,17 @@ import orjson
 from cachetools import LRUCache
 
 from gateway.capped_httpx import capped_transport
-from gateway.context import message_text
-from gateway.verify.base import Judge, JudgeError, JudgeReply
+from gateway.layers.base import Judge, JudgeError, JudgeReply, reply_served
+from gateway.sources.context import message_text
 
 if TYPE_CHECKING:
     from gateway.settings import JudgeConfig, Settings
     from gateway.telemetry import Telemetry
 
-__all__ = ["ANTHROPIC_MAX_TEMPERATURE", "AnthropicJudge", "OpenAIJudge", "create_judge",
-           "parse_json_reply"]
+__all__ = ["ANTHROPIC_MAX_TEMPERATURE", "AnthropicJudge", "OpenAIJudge", "create_judge"]
 
 ANTHROPIC_MAX_TEMPERATURE = 1.0
 """The Messages API rejects a ``temperature`` above this (OpenAI's limit is 2)."""
-
-_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.MULTILINE)
-
-
-def parse_json_reply(text: str) -> Any:
-    """The JSON value in a model reply (code fences and prose around it tolerated)."""
-    cleaned = _FENCE.sub("", text.strip())
-    try:
-        return orjson.loads(cleaned)
-    except orjson.JSONDecodeError:
-        pass
-    for opener, closer in (("{", "}"), ("[", "]")):
-        start, end = cleaned.find(opener), cleaned.rfind(closer)
-        if 0 <= start < end:
-            try:
-                return orjson.loads(cleaned[start:end + 1])
-            except orjson.JSONDecodeError:
-                continue
-    raise JudgeError(f"judge reply is not JSON ({len(text)} chars)")
-
-
-_USED_KEYS: ContextVar[list[tuple[_CachingJudge, str]] | None] = ContextVar(
-    "verity_judge_used_keys", default=None)
-"""Cache keys of the replies served or stored inside :func:`uncache_on_error`."""
-
-
-@contextmanager
-def uncache_on_error() -> Iterator[None]:
-    """Run a layer: if it raises, the temperature-0 replies it got (fresh or from the
-    cache) leave the cache. A reply the layer could not use ("level": "contradicted")
-    would otherwise come back for every identical request until evicted."""
-    token = _USED_KEYS.set([])
-    try:
-        yield
-    except BaseException:
-        for judge, key in _USED_KEYS.get() or ():
-            judge.forget(key)
-        raise
-    finally:
-        _USED_KEYS.reset(token)
-
 
 class _CachingJudge:
     """Shared pricing, concurrency bound and temperature-0 cache."""
@@ -109,23 +64,18 @@ class _CachingJudge:
                                               option=orjson.OPT_SORT_KEYS)).hexdigest()
             hit = self._cache.get(key)
             if hit is not None:
-                self._used(key)
+                reply_served(self, key)
                 return JudgeReply(texts=list(hit.texts), cost=0.0, cached=True, model=hit.model)
         reply = await self._call(list(messages), name, temperature, max_tokens, n)
         del reply.texts[n:]  # some servers return more choices than asked: n means n
         reply.cost = self._price(reply.input_tokens, reply.output_tokens)
         if key is not None and self._cache is not None:
             self._cache[key] = reply
-            self._used(key)
+            reply_served(self, key)
         return reply
 
-    def _used(self, key: str) -> None:
-        used = _USED_KEYS.get()
-        if used is not None:
-            used.append((self, key))
-
     def forget(self, key: str) -> None:
-        """Drop one cached reply (see :func:`uncache_on_error`)."""
+        """Drop one cached reply (see :func:`gateway.layers.base.uncache_on_error`)."""
         if self._cache is not None:
             self._cache.pop(key, None)
 

@@ -60,35 +60,20 @@ the SDK); every name it emits is in ``gateway.semconv``.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
 
-__all__ = ["DEFAULT_FLUSH_SECONDS", "LayerSpan", "NoopTelemetry", "PrepareSpan", "Redactor", "RequestTrace",
-           "Telemetry", "UpstreamTrace", "create_telemetry", "redact_secrets",
-           "telemetry_enabled"]
+from gateway.redact import Redactor
+
+__all__ = ["DEFAULT_FLUSH_SECONDS", "LayerSpan", "NoopTelemetry", "PrepareSpan", "RequestTrace",
+           "Telemetry", "UpstreamTrace", "create_telemetry", "telemetry_enabled"]
 
 DEFAULT_FLUSH_SECONDS = 5.0
 """How long shutdown waits, at most and in all, for the telemetry flush."""
 
 Headers = list[tuple[bytes, bytes]]
-Redactor = Callable[[str], str]
-"""Redaction hook: takes a content string, returns what may be recorded."""
-
-_SECRET = re.compile(
-    r"(?i)(?:\b(?:sk|pk|rk)-[A-Za-z0-9_\-]{8,}"            # OpenAI-style keys
-    r"|\bsk-ant-[A-Za-z0-9_\-]{8,}"                       # Anthropic keys
-    r"|\bbearer\s+[A-Za-z0-9._~+/=\-]{8,}"                # Authorization values
-    r"|\b(?:api[-_]?key|authorization|x-api-key)[\"']?\s*[:=]\s*[\"']?[^\s\"',;]{4,})")
-_EMAIL = re.compile(r"\b[A-Za-z0-9._%+\-]+@[A-Za-z0-9.\-]+\.[A-Za-z]{2,}\b")
-
-
-def redact_secrets(text: str) -> str:
-    """Default redaction hook: masks API keys, bearer tokens and e-mail addresses."""
-    return _EMAIL.sub("[EMAIL]", _SECRET.sub("[REDACTED]", text))
-
 
 class UpstreamTrace:
     """The upstream call (CLIENT span). No-op base."""

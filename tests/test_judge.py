@@ -6,9 +6,10 @@ import contextlib
 
 import pytest
 
-from gateway.judge import OpenAIJudge, create_judge, parse_json_reply
+from gateway.judge import OpenAIJudge, create_judge
+from gateway.layers._judged import parse_json_reply
 from gateway.settings import ConfigError, JudgeConfig, load_settings
-from gateway.verify.base import JudgeError
+from gateway.layers.base import JudgeError
 from serving import ServedUpstream
 
 pytestmark = pytest.mark.anyio
@@ -248,7 +249,7 @@ async def test_a_reply_the_layer_could_not_use_leaves_the_cache() -> None:
     (hits included); a layer that succeeds keeps them."""
     import httpx
 
-    from gateway.judge import uncache_on_error
+    from gateway.layers.base import uncache_on_error
 
     replies = iter(["bad", "good", "unused"])
 

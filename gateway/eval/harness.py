@@ -44,8 +44,8 @@ class CaseResult:
 
 def measurement_policy(path: Path) -> tuple[str, dict[str, Any]]:
     """Load and validate ``path``; return (name, the measurement variant as a dict)."""
-    from gateway.corpus import resolve_corpus_dir
     from gateway.policy.loader import load_policy_file
+    from gateway.sources.corpus import resolve_corpus_dir
 
     policy = load_policy_file(path)
     data = policy.spec.model_dump(mode="json", by_alias=True)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gateway.layers.registry import BUILTIN, LayerRegistry
 from gateway.policy.loader import Policy, _read, load_policy_text, policy_files
 from gateway.policy.locate import PolicyError, _locate, _parse_yaml
 from gateway.policy.models import RegenerateAction
@@ -150,12 +151,15 @@ class PolicyStore:
     load, and a manual reload) applies what it reads at once.
 
     ``route`` (``Settings.route``; leave it ``None`` when no upstream is configured)
-    lets :func:`assemble` report ``fallback_model`` values no upstream serves.
+    lets :func:`assemble` report ``fallback_model`` values no upstream serves;
+    ``layers`` is the registry layer names are resolved in.
     """
 
-    def __init__(self, directory: Path, *, route: Route | None = None) -> None:
+    def __init__(self, directory: Path, *, route: Route | None = None,
+                 layers: LayerRegistry = BUILTIN) -> None:
         self.directory = Path(directory)
         self._route = route
+        self._layers = layers
         self._states: dict[str, FileState] = {}
         self._live: dict[str, Policy] = {}
         self._policies = PolicySet(())
@@ -243,7 +247,8 @@ class PolicyStore:
                 states[file] = st
                 continue
             try:
-                st.parsed = load_policy_text(text, file, name=path.stem, path=path)
+                st.parsed = load_policy_text(text, file, name=path.stem, path=path,
+                                             layers=self._layers)
             except PolicyError as exc:
                 st.error = exc
             states[file] = st

@@ -49,7 +49,6 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.context import message_text
 from gateway.errors import GatewayError, VerificationBlocked
 from gateway.policy.models import (
     TEMPLATE_PLACEHOLDERS,
@@ -60,9 +59,10 @@ from gateway.policy.models import (
     PassAction,
     RegenerateAction,
 )
+from gateway.redact import Redactor, redact_secrets
 from gateway.scoring.binding import repair_feedback
-from gateway.telemetry import redact_secrets
-from gateway.verify.outcome import Redactor, Verification
+from gateway.sources.context import message_text
+from gateway.verify.outcome import Verification
 
 __all__ = ["Applied", "RegenContext", "answer_text", "apply_action", "apply_static",
            "band_action", "block_completion", "feedback_message", "fill_template"]
@@ -122,7 +122,7 @@ def band_action(actions: ActionSet, band: str) -> AnyAction:
 
 def answer_text(completion: Mapping[str, Any]) -> str:
     """Text of choice 0: string content, or its text parts joined like
-    :func:`gateway.context.message_text` ("" when absent or of another shape)."""
+    :func:`gateway.sources.context.message_text` ("" when absent or of another shape)."""
     choices = completion.get("choices") or ()
     if not isinstance(choices, (list, tuple)) or not choices \
             or not isinstance(choices[0], Mapping):

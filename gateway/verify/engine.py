@@ -46,20 +46,21 @@ from contextlib import asynccontextmanager, suppress
 from typing import TYPE_CHECKING, Any
 
 from gateway.audit import AuditSink, open_audit_sink
-from gateway.context import GroundingContext, extract_context, message_text
-from gateway.corpus import CorpusError, load_corpus, resolve_corpus_dir
 from gateway.errors import UpstreamError
 from gateway.judge import create_judge
+from gateway.layers.base import Judge, Layer, LayerResources, Preparing, VerifyInput
+from gateway.layers.registry import BUILTIN, LayerRegistry
 from gateway.policy.loader import Policy, ResolvedLayer
 from gateway.policy.select import Selection, select_policy
 from gateway.policy.store import PolicyStore
 from gateway.proxy import ChatExchange
+from gateway.redact import exception_summary, exception_trace, redact_secrets
 from gateway.shadow import ShadowJob, ShadowQueue
-from gateway.telemetry import RequestTrace, Telemetry, redact_secrets
+from gateway.sources.context import GroundingContext, extract_context, message_text
+from gateway.sources.corpus import CorpusCache, CorpusError, resolve_corpus_dir
+from gateway.telemetry import RequestTrace, Telemetry
 from gateway.types import RequestInfo
 from gateway.verify.actions import answer_text, band_action
-from gateway.verify.base import Judge, Layer, LayerResources, Preparing, VerifyInput
-from gateway.verify.failures import exception_summary, exception_trace
 from gateway.verify.outcome import CandidateOutcome, Outcome, Verification
 from gateway.verify.pipeline import Budget, min_confidence_for, run_pipeline
 
@@ -121,7 +122,7 @@ def is_completion(parsed: Any) -> bool:
     """A chat completion the layers can read: a non-empty ``choices`` list of objects,
     each with a ``message`` object whose ``content`` is a string, null or a list of
     text parts (``{"type": "text" | "input_text", "text": str}``, as
-    :func:`gateway.context.message_text` reads them). Any other shape is unverifiable."""
+    :func:`gateway.sources.context.message_text` reads them). Any other shape is unverifiable."""
     if not isinstance(parsed, dict):
         return False
     choices = parsed.get("choices")
@@ -169,6 +170,7 @@ class VerityEngine:
         """Shared by every model-based layer; created and closed by :func:`open_engine`."""
         self._layers: dict[tuple[str, str, str], Layer] = {}
         self._corpora: dict[tuple[str, str], _CorpusEntry] = {}
+        self._corpus_cache = CorpusCache()
         self._seen_set: object = None
 
     # ---- Engine protocol -----------------------------------------------------------------
@@ -270,8 +272,8 @@ class VerityEngine:
     def corpus(self, policy: Policy) -> Mapping[str, str]:
         """The policy's corpus: empty unless ``corpus`` is in ``context.sources`` (the
         loader requires ``corpus_dir`` with it). Re-checked at most every
-        ``_CORPUS_RECHECK_S``: :func:`load_corpus` stats the files and returns the same
-        cached :class:`~gateway.corpus.Corpus` while nothing changed. A corpus that cannot
+        ``_CORPUS_RECHECK_S``: :class:`CorpusCache` stats the files and returns the same
+        cached :class:`~gateway.sources.corpus.Corpus` while nothing changed. A corpus that cannot
         be (re)loaded keeps the last good one (none at first), logging each problem once."""
         key = (policy.name, policy.version)
         entry = self._corpora.get(key)
@@ -287,7 +289,7 @@ class VerityEngine:
         entry.next_check = now + _CORPUS_RECHECK_S
         path = resolve_corpus_dir(ctx.corpus_dir, policy.source)
         try:
-            entry.corpus = load_corpus(path)
+            entry.corpus = self._corpus_cache.load(path)
             entry.error = None
         except (CorpusError, OSError) as exc:
             if str(exc) != entry.error:
@@ -303,7 +305,7 @@ class VerityEngine:
             layer = self._layers.get(key)
             if layer is None:
                 resources = LayerResources(judge=self.judge, corpus=self.corpus(policy))
-                layer = self._layers[key] = rl.cls(rl.config, resources)  # type: ignore[call-arg]
+                layer = self._layers[key] = rl.cls(rl.config, resources)
             return layer
         return layer_for
 
@@ -491,8 +493,8 @@ class VerityEngine:
 
 
 @asynccontextmanager
-async def open_engine(settings: Settings, telemetry: Telemetry,
-                      proxy: Proxy) -> AsyncIterator[Engine | None]:
+async def open_engine(settings: Settings, telemetry: Telemetry, proxy: Proxy, *,
+                      layers: LayerRegistry = BUILTIN) -> AsyncIterator[Engine | None]:
     """Run the engine for the app's lifetime; ``None`` when the policies dir is missing."""
     directory = settings.resolved_policies_dir()
     if not directory.is_dir():
@@ -501,7 +503,8 @@ async def open_engine(settings: Settings, telemetry: Telemetry,
         yield None
         return
     # A fallback_model no upstream routes is reported at load (file, key), not at request time.
-    store = PolicyStore(directory, route=settings.route if settings.upstreams else None)
+    store = PolicyStore(directory, route=settings.route if settings.upstreams else None,
+                        layers=layers)
     await asyncio.to_thread(store.load)
     judge = create_judge(settings, telemetry)  # None when no judge can be reached
     shadow = ShadowQueue(settings.shadow, telemetry)

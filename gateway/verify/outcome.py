@@ -28,17 +28,15 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from gateway.telemetry import redact_secrets
+from gateway.redact import Redactor, redact_secrets
 
 __all__ = ["Band", "CandidateOutcome", "LayerOutcome", "Outcome", "Redactor", "Verification",
            "claims_entry", "new_audit_id", "utc_now"]
-
-Redactor = Callable[[str], str]
 
 Band = Literal["pass", "marginal", "fail"]
 BAND_ORDER: dict[str, int] = {"pass": 0, "marginal": 1, "fail": 2}
@@ -96,7 +94,7 @@ class LayerOutcome:
     error: str | None = None
     """``timeout after … ms``, ``unavailable: …``, ``JudgeError: <what failed>`` or
     ``<ExceptionType> raised at <file>:<line>``; None when it ran. Never model text
-    (``gateway.verify.failures``)."""
+    (``gateway.redact``)."""
     error_type: str | None = None
     cache_hit: bool = False
     judge_calls: int = 0

@@ -10,7 +10,7 @@ For one answer and one policy (:func:`run_pipeline`):
    Past ``budget.max_cost`` or the level profile's ``max_cost`` (judge USD already
    spent by this request, failed layers' calls included) layers are not run: an
    error outcome (``cost budget exhausted``), like an exhausted time budget.
-   When every selected layer is ``cpu_only`` (``gateway.verify.base``)
+   When every selected layer is ``cpu_only`` (``gateway.layers.base``)
    they run one after the other in the calling task instead — no task and no
    ``asyncio.timeout`` per layer, which could not interrupt synchronous work
    anyway (concurrent tasks of such layers run one after the other too). The
@@ -19,8 +19,8 @@ For one answer and one policy (:func:`run_pipeline`):
    finds no time left in the budget gets an error outcome. ``on_error: fail_open``
    leaves it out of the decision (counted as ``fail_open``); ``fail_closed`` makes
    the verdict ``fail`` (counted as ``fail_closed``). The error names the failure
-   and never quotes model text (``gateway.verify.failures``); the judge calls the
-   layer made before it failed are still counted (:func:`~gateway.verify.base.metered`),
+   and never quotes model text (``gateway.redact``); the judge calls the
+   layer made before it failed are still counted (:func:`~gateway.layers.base.metered`),
    with their cost, which the budget sees.
 4. **Calibration** — Platt scaling with the layer spec's ``calibration``; without
    one, the seed defaults for the seed's layer names, identity otherwise.
@@ -41,11 +41,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from gateway.judge import uncache_on_error
-from gateway.policy.models import Calibration, DecisionSpec
-from gateway.scoring.credit import zone
-from gateway.telemetry import LayerSpan, RequestTrace, Telemetry
-from gateway.verify.base import (
+from gateway.layers.base import (
     JudgeError,
     JudgeUsage,
     Layer,
@@ -53,11 +49,16 @@ from gateway.verify.base import (
     LayerUnavailable,
     VerifyInput,
     metered,
+    uncache_on_error,
 )
+from gateway.policy.models import Calibration, DecisionSpec
+from gateway.policy.profiles import RISK_PROFILES
+from gateway.redact import exception_summary
+from gateway.scoring.credit import zone
+from gateway.telemetry import LayerSpan, RequestTrace, Telemetry
 from gateway.verify.calibration import Calibrator, PlattParams, platt
-from gateway.verify.failures import exception_summary
 from gateway.verify.outcome import BAND_ORDER, Band, LayerOutcome, Verification
-from gateway.verify.risk import RISK_PROFILES, assess_risk
+from gateway.verify.risk import assess_risk
 
 if TYPE_CHECKING:
     from gateway.policy.loader import Policy, ResolvedLayer

@@ -13,7 +13,7 @@ import pytest
 
 from engine import support
 from gateway.audit import JsonlAuditSink
-from gateway.verify import registry
+from gateway.layers.registry import LayerRegistry
 from gateway.verify.engine import VerityEngine
 
 if TYPE_CHECKING:  # tests/conftest.py (not importable by name next to tests/deploy)
@@ -21,16 +21,14 @@ if TYPE_CHECKING:  # tests/conftest.py (not importable by name next to tests/dep
 
 
 @pytest.fixture
-def test_layers(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Register the test-only layers (``boom``, ``sleep``, ``gate``, ``wordclaims``, …)."""
-    for name, attr in support.TEST_LAYERS.items():
-        monkeypatch.setitem(registry.LAYERS, name, f"{support.__name__}:{attr}")
-    registry.resolve.cache_clear()
+def test_layers() -> Iterator[None]:
+    """Reset the test-only layers' gates (``boom``, ``sleep``, ``gate``, ``wordclaims``, …
+    are in :data:`support.REGISTRY`, which every gateway started here is given)."""
     support.GATE.clear()
     support.GATE_ENTERED.clear()
     yield
     support.GATE.set()
-    registry.resolve.cache_clear()
+
 
 
 @dataclass
@@ -86,10 +84,12 @@ StartGateway = Callable[..., PolicyGateway]
 @pytest.fixture
 def start_gateway(make_gateway: GatewayFactory, tmp_path: Path) -> Iterator[StartGateway]:
     """``start_gateway({"name": "yaml…"}, **settings)`` -> a running gateway with those
-    policies (reload polling off unless asked), stopped after the test."""
+    policies (reload polling off unless asked), stopped after the test. Its layers are
+    :data:`support.REGISTRY` unless ``layers=`` gives another registry."""
     started: list[PolicyGateway] = []
 
-    def start(policies: dict[str, str], **overrides: Any) -> PolicyGateway:
+    def start(policies: dict[str, str], *, layers: LayerRegistry = support.REGISTRY,
+              **overrides: Any) -> PolicyGateway:
         directory = tmp_path / f"policies-{len(started)}"
         directory.mkdir()
         for name, text in policies.items():
@@ -98,7 +98,8 @@ def start_gateway(make_gateway: GatewayFactory, tmp_path: Path) -> Iterator[Star
         overrides.setdefault("reload_policies", False)
         overrides.setdefault("audit", {"path": str(tmp_path / f"audit-{len(started)}.jsonl")})
         served = make_gateway(policies_dir=str(directory),
-                              app_kwargs={"telemetry": telemetry}, **overrides)
+                              app_kwargs={"telemetry": telemetry, "layers": layers},
+                              **overrides)
         gw = PolicyGateway(served, directory, telemetry)
         started.append(gw)
         return gw

@@ -1,8 +1,8 @@
 """Test-only layers, a byte-exact upstream, and helpers for the engine tests.
 
-Layers are registered per test by the ``test_layers`` fixture (monkeypatching
-``gateway.verify.registry.LAYERS`` and clearing ``resolve``'s cache); servers run
-in-thread, so the gateway under test sees them.
+The test layers are in :data:`REGISTRY` (the shipped layers plus these), which the
+engine fixtures pass to every gateway they start (``create_app(…, layers=…)``);
+servers run in-thread, so the gateway under test sees the layers' module state.
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ from typing import Any, ClassVar
 import httpx
 from pydantic import Field
 
+from gateway.layers.registry import BUILTIN
 from gateway.scripted import read_all, serve_lifespan
 from gateway.telemetry import Telemetry
-from gateway.verify.base import LayerConfig, LayerResources, LayerResult, VerifyInput
+from gateway.layers.base import LayerConfig, LayerResources, LayerResult, VerifyInput
 
 # ---- layers ------------------------------------------------------------------------------
 
@@ -133,6 +134,8 @@ class SkipLayer:
 
 TEST_LAYERS = {"boom": "BoomLayer", "sleep": "SleepLayer", "gate": "GateLayer",
                "wordclaims": "WordClaimsLayer", "credit": "CreditLayer", "skip": "SkipLayer"}
+REGISTRY = BUILTIN.with_layers({name: f"{__name__}:{attr}" for name, attr in TEST_LAYERS.items()})
+"""The shipped layers and the test layers."""
 
 
 # ---- telemetry that remembers --------------------------------------------------------------

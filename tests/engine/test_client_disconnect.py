@@ -19,10 +19,11 @@ import openai
 import pytest
 
 from engine.conftest import PolicyGateway, StartGateway
+from engine import support
 from engine.support import verity_headers
 from gateway.scripted import Rule
-from gateway.verify import registry
-from gateway.verify.base import LayerConfig, LayerResources, LayerResult, VerifyInput
+from gateway.layers.registry import LayerRegistry
+from gateway.layers.base import LayerConfig, LayerResources, LayerResult, VerifyInput
 
 if TYPE_CHECKING:  # tests/conftest.py (not importable by name next to tests/deploy)
     from conftest import ServedUpstream
@@ -70,15 +71,15 @@ class HoldLayer:
         return LayerResult(score=1.0, passed=True, label="ok")
 
 
+HOLD_LAYERS: LayerRegistry = support.REGISTRY.with_layers({"hold": f"{__name__}:HoldLayer"})
+
+
 @pytest.fixture
-def hold_layer(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setitem(registry.LAYERS, "hold", f"{__name__}:HoldLayer")
-    registry.resolve.cache_clear()
+def hold_layer() -> Iterator[None]:
     ENTERED.clear()
     RELEASE.clear()
     yield
     RELEASE.set()
-    registry.resolve.cache_clear()
 
 
 # ---- helpers -----------------------------------------------------------------------------
@@ -237,7 +238,7 @@ async def test_cancelling_during_a_regenerate_call_is_audited(
         start_gateway: StartGateway, upstream: ServedUpstream,
         make_async_client: Callable[..., openai.AsyncOpenAI]) -> None:
     upstream.app.rules = [Rule("could not be verified", GOOD), Rule("capital", BAD)]
-    gw = start_gateway({"regen": REGEN_HELD})
+    gw = start_gateway({"regen": REGEN_HELD}, layers=HOLD_LAYERS)
     client = make_async_client(gw.base_url)
     call = asyncio.ensure_future(client.chat.completions.create(model="scripted-small",
                                                                 messages=ASK))

@@ -10,7 +10,7 @@ import re
 import orjson
 
 from gateway.policy.models import RegenerateAction
-from gateway.telemetry import redact_secrets
+from gateway.redact import redact_secrets
 from gateway.verify.actions import feedback_message, fill_template
 from gateway.verify.outcome import CandidateOutcome, LayerOutcome, Outcome, Verification
 

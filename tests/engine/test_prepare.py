@@ -12,12 +12,12 @@ import pytest
 
 from engine.conftest import StartGateway
 from engine.support import verity_headers
-from gateway.context import Document, GroundingContext
+from gateway.sources.context import Document, GroundingContext
 from gateway.layers.citations import CitationsConfig, CitationsLayer
 from gateway.layers.grounding import GroundingConfig, GroundingLayer
 from gateway.scripted import Rule
-from gateway.textindex import INDEX_KEY
-from gateway.verify.base import LayerResources, LayerResult, VerifyInput
+from gateway.text.index import INDEX_KEY
+from gateway.layers.base import LayerResources, LayerResult, VerifyInput
 
 if TYPE_CHECKING:  # tests/conftest.py (not importable by name next to tests/deploy)
     from conftest import ServedUpstream

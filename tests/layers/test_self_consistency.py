@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from serving import ServedUpstream
 
-from gateway.context import ContextSpec, extract_context
+from gateway.sources.context import ContextSpec, extract_context
 from gateway.judge import OpenAIJudge
 from gateway.layers.self_consistency import (
     VARIATIONS,
@@ -22,8 +22,8 @@ from gateway.layers.self_consistency import (
 )
 from gateway.scripted import Rule
 from gateway.settings import JudgeConfig
-from gateway.verify.base import JudgeError, LayerResources, LayerUnavailable, VerifyInput
-from gateway.verify.registry import resolve
+from gateway.layers.base import JudgeError, LayerResources, LayerUnavailable, VerifyInput
+from gateway.layers.registry import resolve
 
 pytestmark = pytest.mark.anyio
 

@@ -19,7 +19,7 @@ from gateway.settings import Settings
 from gateway.verify.actions import fill_template
 from gateway.verify.outcome import Verification
 from gateway.verify.pipeline import min_confidence_for
-from gateway.verify.risk import RISK_PROFILES
+from gateway.policy.profiles import RISK_PROFILES
 
 Write = Callable[[str, str], Path]
 

@@ -14,7 +14,7 @@ import pytest
 from otlp_receiver import OTLPReceiver, RSpan
 
 from gateway import semconv as sc
-from gateway.context import GroundingContext
+from gateway.sources.context import GroundingContext
 from gateway.layers.grounding import GroundingLayer
 from gateway.scripted import Rule
 from gateway.telemetry import create_telemetry

@@ -1,7 +1,7 @@
 """A per-request index of grounding text, shared by the model-free layers.
 
 :func:`context_index` builds a :class:`TextIndex` over a request's
-:class:`~gateway.context.GroundingContext` once and stores it in the context's
+:class:`~gateway.sources.context.GroundingContext` once and stores it in the context's
 per-request memo under :data:`INDEX_KEY`, so ``grounding``, ``claims`` and
 ``citations`` all reuse one build. :func:`build_index` indexes any texts (the
 grounding layer also indexes the user question with it).
@@ -18,7 +18,7 @@ then memoized on the index:
   for every word ahead of the answer (:meth:`TextIndex.prefetch_all`, the gateway's
   prepare step);
 - the numbers and dates of the documents (normalized, see
-  :mod:`gateway.quantities`): scanned over whole documents, as before, but only
+  :mod:`gateway.text.quantities`): scanned over whole documents, as before, but only
   once something asks :meth:`TextIndex.has_number` / ``has_date`` /
   ``numbers_of`` / ``dates_of`` — an answer without numbers or dates never pays;
 - whether a sentence contains a negation cue (:meth:`TextIndex.negated`), per
@@ -38,10 +38,10 @@ from math import log
 
 from cachetools import LRUCache
 
-from gateway.context import GroundingContext
-from gateway.quantities import DateRef, Quantity, date_matches, number_in
-from gateway.textfacts import NO_FACTS, DocText, Facts, RangeFacts, scan_facts
-from gateway.textutil import (
+from gateway.text.facts import NO_FACTS, DocText, Facts, RangeFacts, scan_facts
+from gateway.text.memo import TextSource
+from gateway.text.quantities import DateRef, Quantity, date_matches, number_in
+from gateway.text.tokens import (
     STOPWORDS,
     Span,
     camel_glue_positions,
@@ -66,7 +66,7 @@ __all__ = [
 RAREST_WORDS = 6
 """Candidate sentences for a match come from this many of the rarest words."""
 
-INDEX_KEY = "gateway.textindex"
+INDEX_KEY = "gateway.text.index"
 """Memo key of the context index in ``GroundingContext.memo``."""
 
 
@@ -81,7 +81,7 @@ class IndexedSentence:
 @dataclass(slots=True, unsafe_hash=True)
 class Match:
     """The context sentence that best covers a set of answer words (a value, like
-    :class:`~gateway.textutil.Span`: never mutated)."""
+    :class:`~gateway.text.tokens.Span`: never mutated)."""
 
     sentence: int
     """Index into :attr:`TextIndex.sentences`."""
@@ -390,7 +390,7 @@ def _indexed_chars(index: TextIndex) -> int:
     return max(1, sum(len(s.text) for s in index.sentences))
 
 
-def context_index(context: GroundingContext, cache: IndexCache | None = None) -> TextIndex:
+def context_index(context: TextSource, cache: IndexCache | None = None) -> TextIndex:
     """The request's context index, built on first use and memoized per request.
 
     With ``cache``, a context already indexed by an earlier request is reused

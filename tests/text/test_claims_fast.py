@@ -1,6 +1,6 @@
-"""The claims layer's fast paths give exactly what the plain patterns give.
+"""The claim detector's fast paths give exactly what the plain patterns give.
 
-``gateway.layers.claims`` runs its case-insensitive patterns on the lower-cased text
+``gateway.text.claims`` runs its case-insensitive patterns on the lower-cased text
 and only where a literal every match contains occurs (see its ``_Folded``). These
 tests hold it to straightforward reference versions (the layer as first written:
 every pattern over the whole text, ``classify`` per sentence, ``_entity_type`` on
@@ -17,22 +17,21 @@ import re
 
 import pytest
 
-from gateway.answer import AnswerSentence, analyze_answer
-from gateway.context import GroundingContext
-from gateway.layers import claims
-from gateway.layers.claims import (
+from gateway.text.answer import AnswerSentence, analyze_answer
+from gateway.sources.context import GroundingContext
+from gateway.layers.claims import ClaimsConfig, ClaimsLayer
+from gateway.text import claims
+from gateway.text.claims import (
     REGULATORY_PATTERNS,
-    ClaimsConfig,
-    ClaimsLayer,
     ExtractedEntity,
     FactualClaim,
     classify,
     detect_claims,
     extract_entities,
 )
-from gateway.quantities import extract_dates, extract_numbers
-from gateway.textutil import Span, entity_candidates, split_sentences
-from gateway.verify.base import Evidence, LayerResources, LayerResult, VerifyInput
+from gateway.text.quantities import extract_dates, extract_numbers
+from gateway.text.tokens import Span, entity_candidates, split_sentences
+from gateway.layers.base import Evidence, LayerResources, LayerResult, VerifyInput
 
 # --- reference versions -------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""gateway.corpus: formats, metadata, errors naming file and line, caching."""
+"""gateway.sources.corpus: formats, metadata, errors naming file and line, caching."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.corpus import Corpus, CorpusError, load_corpus
+from gateway.sources.corpus import Corpus, CorpusCache, CorpusError, load_corpus
 
 
 def write(d: Path, name: str, text: str) -> Path:
@@ -88,13 +88,14 @@ def test_missing_directory(tmp_path: Path) -> None:
 
 
 def test_cache_reuses_and_sees_in_place_edits(tmp_path: Path) -> None:
+    cache = CorpusCache()
     p = write(tmp_path, "a.txt", "first")
-    c1 = load_corpus(tmp_path)
-    assert load_corpus(tmp_path) is c1
+    c1 = cache.load(tmp_path)
+    assert cache.load(tmp_path) is c1
     p.write_text("second version", encoding="utf-8")
     st = p.stat()
     os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
-    c2 = load_corpus(tmp_path)
+    c2 = cache.load(tmp_path)
     assert c2 is not c1 and c2["a"] == "second version"
     write(tmp_path, "b.txt", "new file")
-    assert set(load_corpus(tmp_path)) == {"a", "b"}
+    assert set(cache.load(tmp_path)) == {"a", "b"}

@@ -1,4 +1,4 @@
-"""The verification layer contract.
+"""The verification layer contract: what a layer is given, and what it returns.
 
 A *layer* is one check run on one upstream answer. It receives a
 :class:`VerifyInput` (request messages, the answer text, the grounding context)
@@ -9,15 +9,21 @@ it.
 
 Writing a layer
 ---------------
-One file in ``gateway/layers/``, one line in ``gateway/verify/registry.py``, its
-tests. The class has::
+One file in ``gateway/layers/``, one line in ``gateway/layers/registry.py``
+(``BUILTIN_LAYERS``), its tests. The class (see :class:`Layer`) has::
 
     class MyLayer:
-        name: ClassVar[str] = "my-layer"
+        name: ClassVar[str] = "my-layer"                 # its registry name
         Config: ClassVar[type[LayerConfig]] = MyConfig   # strict pydantic model
 
         def __init__(self, config: MyConfig, resources: LayerResources) -> None: ...
         async def verify(self, inp: VerifyInput) -> LayerResult: ...
+
+``Config()`` must build (every field has a default: a policy may name the layer
+without ``config``). One instance serves every request of one policy version: keep
+per-request state in ``verify``'s locals or in ``inp.context.memo``.
+``tests/layers/test_conformance.py`` checks every registered layer against this
+contract (name, strict config, default config, score in ``[0, 1]``).
 
 Scores are in ``[0, 1]`` where **higher means more trustworthy** (less evidence
 of hallucination). ``passed`` is the layer's own verdict at its own threshold;
@@ -47,10 +53,11 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
-from gateway.context import GroundingContext, message_text
+from gateway.sources.context import GroundingContext, message_text
 
 __all__ = [
     "Evidence",
+    "ForgetsReplies",
     "Judge",
     "JudgeError",
     "JudgeReply",
@@ -64,6 +71,8 @@ __all__ = [
     "VerifyInput",
     "judge_usage",
     "metered",
+    "reply_served",
+    "uncache_on_error",
 ]
 
 
@@ -173,7 +182,7 @@ class JudgeError(Exception):
     The message is recorded whether or not the policy records content (audit,
     spans, a ``fail_closed`` block message): it names the failure ("judge reply is
     not JSON (412 chars)", "missing key 'verdict'") and never quotes the judge's
-    reply or the answer (``gateway.verify.failures.shape`` describes a bad value).
+    reply or the answer (``gateway.redact.shape`` describes a bad value).
     """
 
 
@@ -228,6 +237,42 @@ def judge_usage() -> JudgeUsage | None:
     return _USAGE.get()
 
 
+class ForgetsReplies(Protocol):
+    """A judge with a reply cache (``gateway.judge``): it can drop one reply."""
+
+    def forget(self, key: str) -> None: ...
+
+
+_SERVED: ContextVar[list[tuple[ForgetsReplies, str]] | None] = ContextVar(
+    "verity_judge_served", default=None)
+"""Cache keys of the replies served or stored inside :func:`uncache_on_error`."""
+
+
+def reply_served(judge: ForgetsReplies, key: str) -> None:
+    """A caching judge reports each reply it served (or stored) under ``key``: if the
+    layer run in progress fails, :func:`uncache_on_error` makes ``judge`` forget it."""
+    served = _SERVED.get()
+    if served is not None:
+        served.append((judge, key))
+
+
+@contextmanager
+def uncache_on_error() -> Iterator[None]:
+    """Run a layer: if it raises, the temperature-0 replies it got (fresh or from the
+    cache) leave the cache. A reply the layer could not use ("level": "contradicted")
+    would otherwise come back for every identical request until evicted. The
+    pipeline wraps every layer run in it, beside :func:`metered`."""
+    token = _SERVED.set([])
+    try:
+        yield
+    except BaseException:
+        for judge, key in _SERVED.get() or ():
+            judge.forget(key)
+        raise
+    finally:
+        _SERVED.reset(token)
+
+
 @dataclass(frozen=True, slots=True)
 class LayerResources:
     """Shared, long-lived things a layer may use; created in the app lifespan."""
@@ -239,10 +284,23 @@ class LayerResources:
 
 @runtime_checkable
 class Layer(Protocol):
-    name: ClassVar[str]
-    Config: ClassVar[type[LayerConfig]]
+    """A verification layer (see the module docstring)."""
 
-    async def verify(self, inp: VerifyInput) -> LayerResult: ...
+    name: ClassVar[str]
+    """Its registry name (the ``name`` policies give it)."""
+    Config: ClassVar[type[LayerConfig]]
+    """Its typed config: strict (unknown keys are errors); ``Config()`` builds."""
+
+    def __init__(self, config: Any, resources: LayerResources) -> None:
+        """``config``: an instance of ``Config``; ``resources``: what the runtime shares
+        (the judge, the policy's corpus). Built once per policy version."""
+
+    async def verify(self, inp: VerifyInput) -> LayerResult:
+        """Check ``inp.response_text``; the score is in ``[0, 1]``, higher = more
+        trustworthy. Raise :class:`LayerUnavailable` when it cannot run here, or
+        :class:`JudgeError` when its judge failed; any other exception is a bug,
+        recorded by its type and place (never its message)."""
+        ...
 
 
 @runtime_checkable
@@ -252,7 +310,7 @@ class Preparing(Protocol):
     For an inline policy the engine calls ``prepare`` once the request has gone
     upstream, so the work overlaps the upstream's generation instead of adding to
     the verification's latency; ``verify`` later gets the same
-    :class:`~gateway.context.GroundingContext` (whose ``memo`` holds what ``prepare``
+    :class:`~gateway.sources.context.GroundingContext` (whose ``memo`` holds what ``prepare``
     built). Synchronous, CPU-only, must not raise for any context, and must leave
     ``verify``'s result unchanged (only its cost may change).
     """

@@ -1,12 +1,11 @@
-"""Where the number and date patterns of :mod:`gateway.quantities` can match, found
+"""Where the number and date patterns of :mod:`gateway.text.quantities` can match, found
 without running them over the whole text.
 
-Private to :mod:`gateway.quantities`, which turns the matches into values (and
+Private to :mod:`gateway.text.quantities`, which turns the matches into values (and
 re-exports the names its tests read). It holds the patterns (``_DATE``,
-``_NUMBER_DIGITS``, ``_NUMBER_WORDS``), the class string and digit runs of a text (kept
-for the last short text) and the candidate scans that return the matches of ``_DATE``
+``_NUMBER_DIGITS``, ``_NUMBER_WORDS``), the class string and digit runs of a text and the candidate scans that return the matches of ``_DATE``
 and ``_NUMBER_WORDS``. The digit-number scan, ``_digit_quantities``, stays in
-``quantities``: it builds :class:`~gateway.quantities.Quantity` values directly.
+``quantities``: it builds :class:`~gateway.text.quantities.Quantity` values directly.
 
 The patterns below define what matches; how they are run is a speed matter with the
 same results as ``finditer`` over the whole text. A pattern that starts with a
@@ -19,8 +18,9 @@ numbers, and a space before the first letters of a number word (`_WORD_AT`). The
 patterns then run at those places only (`_date_matches`, `_digit_quantities`,
 `_word_matches`; each docstring says why no match is missed). Texts with non-ASCII
 ``\\d`` digits (dates, digit numbers) or with ``İ ı ſ K`` (number words, see `_FOLDS`)
-take the whole-text scan instead. The class string of the last short text is kept
-(`_prepare`): ``extract_numbers(s, extract_dates(s))`` classifies ``s`` once.
+take the whole-text scan instead. Nothing is kept between calls: a caller that wants
+both dates and numbers of one text asks ``extract_quantities``, which classifies it
+once.
 """
 
 from __future__ import annotations
@@ -120,23 +120,10 @@ def _runs(cls: bytes) -> list[tuple[int, int]]:
     return [r.span() for r in _RUNS.finditer(cls)] if b"#" in cls else []
 
 
-_SHORT = 2000
-_last: tuple[str, bytes, str, list[tuple[int, int]]] = ("", b" ", "", [])
-"""`_prepare` of the last short text: ``extract_numbers(s, extract_dates(s))`` per answer
-sentence classifies each sentence once."""
-
-
 def _prepare(text: str) -> tuple[bytes, str, list[tuple[int, int]]]:
-    """`_classes` and `_runs` of ``text`` (remembered for the last short text)."""
-    global _last
-    last = _last
-    if last[0] is text:
-        return last[1], last[2], last[3]
+    """`_classes` and `_runs` of ``text``."""
     cls, rare = _classes(text)
-    runs = _runs(cls)
-    if len(text) <= _SHORT:
-        _last = (text, cls, rare, runs)
-    return cls, rare, runs
+    return cls, rare, _runs(cls)
 
 
 def _date_matches(text: str, cls: bytes, runs: list[tuple[int, int]]) -> list[re.Match[str]]:

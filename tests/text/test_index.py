@@ -6,9 +6,9 @@ from bisect import bisect_right
 
 import pytest
 
-from gateway.quantities import extract_dates, extract_numbers
-from gateway.textindex import build_index
-from gateway.textutil import negation_cues, split_sentences
+from gateway.text.quantities import extract_dates, extract_numbers
+from gateway.text.index import build_index
+from gateway.text.tokens import negation_cues, split_sentences
 
 DOCS = [
     ("a", ("On July 11, 1981 Andre Johnson was born. He did not play in 1999.\n"
@@ -82,9 +82,9 @@ def test_range_facts_cover_only_their_sentences_and_are_memoized() -> None:
 
 
 def test_answer_sentences_are_analyzed_once_per_request() -> None:
-    from gateway.answer import analyze_answer, answer_sentences
-    from gateway.context import GroundingContext
-    from gateway.textutil import entity_candidates
+    from gateway.text.answer import analyze_answer, answer_sentences
+    from gateway.sources.context import GroundingContext
+    from gateway.text.tokens import entity_candidates
 
     answer = "Andre Johnson played for the Houston Texans. He was born in 1981."
     got = analyze_answer(answer)
@@ -99,7 +99,7 @@ def test_answer_sentences_are_analyzed_once_per_request() -> None:
 
 def _eager_postings(index_docs: list[tuple[str, str]]) -> dict[str, list[int]]:
     """What the index used to build up front: every non-stopword token -> sentence ids."""
-    from gateway.textutil import STOPWORDS, tokenize
+    from gateway.text.tokens import STOPWORDS, tokenize
 
     out: dict[str, list[int]] = {}
     sid = 0
@@ -126,7 +126,7 @@ def test_postings_found_on_demand_equal_eager_postings() -> None:
 def test_tokens_of_non_ascii_and_glued_text_equal_tokenize() -> None:
     """The document-wide fast paths (regex punctuation on non-ASCII text, re-tokenizing
     only the sentences with a glued "wordWord") give what tokenize gives per sentence."""
-    from gateway.textutil import TO_SPACE, punct_to_space, tokenize
+    from gateway.text.tokens import TO_SPACE, punct_to_space, tokenize
 
     text = ("The club\u00a0paid \u00a3300 for it \u2013 \u2018a lot\u2019. RomanceStep won the "
             "Game.Andre Johnson scored. \u201cNo,\u201d he said. Caf\u00e9 R\u00e9sum\u00e9s rose.")
@@ -150,7 +150,7 @@ def test_best_matches_with_resolved_forms_equal_without() -> None:
 def test_answer_values_are_each_sentences_own() -> None:
     """Each sentence holds extract_dates/extract_numbers of its own text; the analysis
     also lists them all with answer offsets, in text order (what claims reads)."""
-    from gateway.answer import analyze_answer
+    from gateway.text.answer import analyze_answer
 
     answer = ("He was born in July\n1981 in Texas. The team won 12 games and $3.5 million. "
               "The flood came in May. 5 people died.")

@@ -1,4 +1,11 @@
-"""Failure descriptions that never quote model text.
+"""What may be recorded: redaction of secrets, and failures described without model text.
+
+Two jobs of one rule — free text the gateway records (audit, spans, logs, error
+bodies) never carries credentials and never quotes model text unless a policy opts
+into recording content:
+
+- :func:`redact_secrets` — the default redaction hook (:data:`Redactor`): masks API
+  keys, bearer tokens and e-mail addresses. Policies add their own patterns on top.
 
 A layer's error is recorded always — the audit record, the ``verify <layer>`` span's
 ``verity.layer.error``, ``{reasons}`` in a ``fail_closed`` block message and the
@@ -14,18 +21,34 @@ never the judge's or the upstream's words: those may be the answer, verbatim.
 - :func:`exception_trace` — the same for a log line: the traceback's frames (code
   locations and source lines) without any exception's message.
 
-:class:`~gateway.verify.base.JudgeError` and
-:class:`~gateway.verify.base.LayerUnavailable` messages are the gateway's own words
+:class:`~gateway.layers.base.JudgeError` and
+:class:`~gateway.layers.base.LayerUnavailable` messages are the gateway's own words
 and are recorded as they are; building them from these helpers keeps them so.
 """
 
 from __future__ import annotations
 
+import re
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import PurePath
 
-__all__ = ["exception_summary", "exception_trace", "shape"]
+__all__ = ["Redactor", "exception_summary", "exception_trace", "redact_secrets", "shape"]
+
+Redactor = Callable[[str], str]
+"""Redaction hook: takes a content string, returns what may be recorded."""
+
+_SECRET = re.compile(
+    r"(?i)(?:\b(?:sk|pk|rk)-[A-Za-z0-9_\-]{8,}"            # OpenAI-style keys
+    r"|\bsk-ant-[A-Za-z0-9_\-]{8,}"                       # Anthropic keys
+    r"|\bbearer\s+[A-Za-z0-9._~+/=\-]{8,}"                # Authorization values
+    r"|\b(?:api[-_]?key|authorization|x-api-key)[\"']?\s*[:=]\s*[\"']?[^\s\"',;]{4,})")
+_EMAIL = re.compile(r"\b[A-Za-z0-9._%+\-]+@[A-Za-z0-9.\-]+\.[A-Za-z]{2,}\b")
+
+
+def redact_secrets(text: str) -> str:
+    """Default redaction hook: masks API keys, bearer tokens and e-mail addresses."""
+    return _EMAIL.sub("[EMAIL]", _SECRET.sub("[REDACTED]", text))
 
 
 def shape(value: object) -> str:

@@ -1,20 +1,20 @@
 """The answer side of the model-free layers: its sentences, their entity candidates,
 dates and numbers, analyzed once per request and shared by ``grounding``, ``claims``
-and ``nli`` (the context side is :mod:`gateway.textindex`)."""
+and ``nli`` (the context side is :mod:`gateway.text.index`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from gateway.context import GroundingContext
-from gateway.quantities import DateRef, Quantity, extract_dates, extract_numbers
-from gateway.textutil import Span, entity_candidates, split_sentences
+from gateway.text.memo import Memo
+from gateway.text.quantities import DateRef, Quantity, extract_quantities
+from gateway.text.tokens import Span, entity_candidates, split_sentences
 
 __all__ = ["ANSWER_KEY", "AnalyzedAnswer", "AnswerSentence", "analyze_answer",
            "answer_sentences"]
 
-ANSWER_KEY = "gateway.answer"
+ANSWER_KEY = "gateway.text.answer"
 """Memo key prefix of :func:`answer_sentences`."""
 
 
@@ -58,8 +58,7 @@ def analyze_answer(answer: str) -> AnalyzedAnswer:
     dates: list[DateRef] = []
     numbers: list[Quantity] = []
     for s in split_sentences(answer):
-        ds = extract_dates(s.text)
-        qs = extract_numbers(s.text, ds)
+        ds, qs = extract_quantities(s.text)
         sentences.append(AnswerSentence(s, tuple(entity_candidates(s.text)), tuple(ds),
                                         tuple(qs)))
         base = s.start
@@ -70,7 +69,7 @@ def analyze_answer(answer: str) -> AnalyzedAnswer:
     return AnalyzedAnswer(answer, sentences, dates, numbers)
 
 
-def answer_sentences(context: GroundingContext, answer: str) -> AnalyzedAnswer:
+def answer_sentences(context: Memo, answer: str) -> AnalyzedAnswer:
     """:func:`analyze_answer`, once per request (``grounding`` and ``claims`` both need it)."""
     return context.memo(f"{ANSWER_KEY}:{answer}",  # type: ignore[no-any-return]
                         lambda: analyze_answer(answer))

@@ -1,7 +1,7 @@
 """Numbers and dates of indexed documents, found when first asked for.
 
-Split out of :mod:`gateway.textindex` (which re-exports :class:`RangeFacts`):
-:func:`scan_facts` runs the number and date patterns of :mod:`gateway.quantities`
+Split out of :mod:`gateway.text.index` (which re-exports :class:`RangeFacts`):
+:func:`scan_facts` runs the number and date patterns of :mod:`gateway.text.quantities`
 over whole documents, exactly as an up-front scan would, and assigns each value
 to the sentence it starts in; the index calls it only when a layer first asks
 for a number or a date.
@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, cast
 
-from gateway._quantity_scan import _classes, _runs
-from gateway.quantities import _WORD_HINT, DateRef, Quantity, _dates, _numbers
+from gateway.text._quantity_scan import _classes, _runs
+from gateway.text.quantities import _WORD_HINT, DateRef, Quantity, _dates, _numbers
 
 __all__ = ["NO_FACTS", "DocText", "Facts", "RangeFacts", "scan_facts"]
 
@@ -65,7 +65,7 @@ def scan_facts(docs: list[DocText]) -> Facts:
 
     for doc in docs:
         text = doc.text
-        cls, rare = _classes(text)  # shared by both scans (see gateway.quantities)
+        cls, rare = _classes(text)  # shared by both scans (see gateway.text.quantities)
         if b"#" in cls or any(ch.isdigit() for ch in rare) or _maybe_spelled(text):
             runs = _runs(cls)
             doc_dates = _dates(text, cls, rare, runs)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.quantities import DateRef, date_matches, extract_dates, extract_numbers
-from gateway.quantities import number_matches
-from gateway.textutil import content_words, entity_candidates, has_negation
-from gateway.textutil import split_sentences, tokenize, variants
+from gateway.text.quantities import DateRef, date_matches, extract_dates, extract_numbers
+from gateway.text.quantities import number_matches
+from gateway.text.tokens import content_words, entity_candidates, has_negation
+from gateway.text.tokens import split_sentences, tokenize, variants
 
 
 def texts(text: str) -> list[str]:
@@ -155,7 +155,7 @@ def test_camel_glue_check_agrees_with_the_plain_pattern() -> None:
     import random
     import re
 
-    from gateway.textutil import has_camel_glue
+    from gateway.text.tokens import has_camel_glue
 
     plain = re.compile(r"[a-z](?=[A-Z][a-z])")
     rng = random.Random(3)
@@ -183,7 +183,7 @@ def test_number_words_keep_their_stated_form_on_the_ascii_fast_path() -> None:
 def test_number_word_hint_scan_equals_the_substring_checks() -> None:
     import random
 
-    from gateway.quantities import _WORD_HINT, _WORD_HINTS
+    from gateway.text.quantities import _WORD_HINT, _WORD_HINTS
 
     rng = random.Random(11)
     for _ in range(5000):

@@ -1,15 +1,18 @@
-"""Find ``<tag attr="v">…</tag>`` context blocks inside message text."""
+"""Find ``<tag attr="v">…</tag>`` context blocks inside message text (the ``blocks``
+source of a policy's ``context``)."""
 
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+
+__all__ = ["find_blocks", "strip_blocks"]
 
 _ATTR = re.compile(r"""([A-Za-z_][\w.-]*)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]+))""")
 
 
-@lru_cache(maxsize=32)
 def _pattern(tags: tuple[str, ...]) -> re.Pattern[str]:
+    # ``re`` keeps the compiled patterns (its own bounded cache): a policy's few tags
+    # compile once.
     alt = "|".join(re.escape(t) for t in tags)
     return re.compile(rf"<({alt})(\s[^>]*)?>(.*?)</\1\s*>", re.DOTALL | re.IGNORECASE)
 

@@ -1,4 +1,4 @@
-"""gateway.context: grounding documents from any message shape, never an exception."""
+"""gateway.sources.context: grounding documents from any message shape, never an exception."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from gateway.context import ContextSpec, extract_context, message_text
+from gateway.sources.context import ContextSpec, extract_context, message_text
 
 SPEC = ContextSpec()
 
@@ -76,8 +76,8 @@ def test_blocks_in_a_function_result_are_blocks() -> None:
 
 def test_the_question_reads_a_message_as_the_context_does() -> None:
     """VerifyInput.question used its own reading: a null text part became 'None'."""
-    from gateway.context import GroundingContext
-    from gateway.verify.base import VerifyInput
+    from gateway.sources.context import GroundingContext
+    from gateway.layers.base import VerifyInput
 
     user = {"role": "user", "content": [{"type": "text", "text": None},
                                         {"type": "input_text", "text": "When did it open?"},

@@ -1,6 +1,6 @@
-"""Fast scanning for the ``claims`` layer: where each of its patterns can match.
+"""Fast scanning for the claim detector: where each of its patterns can match.
 
-Private to :mod:`gateway.layers.claims`, which imports what it uses from here (and
+Private to :mod:`gateway.text.claims`, which imports what it uses from here (and
 re-exports the names its tests read). It holds the claims patterns
 (:data:`REGULATORY_PATTERNS`, ``_DURATION``, ``_OPINION``, ``_HEDGE`` and their ASCII
 twins) and ``_Folded``, which finds the candidate positions for each of them.
@@ -16,7 +16,7 @@ pattern scans only the few words around each plausible unit word. Since every ma
 contains the literal, none is missed; and each pattern is run at a candidate with the
 text around it unchanged (``match`` at ``pos`` sees the characters before it, as
 ``finditer`` does), so the results are exactly those of the plain patterns over the
-whole text (each method's docstring says why; tests/layers/test_claims_fast.py).
+whole text (each method's docstring says why; tests/text/test_claims_fast.py).
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, AnyStr
 
-from gateway.textutil import Span
+from gateway.text.tokens import Span
 
 if TYPE_CHECKING:
-    from gateway.layers.claims import Classification
+    from gateway.text.claims import Classification
 
 _I = re.IGNORECASE
 REGULATORY_PATTERNS: dict[str, tuple[re.Pattern[str], ...]] = {
@@ -202,7 +202,7 @@ class _Folded:
     or long "ſ" (IGNORECASE matches them to i / s, lower() keeps them): for every
     other character c, c matches a pattern character ignoring case iff ``c.lower()``
     equals it, and ``c.lower()`` is a word / digit / space character iff c is
-    (checked over all of Unicode in tests/layers/test_claims_fast.py).
+    (checked over all of Unicode in tests/text/test_claims_fast.py).
     :meth:`of` returns ``None`` for the rest.
 
     ``words`` is ``low`` as bytes, one per character (offsets unchanged), with

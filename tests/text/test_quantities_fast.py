@@ -1,4 +1,4 @@
-"""The candidate scans of gateway.quantities equal the whole-text scans they replace.
+"""The candidate scans of gateway.text.quantities equal the whole-text scans they replace.
 
 `_dates` / `_numbers` take the whole-text ``finditer`` path when the text holds a
 non-ASCII ``\\d`` digit (dates, digit numbers) or a `_FOLDS` character (number words);
@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from gateway.quantities import (
+from gateway.text.quantities import (
     _FOLDS,
     DateRef,
     Quantity,

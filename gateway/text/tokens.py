@@ -2,7 +2,7 @@
 
 Everything here is a pure function over ``str``; regexes and word lists are
 compiled once at import and never mutated. Numbers and dates live in
-:mod:`gateway.quantities`.
+:mod:`gateway.text.quantities`.
 
 Conventions
 -----------
@@ -14,7 +14,7 @@ Conventions
   sides of any comparison, so matching stays symmetric.
 - A *content word* is a token of two or more characters that is not a stopword,
   not a number word and has no digit (numbers are compared by
-  :mod:`gateway.quantities`).
+  :mod:`gateway.text.quantities`).
 - :func:`variants` gives the few surface forms under which a content word may
   appear elsewhere (plural, -ed, -ing); it replaces stemming on the hot path,
   so a long context is never stemmed word by word.
@@ -74,7 +74,7 @@ NUMBER_WORDS: frozenset[str] = frozenset(
     "fifteen sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty seventy "
     "eighty ninety hundred thousand million billion trillion dozen half percent".split()
 )
-"""Spelled-out number words: compared as numbers (:mod:`gateway.quantities`), not as words."""
+"""Spelled-out number words: compared as numbers (:mod:`gateway.text.quantities`), not as words."""
 
 PLACES: frozenset[str] = frozenset(
     "afghanistan albania algeria argentina australia austria bangladesh belgium bolivia brazil "

@@ -6,6 +6,8 @@ Pure functions; patterns compiled once at import.
   ``"1981-07-11"``, ``"July 1981"``, ``"July 11"``, bare years (``"in 1981"``) and
   decades (``"the 1990s"``, ``"'90s"``) and returns :class:`DateRef` values with the
   parts that were stated (``None`` for the rest).
+- :func:`extract_quantities` is both at once (the text is classified once; the
+  usual call: ``extract_numbers(s, extract_dates(s))`` did the same work twice).
 - :func:`extract_numbers` finds quantities that are *not* part of a date: digits
   with separators and decimals (``"1,200.5"``), scale words (``"1.2 million"``,
   ``"$3bn"``), percentages (``"12%"``, ``"12 percent"``), currency (``"£300"``) and
@@ -16,7 +18,7 @@ Pure functions; patterns compiled once at import.
   ``1,234,567``) and partial dates (``"1981"`` is backed by ``"July 11, 1981"``).
 
 The patterns, and the candidate scans that find where they can match (with the same
-results as ``finditer`` over the whole text), are in :mod:`gateway._quantity_scan`;
+results as ``finditer`` over the whole text), are in :mod:`gateway.text._quantity_scan`;
 `_dates` and `_numbers` here turn the matches into values (`_digit_quantities` scans
 the digit runs and builds its values directly).
 """
@@ -30,7 +32,7 @@ from dataclasses import dataclass
 from math import floor, log10
 from operator import attrgetter
 
-from gateway._quantity_scan import (
+from gateway.text._quantity_scan import (
     _DATE,
     _FOLDS,
     _MONTHS,
@@ -42,8 +44,8 @@ from gateway._quantity_scan import (
 )
 
 # Re-exported: tests read these on this module, where they were defined before the split.
-from gateway._quantity_scan import _classes as _classes
-from gateway._quantity_scan import _runs as _runs
+from gateway.text._quantity_scan import _classes as _classes
+from gateway.text._quantity_scan import _runs as _runs
 
 __all__ = [
     "DateRef",
@@ -51,6 +53,7 @@ __all__ = [
     "date_matches",
     "extract_dates",
     "extract_numbers",
+    "extract_quantities",
     "number_in",
     "number_matches",
 ]
@@ -162,6 +165,15 @@ def _dates(text: str, cls: bytes, rare: str, runs: list[tuple[int, int]]) -> lis
         start, end = m.span()
         out.append(DateRef(year, month, day, decade, m.group(), start, end))
     return out
+
+
+def extract_quantities(text: str) -> tuple[list[DateRef], list[Quantity]]:
+    """``(extract_dates(text), extract_numbers(text, those dates))``, classifying
+    ``text`` once."""
+    cls, rare, runs = _prepare(text)
+    digits = bool(runs) or bool(rare and _DIGIT.search(rare) is not None)
+    dates = _dates(text, cls, rare, runs) if digits else []
+    return dates, _numbers(text, dates, cls, rare, runs)
 
 
 def extract_numbers(text: str, dates: Iterable[DateRef] | None = None) -> list[Quantity]:

@@ -18,9 +18,11 @@ defined twice.
 The result, :class:`Corpus`, *is* a ``Mapping[str, str]`` (id -> text), so it
 can be passed wherever a plain corpus mapping is expected
 (``LayerResources.corpus``), and carries per-source metadata in ``.meta``.
-:func:`load_corpus` caches by the directory's and its files' modification
-times and sizes (a directory's own mtime does not change when a file is edited
-in place), so calling it per request or per reload is cheap.
+:func:`load_corpus` reads the directory every time; a :class:`CorpusCache` (one per
+verification runtime) keys loaded corpora by the directory's and its files'
+modification times and sizes (a directory's own mtime does not change when a file
+is edited in place), so asking it per request or per reload is cheap and gives the
+same object while nothing changed.
 """
 
 from __future__ import annotations
@@ -29,7 +31,6 @@ import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import date
-from functools import lru_cache
 from pathlib import Path
 
 import orjson
@@ -37,8 +38,8 @@ import yaml
 
 from gateway.scoring.binding import AUTHORITY_WEIGHTS, parse_date
 
-__all__ = ["Corpus", "CorpusError", "SourceMeta", "corpus_dir_problem", "load_corpus",
-           "resolve_corpus_dir"]
+__all__ = ["Corpus", "CorpusCache", "CorpusError", "SourceMeta", "corpus_dir_problem",
+           "load_corpus", "resolve_corpus_dir"]
 
 _SUFFIXES = (".txt", ".md", ".jsonl")
 
@@ -101,7 +102,38 @@ def corpus_dir_problem(path: Path) -> str | None:
 
 
 def load_corpus(directory: str | os.PathLike[str]) -> Corpus:
-    """Load (or return the cached) corpus in ``directory``."""
+    """Load the corpus in ``directory`` (read now: :class:`CorpusCache` keeps them)."""
+    path, _ = _signature(directory)
+    return _load(str(path))
+
+
+class CorpusCache:
+    """Loaded corpora, reused while their files are unchanged (bounded, LRU).
+
+    Not thread-safe; one per verification runtime (it lives as long as the runtime).
+    """
+
+    def __init__(self, max_entries: int = 8) -> None:
+        self._max = max_entries
+        self._entries: dict[str, tuple[tuple[object, ...], Corpus]] = {}
+
+    def load(self, directory: str | os.PathLike[str]) -> Corpus:
+        """The corpus in ``directory``: the one loaded before while its signature (the
+        files' names, modification times and sizes) is unchanged, else read now."""
+        path, signature = _signature(directory)
+        key = str(path)
+        found = self._entries.pop(key, None)
+        if found is not None and found[0] == signature:
+            self._entries[key] = found  # most recently used last
+            return found[1]
+        corpus = _load(key)
+        while len(self._entries) >= self._max:
+            del self._entries[next(iter(self._entries))]
+        self._entries[key] = (signature, corpus)
+        return corpus
+
+
+def _signature(directory: str | os.PathLike[str]) -> tuple[Path, tuple[object, ...]]:
     path = Path(directory).expanduser().resolve()
     if not path.is_dir():
         raise CorpusError(f"corpus directory {str(path)!r} does not exist or is not a directory")
@@ -111,11 +143,10 @@ def load_corpus(directory: str | os.PathLike[str]) -> Corpus:
             (p.name, st.st_mtime_ns, st.st_size) for p in files if (st := p.stat()))
     except OSError as exc:
         raise CorpusError(f"cannot read corpus directory {str(path)!r}: {exc}") from exc
-    return _load(str(path), signature)
+    return path, signature
 
 
-@lru_cache(maxsize=8)
-def _load(directory: str, signature: tuple[object, ...]) -> Corpus:
+def _load(directory: str) -> Corpus:
     texts: dict[str, str] = {}
     meta: dict[str, SourceMeta] = {}
     for p in sorted(Path(directory).iterdir()):

@@ -8,7 +8,7 @@ A policy's ``context`` section (:class:`ContextSpec`) names the sources:
 - ``tools`` — tool-result messages (``role: tool``, and the deprecated
   function-calling results, ``role: function``);
 - ``corpus`` — a configured directory of text / JSONL documents keyed by source id
-  (used to resolve citations; see ``gateway.corpus``).
+  (used to resolve citations; see ``gateway.sources.corpus``).
 
 :func:`extract_context` turns a request's messages into a :class:`GroundingContext`.
 """
@@ -34,7 +34,7 @@ class ContextSpec(BaseModel):
     """Tag names recognised as delimited context blocks: ``<tag ...>…</tag>``."""
     corpus_dir: str | None = None
     """Directory of ``*.txt`` / ``*.md`` (id = file stem) and ``*.jsonl``
-    (``{"id", "text", …metadata}``); see ``gateway.corpus``."""
+    (``{"id", "text", …metadata}``); see ``gateway.sources.corpus``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +99,7 @@ def extract_context(
 
     Never raises on a message's shape: one that is not an object, or has no text, adds
     nothing (the proxy rejects the invalid shapes before a policy sees them)."""
-    from gateway._blocks import find_blocks  # local: keeps import cost off pass-through
+    from gateway.sources.blocks import find_blocks  # local: keeps import cost off pass-through
 
     docs: list[Document] = []
     n = 0
@@ -119,7 +119,7 @@ def extract_context(
             # A system message made only of blocks is not counted twice.
             rest = text
             if blocks:
-                from gateway._blocks import strip_blocks
+                from gateway.sources.blocks import strip_blocks
 
                 rest = strip_blocks(text, spec.block_tags)
             if rest.strip():
