@@ -42,8 +42,8 @@ import bench_layers  # noqa: E402
 import openai  # noqa: E402
 
 from gateway.app import create_app  # noqa: E402
-from gateway.scripted import ScriptedUpstream  # noqa: E402
-from gateway.servers import ServerThread  # noqa: E402
+from gateway.testing.scripted import ScriptedUpstream  # noqa: E402
+from gateway.testing.servers import ServerThread  # noqa: E402
 from gateway.settings import load_settings  # noqa: E402
 from gateway.verify.engine import VerityEngine  # noqa: E402
 

@@ -15,9 +15,9 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppres
 from functools import partial
 from typing import Any
 
-from gateway.asgi import send_error, send_json
-from gateway.auth import Authenticator
 from gateway.errors import GatewayError, NotFound, NotReady
+from gateway.http.asgi import send_error, send_json
+from gateway.http.auth import Authenticator
 from gateway.layers.registry import BUILTIN, LayerRegistry
 from gateway.proxy import Engine, Proxy
 from gateway.settings import Settings

@@ -17,9 +17,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
-from gateway.asgi import ClientGone, DisconnectWatcher, read_body, send_bytes, send_error
-from gateway.auth import Authenticator, Principal
-from gateway.body_model import json_model_from_prefix, multipart_model
 from gateway.errors import (
     GatewayError,
     InvalidJSON,
@@ -28,11 +25,14 @@ from gateway.errors import (
     PayloadTooLarge,
     UpstreamError,
 )
-from gateway.forward_path import forwarded_path, forwarded_query
-from gateway.sse import StreamSummary, encode_event, ended_cleanly
+from gateway.http.asgi import ClientGone, DisconnectWatcher, read_body, send_bytes, send_error
+from gateway.http.auth import Authenticator, Principal
+from gateway.http.body_model import json_model_from_prefix, multipart_model
+from gateway.http.forward_path import forwarded_path, forwarded_query
 from gateway.telemetry import RequestTrace, Telemetry, UpstreamTrace
 from gateway.types import RequestInfo
-from gateway.upstream.client import UpstreamClient, UpstreamResponse
+from gateway.upstream.base import UpstreamClient, UpstreamResponse
+from gateway.wire.sse import StreamSummary, encode_event, ended_cleanly
 
 if TYPE_CHECKING:
     from gateway.settings import Settings

@@ -22,7 +22,7 @@ PURE = ("gateway.text", "gateway.sources", "gateway.layers", "gateway.policy",
         "gateway.scoring")
 """Packages that never reach HTTP, the relay, or a provider: they run anywhere."""
 FORBIDDEN_IN_PURE = ("gateway.http", "gateway.modes", "gateway.upstream", "gateway.verify",
-                     "gateway.telemetry", "gateway.audit", "gateway.app", "gateway.judge",
+                     "gateway.telemetry", "gateway.audit", "gateway.app", "gateway.upstream.judge",
                      "gateway.proxy", "starlette", "aiohttp", "httpx", "httpx2", "uvicorn")
 
 

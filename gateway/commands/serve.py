@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from gateway.app import create_app
-    from gateway.server_limits import limited_protocol
+    from gateway.http.server_limits import limited_protocol
     from gateway.settings import ConfigError, load_settings
 
     origins: dict[str, str] = {}
@@ -136,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=settings.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app = create_app(settings)
-    # server.*: connection count, header time and header size (gateway.server_limits).
+    # server.*: connection count, header time and header size (gateway.http.server_limits).
     config = uvicorn.Config(app, log_level=settings.log_level, access_log=False,
                             timeout_graceful_shutdown=30, server_header=False,
                             http=limited_protocol(settings.server))

@@ -123,9 +123,9 @@ def run_cases(cases: Sequence[Case], policy_path: Path, *, concurrency: int = 8,
               progress: Progress | None = None) -> tuple[str, list[CaseResult]]:
     """Serve a scripted upstream and a gateway on loopback, send every case, collect."""
     from gateway.app import create_app
-    from gateway.scripted import ScriptedUpstream
-    from gateway.servers import ServerThread
     from gateway.settings import load_settings
+    from gateway.testing.scripted import ScriptedUpstream
+    from gateway.testing.servers import ServerThread
 
     name, policy = measurement_policy(policy_path)
     upstream = ScriptedUpstream(replies={c.id: c.answer for c in cases}, record=False)

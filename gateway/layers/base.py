@@ -160,7 +160,7 @@ class LayerUnavailable(Exception):
 
 @runtime_checkable
 class Judge(Protocol):
-    """A model a layer may call. Implemented in ``gateway.judge``.
+    """A model a layer may call. Implemented in ``gateway.upstream.judge``.
 
     The model called is ``override`` (a layer's own model setting, e.g. the audit
     layer's ``verify_model``), else the configured ``judge.model``, else ``model``
@@ -238,7 +238,7 @@ def judge_usage() -> JudgeUsage | None:
 
 
 class ForgetsReplies(Protocol):
-    """A judge with a reply cache (``gateway.judge``): it can drop one reply."""
+    """A judge with a reply cache (``gateway.upstream.judge``): it can drop one reply."""
 
     def forget(self, key: str) -> None: ...
 

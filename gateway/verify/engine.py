@@ -45,9 +45,8 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
 from typing import TYPE_CHECKING, Any
 
-from gateway.audit import AuditSink, open_audit_sink
+from gateway.audit.sink import AuditSink, open_audit_sink
 from gateway.errors import UpstreamError
-from gateway.judge import create_judge
 from gateway.layers.base import Judge, Layer, LayerResources, Preparing, VerifyInput
 from gateway.layers.registry import BUILTIN, LayerRegistry
 from gateway.policy.loader import Policy, ResolvedLayer
@@ -60,6 +59,7 @@ from gateway.sources.context import GroundingContext, extract_context, message_t
 from gateway.sources.corpus import CorpusCache, CorpusError, resolve_corpus_dir
 from gateway.telemetry import RequestTrace, Telemetry
 from gateway.types import RequestInfo
+from gateway.upstream.judge import create_judge
 from gateway.verify.actions import answer_text, band_action
 from gateway.verify.outcome import CandidateOutcome, Outcome, Verification
 from gateway.verify.pipeline import Budget, min_confidence_for, run_pipeline

@@ -45,11 +45,10 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from gateway.asgi import send_bytes, send_error
 from gateway.errors import UpstreamError, UpstreamTooLarge, UpstreamTruncated
+from gateway.http.asgi import send_bytes, send_error
 from gateway.policy.models import RegenerateAction
 from gateway.proxy import ChatExchange, _maybe_json
-from gateway.sse import StreamAccumulator
 from gateway.verify.actions import (
     Applied,
     RegenContext,
@@ -62,6 +61,7 @@ from gateway.verify.engine import is_completion, verity_headers
 from gateway.verify.outcome import Outcome
 from gateway.verify.pipeline import Budget
 from gateway.verify.streaming import HoldBack, is_sse, read_all, synthesize
+from gateway.wire.sse import StreamAccumulator
 
 if TYPE_CHECKING:
     from gateway.policy.loader import Policy

@@ -13,15 +13,15 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from gateway.asgi import send_bytes
+from gateway.http.asgi import send_bytes
 from gateway.policy.select import Selection
 from gateway.proxy import ChatExchange, _maybe_json
 from gateway.shadow import ShadowJob
-from gateway.sse import StreamAccumulator
 from gateway.verify.actions import answer_text, band_action
 from gateway.verify.engine import is_completion, verity_headers
 from gateway.verify.outcome import Outcome
 from gateway.verify.streaming import is_sse, relay_accumulating
+from gateway.wire.sse import StreamAccumulator
 
 if TYPE_CHECKING:
     from gateway.proxy import Proxy

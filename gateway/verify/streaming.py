@@ -48,7 +48,9 @@ import orjson
 
 from gateway.errors import UpstreamError, UpstreamTooLarge, UpstreamTruncated
 from gateway.proxy import ChatExchange, traced_chunks
-from gateway.sse import (
+from gateway.telemetry import UpstreamTrace
+from gateway.upstream.base import UpstreamResponse
+from gateway.wire.sse import (
     DONE,
     SSEParser,
     StreamAccumulator,
@@ -56,8 +58,6 @@ from gateway.sse import (
     encode_event,
     ended_cleanly,
 )
-from gateway.telemetry import UpstreamTrace
-from gateway.upstream.client import UpstreamResponse
 
 __all__ = ["HoldBack", "is_sse", "read_all", "relay_accumulating", "synthesize"]
 

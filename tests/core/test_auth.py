@@ -11,7 +11,7 @@ import pytest
 
 from serving import CLIENT_KEY, ServedGateway, ServedUpstream
 from gateway.app import create_app
-from gateway.servers import ServerThread, free_port
+from gateway.testing.servers import ServerThread, free_port
 from gateway.settings import load_settings
 
 USER = [{"role": "user", "content": "hi"}]

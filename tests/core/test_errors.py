@@ -11,7 +11,7 @@ import openai
 import pytest
 
 from serving import ServedGateway, ServedUpstream
-from gateway.servers import free_port
+from gateway.testing.servers import free_port
 
 USER = [{"role": "user", "content": "hi"}]
 Client = Callable[..., openai.OpenAI]

@@ -9,7 +9,7 @@ import httpx
 import openai
 import pytest
 
-from gateway.servers import ServerThread
+from gateway.testing.servers import ServerThread
 from serving import ServedGateway, ServedUpstream
 
 Client = Callable[..., openai.OpenAI]

@@ -16,8 +16,8 @@ import orjson
 import pytest
 from serving import CLIENT_KEY, ServedGateway, ServedUpstream
 
-from gateway.scripted import ScriptedUpstream
-from gateway.servers import ServerThread
+from gateway.testing.scripted import ScriptedUpstream
+from gateway.testing.servers import ServerThread
 
 LIMIT = 4096
 AUTH = {"authorization": f"Bearer {CLIENT_KEY}"}

@@ -88,7 +88,7 @@ def test_graceful_shutdown_finishes_in_flight_stream(
 
 def test_not_started_app_is_not_ready(upstream: ServedUpstream, empty_dir: object) -> None:
     from gateway.app import create_app
-    from gateway.servers import ServerThread
+    from gateway.testing.servers import ServerThread
     from gateway.settings import load_settings
 
     settings = load_settings(environ={}, overrides={

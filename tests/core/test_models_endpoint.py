@@ -8,8 +8,8 @@ import openai
 import pytest
 
 from serving import ServedGateway, ServedUpstream
-from gateway.scripted import ScriptedUpstream
-from gateway.servers import ServerThread, free_port
+from gateway.testing.scripted import ScriptedUpstream
+from gateway.testing.servers import ServerThread, free_port
 
 Client = Callable[..., openai.OpenAI]
 

@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from engine import support
-from gateway.audit import JsonlAuditSink
+from gateway.audit.sink import JsonlAuditSink
 from gateway.layers.registry import LayerRegistry
 from gateway.verify.engine import VerityEngine
 

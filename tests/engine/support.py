@@ -18,7 +18,7 @@ import httpx
 from pydantic import Field
 
 from gateway.layers.registry import BUILTIN
-from gateway.scripted import read_all, serve_lifespan
+from gateway.testing.scripted import read_all, serve_lifespan
 from gateway.telemetry import Telemetry
 from gateway.layers.base import LayerConfig, LayerResources, LayerResult, VerifyInput
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import orjson
 
-from gateway.audit import JsonlAuditSink, MemoryAuditSink, NullAuditSink
+from gateway.audit.sink import JsonlAuditSink, MemoryAuditSink, NullAuditSink
 from gateway.verify.outcome import Outcome, new_audit_id
 
 

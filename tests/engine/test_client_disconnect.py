@@ -21,7 +21,7 @@ import pytest
 from engine.conftest import PolicyGateway, StartGateway
 from engine import support
 from engine.support import verity_headers
-from gateway.scripted import Rule
+from gateway.testing.scripted import Rule
 from gateway.layers.registry import LayerRegistry
 from gateway.layers.base import LayerConfig, LayerResources, LayerResult, VerifyInput
 

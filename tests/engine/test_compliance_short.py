@@ -12,7 +12,7 @@ import openai
 
 from engine.conftest import StartGateway
 from engine.support import verity_headers
-from gateway.scripted import Rule
+from gateway.testing.scripted import Rule
 
 if TYPE_CHECKING:  # tests/conftest.py (not importable by name next to tests/deploy)
     from conftest import ServedUpstream

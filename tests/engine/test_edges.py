@@ -15,8 +15,8 @@ import pytest
 from engine import support
 from engine.conftest import StartGateway
 from engine.support import verity_headers, write_policy
-from gateway.scripted import read_all, serve_lifespan
-from gateway.servers import ServerThread
+from gateway.testing.scripted import read_all, serve_lifespan
+from gateway.testing.servers import ServerThread
 
 if TYPE_CHECKING:  # tests/conftest.py (not importable by name next to tests/deploy)
     from conftest import ServedUpstream

@@ -9,8 +9,8 @@ import openai
 import pytest
 from serving import GatewayFactory, ServedUpstream
 
-from gateway.scripted import ScriptedUpstream
-from gateway.servers import ServerThread
+from gateway.testing.scripted import ScriptedUpstream
+from gateway.testing.servers import ServerThread
 
 POLICY = """
 default: true

@@ -13,7 +13,7 @@ import pytest
 from engine import support
 from engine.conftest import StartGateway
 from engine.support import verity_headers
-from gateway.scripted import Rule
+from gateway.testing.scripted import Rule
 
 if TYPE_CHECKING:  # tests/conftest.py (not importable by name next to tests/deploy)
     from conftest import ServedUpstream

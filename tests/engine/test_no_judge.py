@@ -15,7 +15,7 @@ import pytest
 
 from engine.conftest import StartGateway
 from engine.support import verity_headers
-from gateway.scripted import Rule
+from gateway.testing.scripted import Rule
 from gateway.verify import engine
 
 if TYPE_CHECKING:  # tests/conftest.py (not importable by name next to tests/deploy)

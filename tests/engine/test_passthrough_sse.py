@@ -16,8 +16,8 @@ import orjson
 import pytest
 
 from engine.conftest import StartGateway
-from gateway.scripted import read_all, serve_lifespan
-from gateway.servers import ServerThread
+from gateway.testing.scripted import read_all, serve_lifespan
+from gateway.testing.servers import ServerThread
 
 POLICY = """
 mode: inline

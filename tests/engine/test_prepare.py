@@ -15,7 +15,7 @@ from engine.support import verity_headers
 from gateway.sources.context import Document, GroundingContext
 from gateway.layers.citations import CitationsConfig, CitationsLayer
 from gateway.layers.grounding import GroundingConfig, GroundingLayer
-from gateway.scripted import Rule
+from gateway.testing.scripted import Rule
 from gateway.text.index import INDEX_KEY
 from gateway.layers.base import LayerResources, LayerResult, VerifyInput
 

@@ -11,7 +11,7 @@ import pytest
 from engine import support
 from engine.conftest import StartGateway
 from engine.support import FIXED_JSON, FIXED_STREAM, FixedUpstream
-from gateway.servers import ServerThread
+from gateway.testing.servers import ServerThread
 
 SHADOW = """
 mode: shadow

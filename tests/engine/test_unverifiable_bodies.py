@@ -22,8 +22,8 @@ import pytest
 
 from engine.conftest import PolicyGateway, StartGateway
 from engine.support import verity_headers
-from gateway.scripted import read_all, serve_lifespan
-from gateway.servers import ServerThread
+from gateway.testing.scripted import read_all, serve_lifespan
+from gateway.testing.servers import ServerThread
 
 ASK: Any = [{"role": "user", "content": "hello"}]
 

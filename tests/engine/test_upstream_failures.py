@@ -14,7 +14,7 @@ import pytest
 
 from engine.conftest import StartGateway
 from engine.support import verity_headers
-from gateway.servers import free_port
+from gateway.testing.servers import free_port
 
 if TYPE_CHECKING:  # tests/conftest.py (not importable by name next to tests/deploy)
     from conftest import ServedUpstream

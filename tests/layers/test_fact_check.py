@@ -17,9 +17,9 @@ from serving import ServedUpstream
 
 from gateway.sources.context import ContextSpec, extract_context
 from gateway.sources.corpus import Corpus, SourceMeta
-from gateway.judge import OpenAIJudge
+from gateway.upstream.judge import OpenAIJudge
 from gateway.layers.fact_check import FactCheckConfig, FactCheckLayer
-from gateway.scripted import Rule
+from gateway.testing.scripted import Rule
 from gateway.settings import JudgeConfig
 from gateway.layers.base import (
     JudgeError,

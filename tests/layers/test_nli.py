@@ -16,9 +16,9 @@ import pytest
 from serving import ServedUpstream
 
 from gateway.sources.context import ContextSpec, extract_context
-from gateway.judge import OpenAIJudge
+from gateway.upstream.judge import OpenAIJudge
 from gateway.layers.nli import NliConfig, NliLayer
-from gateway.scripted import Rule
+from gateway.testing.scripted import Rule
 from gateway.settings import JudgeConfig
 from gateway.layers.base import (
     JudgeError,

@@ -14,13 +14,13 @@ import pytest
 from serving import ServedUpstream
 
 from gateway.sources.context import ContextSpec, extract_context
-from gateway.judge import OpenAIJudge
+from gateway.upstream.judge import OpenAIJudge
 from gateway.layers.self_consistency import (
     VARIATIONS,
     SelfConsistencyConfig,
     SelfConsistencyLayer,
 )
-from gateway.scripted import Rule
+from gateway.testing.scripted import Rule
 from gateway.settings import JudgeConfig
 from gateway.layers.base import JudgeError, LayerResources, LayerUnavailable, VerifyInput
 from gateway.layers.registry import resolve

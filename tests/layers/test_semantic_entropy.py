@@ -18,15 +18,15 @@ import pytest
 from serving import ServedUpstream
 
 from gateway.sources.context import GroundingContext
-from gateway.judge import OpenAIJudge
+from gateway.upstream.judge import OpenAIJudge
 from gateway.layers.semantic_entropy import (
     SemanticEntropyConfig,
     SemanticEntropyLayer,
     cluster,
     normalised_entropy,
 )
-from gateway.scripted import Rule, ScriptedUpstream
-from gateway.servers import ServerThread
+from gateway.testing.scripted import Rule, ScriptedUpstream
+from gateway.testing.servers import ServerThread
 from gateway.settings import JudgeConfig
 from gateway.layers.base import JudgeError, LayerResources, LayerUnavailable, VerifyInput
 from gateway.layers.registry import resolve

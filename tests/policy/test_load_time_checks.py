@@ -284,7 +284,7 @@ def test_the_served_gateway_reports_an_unrouted_fallback_model_in_readyz(
     import httpx
 
     from gateway.app import create_app
-    from gateway.servers import ServerThread
+    from gateway.testing.servers import ServerThread
     from gateway.settings import load_settings
 
     path = write("a.yaml", REGEN % "llama-3")

@@ -20,7 +20,7 @@ import pytest
 from security.hostile_upstream import ANSWER, HostileUpstream
 from serving import GatewayFactory, ServedGateway
 
-from gateway.servers import ServerThread
+from gateway.testing.servers import ServerThread
 from gateway.settings import ConfigError, load_settings
 
 UPSTREAM_KEY = "sk-upstream-shared-key-0042"

@@ -26,7 +26,7 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.servers import free_port
+from gateway.testing.servers import free_port
 
 MAX_CONNECTIONS = 8
 MAX_HEADER_BYTES = 8192

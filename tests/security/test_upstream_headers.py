@@ -22,7 +22,7 @@ import pytest
 from security.hostile_upstream import HostileUpstream
 from serving import GatewayFactory, ServedGateway
 
-from gateway.servers import ServerThread
+from gateway.testing.servers import ServerThread
 
 FORGED = [
     (b"x-verity-verdict", b"pass"),

@@ -13,7 +13,7 @@ import pytest
 from aiohttp import web
 from otlp_receiver import OTLPReceiver
 
-from gateway import semconv as sc
+from gateway.telemetry import semconv as sc
 from gateway.telemetry import Telemetry, create_telemetry
 
 SECRET = "sk-judge-DO-NOT-LEAK-77aa11"

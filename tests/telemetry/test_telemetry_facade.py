@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from otlp_receiver import OTLPReceiver, RSpan
 
-from gateway import semconv as sc
+from gateway.telemetry import semconv as sc
 from gateway.redact import redact_secrets
 from gateway.telemetry import RequestTrace, Telemetry, create_telemetry
 

@@ -12,9 +12,9 @@ from typing import Any
 import openai
 from otlp_receiver import OTLPReceiver
 
-from gateway import semconv as sc
-from gateway.scripted import serve_lifespan
-from gateway.servers import ServerThread
+from gateway.telemetry import semconv as sc
+from gateway.testing.scripted import serve_lifespan
+from gateway.testing.servers import ServerThread
 from gateway.telemetry import create_telemetry
 
 LIVE = """

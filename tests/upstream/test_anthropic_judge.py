@@ -12,10 +12,10 @@ import pytest
 from fake_anthropic import FakeAnthropic
 
 from gateway.sources.context import GroundingContext
-from gateway.judge import AnthropicJudge
+from gateway.upstream.judge import AnthropicJudge
 from gateway.layers.base import JudgeError
 from gateway.layers.semantic_entropy import SemanticEntropyConfig, SemanticEntropyLayer
-from gateway.servers import ServerThread
+from gateway.testing.servers import ServerThread
 from gateway.settings import JudgeConfig
 from gateway.upstream.openai_anthropic import ANTHROPIC_VERSION
 from gateway.layers.base import LayerResources, VerifyInput

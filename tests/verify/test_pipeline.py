@@ -342,7 +342,7 @@ def test_a_layer_that_fails_on_a_judge_reply_does_not_keep_it_cached(
         monkeypatch: pytest.MonkeyPatch) -> None:
     import httpx
 
-    from gateway.judge import OpenAIJudge
+    from gateway.upstream.judge import OpenAIJudge
     from gateway.settings import JudgeConfig
 
     replies = iter(["bad", "good"])

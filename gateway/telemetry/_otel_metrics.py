@@ -3,7 +3,7 @@
 Owns every instrument the OpenTelemetry implementation records to: the GenAI
 client histograms (token usage, operation duration, time to first chunk), the
 verification histograms and counters (layer duration, layer verdicts, policy
-decisions, judge cost), the named gateway counters of :data:`gateway.semconv.COUNTERS`
+decisions, judge cost), the named gateway counters of :data:`gateway.telemetry.semconv.COUNTERS`
 (created on first use) and the shadow-queue gauge. Without a meter provider the
 instruments come from a no-op meter, so callers record unconditionally.
 """
@@ -15,8 +15,8 @@ from typing import Any
 
 from opentelemetry.metrics import CallbackOptions, Meter, MeterProvider, NoOpMeter, Observation
 
-from gateway import semconv as sc
-from gateway._otel_attrs import clean_attrs
+from gateway.telemetry import semconv as sc
+from gateway.telemetry._otel_attrs import clean_attrs
 
 __all__ = ["Instruments"]
 
@@ -50,8 +50,8 @@ class Instruments:
 
     def count(self, name: str, value: int = 1,
               attributes: Mapping[str, Any] | None = None) -> None:
-        """Add to a named gateway counter (:data:`gateway.semconv.COUNTERS`); attribute
-        keys are exported under their :data:`gateway.semconv.COUNTER_ATTRIBUTES` names."""
+        """Add to a named gateway counter (:data:`gateway.telemetry.semconv.COUNTERS`); attribute
+        keys are exported under their :data:`gateway.telemetry.semconv.COUNTER_ATTRIBUTES` names."""
         counter = self._counters.get(name)
         if counter is None:
             metric, unit, description = sc.COUNTERS.get(name, (f"verity.{name}", "1", ""))

@@ -6,7 +6,7 @@ import contextlib
 
 import pytest
 
-from gateway.judge import OpenAIJudge, create_judge
+from gateway.upstream.judge import OpenAIJudge, create_judge
 from gateway.layers._judged import parse_json_reply
 from gateway.settings import ConfigError, JudgeConfig, load_settings
 from gateway.layers.base import JudgeError
@@ -112,7 +112,7 @@ async def test_model_precedence_override_then_configured_then_request(
 
 
 def test_judge_kind_follows_its_upstream() -> None:
-    from gateway.judge import AnthropicJudge
+    from gateway.upstream.judge import AnthropicJudge
 
     s = load_settings(environ={}, overrides={"upstreams": [
         {"name": "claude", "kind": "anthropic", "base_url": "http://127.0.0.1:1/v1"}]})
@@ -196,7 +196,7 @@ async def test_anthropic_judge_sends_system_and_developer_text_as_system() -> No
     content given as text parts is sent as its text, not as a Python repr."""
     from types import SimpleNamespace
 
-    from gateway.judge import AnthropicJudge
+    from gateway.upstream.judge import AnthropicJudge
 
     sent: list[dict[str, object]] = []
 

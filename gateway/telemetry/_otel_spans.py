@@ -24,9 +24,6 @@ from opentelemetry import context as otel_context
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, set_span_in_context
 
-from gateway import semconv as sc
-from gateway._otel_attrs import UpstreamKey, as_count, as_number, clean_attrs, error_kind
-from gateway._otel_events import emit_evaluation, evaluation_event, inference_details
 from gateway.redact import Redactor
 from gateway.telemetry import (
     Headers,
@@ -35,9 +32,12 @@ from gateway.telemetry import (
     RequestTrace,
     UpstreamTrace,
 )
+from gateway.telemetry import semconv as sc
+from gateway.telemetry._otel_attrs import UpstreamKey, as_count, as_number, clean_attrs, error_kind
+from gateway.telemetry._otel_events import emit_evaluation, evaluation_event, inference_details
 
 if TYPE_CHECKING:
-    from gateway._otel_impl import OtelTelemetry
+    from gateway.telemetry._otel_impl import OtelTelemetry
 
 __all__ = ["OtelLayer", "OtelPrepare", "OtelTrace", "OtelUpstream"]
 

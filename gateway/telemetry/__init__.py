@@ -52,9 +52,9 @@ Contract (what callers do):
   :data:`DEFAULT_FLUSH_SECONDS`) whether or not the collector answered.
 
 When telemetry is on, the OpenTelemetry implementation lives in
-``gateway._otel_impl`` and the ``gateway._otel_*`` modules beside it (imported
+``gateway.telemetry._otel_impl`` and the ``gateway._otel_*`` modules beside it (imported
 only by :func:`create_telemetry`, so a gateway without an endpoint never imports
-the SDK); every name it emits is in ``gateway.semconv``.
+the SDK); every name it emits is in ``gateway.telemetry.semconv``.
 """
 
 from __future__ import annotations
@@ -235,5 +235,5 @@ def create_telemetry(environ: Mapping[str, str] | None = None, *,
         environ = os.environ
     if not telemetry_enabled(environ):
         return Telemetry()
-    from gateway._otel_impl import OtelTelemetry
+    from gateway.telemetry._otel_impl import OtelTelemetry
     return OtelTelemetry.from_environ(environ, redact=redact)

@@ -12,8 +12,8 @@ from typing import Any
 
 from opentelemetry.trace import Span
 
-from gateway import semconv as sc
-from gateway._otel_setup import Providers
+from gateway.telemetry import semconv as sc
+from gateway.telemetry._otel_setup import Providers
 
 __all__ = ["instrument_httpx"]
 

@@ -26,9 +26,9 @@ import httpx
 import orjson
 from cachetools import LRUCache
 
-from gateway.capped_httpx import capped_transport
 from gateway.layers.base import Judge, JudgeError, JudgeReply, reply_served
 from gateway.sources.context import message_text
+from gateway.upstream._capped_httpx import capped_transport
 
 if TYPE_CHECKING:
     from gateway.settings import JudgeConfig, Settings

@@ -5,12 +5,12 @@ endpoint is configured. :class:`OtelTelemetry` owns the providers (made from the
 environment, flushed and shut down here) and starts traces; the rest lives
 beside it:
 
-- ``gateway._otel_spans``: the request, upstream, layer and attempt spans;
-- ``gateway._otel_events``: evaluation and inference-details events / log records;
-- ``gateway._otel_metrics``: the metric instruments;
-- ``gateway._otel_attrs``: attribute values and the cached attribute sets;
-- ``gateway._otel_httpx`` / ``gateway._otel_aiohttp``: HTTP client instrumentation;
-- ``gateway._otel_setup``: providers and exporters from ``OTEL_*``.
+- ``gateway.telemetry._otel_spans``: the request, upstream, layer and attempt spans;
+- ``gateway.telemetry._otel_events``: evaluation and inference-details events / log records;
+- ``gateway.telemetry._otel_metrics``: the metric instruments;
+- ``gateway.telemetry._otel_attrs``: attribute values and the cached attribute sets;
+- ``gateway.telemetry._otel_httpx`` / ``gateway.telemetry._otel_aiohttp``: HTTP client instrumentation;
+- ``gateway.telemetry._otel_setup``: providers and exporters from ``OTEL_*``.
 
 Secrets: no request or response header is ever recorded; free text we record
 (layer explanations and errors) passes the redaction hook; message content is
@@ -28,18 +28,18 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Link, SpanKind, format_trace_id
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from gateway import semconv as sc
-from gateway._otel_attrs import AttributeCache
-from gateway._otel_metrics import Instruments
-from gateway._otel_setup import (
+from gateway.redact import Redactor, redact_secrets
+from gateway.telemetry import DEFAULT_FLUSH_SECONDS, RequestTrace, Telemetry
+from gateway.telemetry import semconv as sc
+from gateway.telemetry._otel_attrs import AttributeCache
+from gateway.telemetry._otel_metrics import Instruments
+from gateway.telemetry._otel_setup import (
     Providers,
     build_providers,
     flush_providers,
     shutdown_providers,
 )
-from gateway._otel_spans import OtelTrace
-from gateway.redact import Redactor, redact_secrets
-from gateway.telemetry import DEFAULT_FLUSH_SECONDS, RequestTrace, Telemetry
+from gateway.telemetry._otel_spans import OtelTrace
 
 __all__ = ["OtelTelemetry"]
 
@@ -123,7 +123,7 @@ class OtelTelemetry(Telemetry):
     def instrument_httpx(self, client: Any) -> None:
         """httpx or httpx2 (the openai/anthropic SDKs' fork) client; ``url.full`` is
         recorded without its query string, where some judges carry their key."""
-        from gateway._otel_httpx import instrument_httpx
+        from gateway.telemetry._otel_httpx import instrument_httpx
         instrument_httpx(client, self.providers)
 
     def aiohttp_trace_configs(self) -> list[Any]:
@@ -133,7 +133,7 @@ class OtelTelemetry(Telemetry):
         status), so by default there is none."""
         if not self.http_spans:
             return []
-        from gateway._otel_aiohttp import trace_config
+        from gateway.telemetry._otel_aiohttp import trace_config
         return [trace_config(self.tracer, self.propagator)]
 
     def force_flush(self, timeout: float | None = None) -> None:

@@ -18,9 +18,9 @@ from opentelemetry._logs import Logger, SeverityNumber
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, set_span_in_context
 
-from gateway import semconv as sc
-from gateway._otel_attrs import clean_attrs
 from gateway.redact import Redactor
+from gateway.telemetry import semconv as sc
+from gateway.telemetry._otel_attrs import clean_attrs
 
 __all__ = ["EXPLANATION_LIMIT", "emit_evaluation", "evaluation_event", "inference_details",
            "message_parts"]

@@ -1,6 +1,8 @@
-"""The audit store: one record per verification outcome.
+"""The audit sink: where one record per verification outcome goes.
 
-:class:`AuditSink` is the contract (``write(record)``, ``close()``). ``write`` is
+:class:`AuditSink` is the contract (``write(record)``, ``close()``) and the seam for
+other stores (a later audit store, a queue to one): implement the two methods, and
+have :func:`open_audit_sink` (or the lifespan) choose it. ``write`` is
 called on the event loop for every outcome, so it must never block. A record is
 a mapping, or an object with ``to_dict()`` (the engine hands over its
 ``Outcome`` as is and does not touch it afterwards): the sink builds the mapping
@@ -16,8 +18,8 @@ writes what is queued, flushes and joins the thread.
 Records are scrubbed before they are written: any mapping key that names a
 credential (``authorization``, ``api_key``, ``api-key``, ``x-api-key``,
 ``cookie``) is removed at any depth. Message content appears only when the
-policy turned ``telemetry.record_content`` on (the engine decides; see
-``gateway.verify.engine``): the ``content`` field, and the answer sentences in
+policy turned ``telemetry.record_content`` on (verification decides; see
+``gateway.verify.outcome``): the ``content`` field, and the answer sentences in
 ``failed_claims`` (overall, per layer, per regenerate attempt), all through the
 policy's redaction; without it ``failed_claims`` are ``[]`` beside a
 ``failed_claim_count``. Layer explanations and ``reasons`` never quote the answer
@@ -59,7 +61,14 @@ def as_mapping(record: AuditRecord) -> Mapping[str, Any]:
 
 @runtime_checkable
 class AuditSink(Protocol):
-    """Where outcome records go. ``write`` must not block the event loop."""
+    """Where outcome records go.
+
+    ``write`` takes ownership of ``record`` (the caller never changes it afterwards)
+    and returns at once: it runs on the event loop, so any I/O happens elsewhere (a
+    thread, a queue). A record written is scrubbed of credential-named keys
+    (:func:`scrub`) before it is stored. ``close`` stores what was written and
+    releases the store; it is called once, at shutdown, off the event loop.
+    """
 
     def write(self, record: AuditRecord) -> None: ...
 
@@ -82,34 +91,41 @@ def scrub(value: Any) -> Any:
     return value
 
 
-_SHAPES: dict[tuple[Any, ...], bool] = {}
-"""Key tuple of a dict -> whether one of the keys names a credential (bounded)."""
 _SHAPES_MAX = 4096
+"""Record shapes (key tuples) a :class:`_ShapeCache` remembers."""
 
 
-def _has_secret(value: Any) -> bool:
-    """Whether :func:`scrub` would remove anything from ``value`` (allocates nothing
-    for the record shapes seen before)."""
-    t = type(value)
-    if t is dict:
-        shape = tuple(value)
-        bad = _SHAPES.get(shape)
-        if bad is None:
-            bad = any(type(k) is str and k.lower() in _SECRET_KEYS for k in shape)
-            if len(_SHAPES) < _SHAPES_MAX:
-                _SHAPES[shape] = bad
-        if bad:
-            return True
-        return any(type(v) not in _SCALARS and _has_secret(v) for v in value.values())
-    if t is list or t is tuple:
-        return any(type(v) not in _SCALARS and _has_secret(v) for v in value)
-    return isinstance(value, Mapping)  # another mapping type: let scrub() copy it
+class _ShapeCache:
+    """Whether a record holds a credential key, remembered per dict shape (key tuple):
+    records of one shape seen before cost no allocation. Owned by one sink's writer
+    thread."""
 
+    __slots__ = ("_shapes",)
 
-def _scrubbed(record: Mapping[str, Any]) -> Mapping[str, Any]:
-    """``record`` itself when it holds no credential key (it is encoded right away),
-    else :func:`scrub`'s copy."""
-    return scrub(record) if _has_secret(record) else record
+    def __init__(self) -> None:
+        self._shapes: dict[tuple[Any, ...], bool] = {}
+
+    def has_secret(self, value: Any) -> bool:
+        """Whether :func:`scrub` would remove anything from ``value``."""
+        t = type(value)
+        if t is dict:
+            shape = tuple(value)
+            bad = self._shapes.get(shape)
+            if bad is None:
+                bad = any(type(k) is str and k.lower() in _SECRET_KEYS for k in shape)
+                if len(self._shapes) < _SHAPES_MAX:
+                    self._shapes[shape] = bad
+            if bad:
+                return True
+            return any(type(v) not in _SCALARS and self.has_secret(v) for v in value.values())
+        if t is list or t is tuple:
+            return any(type(v) not in _SCALARS and self.has_secret(v) for v in value)
+        return isinstance(value, Mapping)  # another mapping type: let scrub() copy it
+
+    def scrubbed(self, record: Mapping[str, Any]) -> Mapping[str, Any]:
+        """``record`` itself when it holds no credential key (it is encoded right away),
+        else :func:`scrub`'s copy."""
+        return scrub(record) if self.has_secret(record) else record
 
 
 class NullAuditSink:
@@ -150,6 +166,7 @@ class JsonlAuditSink:
         self._file = os.fdopen(fd, "ab")
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._closed = False
+        self._shapes = _ShapeCache()
         self.written = 0
         self.errors = 0
         self._thread = threading.Thread(target=self._run, name="audit-writer", daemon=True)
@@ -202,7 +219,8 @@ class JsonlAuditSink:
                     entry.set()
                 else:
                     try:
-                        self._file.write(orjson.dumps(_scrubbed(as_mapping(entry)), default=str)
+                        self._file.write(orjson.dumps(self._shapes.scrubbed(as_mapping(entry)),
+                                                      default=str)
                                          + b"\n")
                         self.written += 1
                     except Exception:  # the writer thread outlives a bad record

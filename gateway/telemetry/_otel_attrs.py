@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from gateway import semconv as sc
+from gateway.telemetry import semconv as sc
 
 __all__ = ["CACHE_LIMIT", "AttributeCache", "UpstreamKey", "as_count", "as_number",
            "clean_attrs", "error_kind"]

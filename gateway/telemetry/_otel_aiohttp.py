@@ -21,7 +21,7 @@ from opentelemetry.context import Context
 from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer, set_span_in_context
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from gateway import semconv as sc
+from gateway.telemetry import semconv as sc
 
 __all__ = ["trace_config"]
 

@@ -48,7 +48,7 @@ from opentelemetry.sdk.trace.sampling import (
 )
 from opentelemetry.util.re import parse_env_headers
 
-from gateway import semconv as sc
+from gateway.telemetry import semconv as sc
 
 __all__ = ["Providers", "build_providers", "flush_providers", "shutdown_providers"]
 

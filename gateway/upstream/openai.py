@@ -1,6 +1,7 @@
-"""The upstream HTTP client on the hot path.
+"""OpenAI-compatible upstreams (``kind: openai``): the HTTP client on the hot path.
 
-One pooled :class:`UpstreamClient` per configured upstream, created in the app
+One pooled :class:`OpenAIUpstreamClient` per configured upstream (the
+:class:`~gateway.upstream.base.UpstreamClient` contract), created in the app
 lifespan and closed on shutdown. It is built on aiohttp: on this kind of machine
 httpx's connection pool collapses at concurrency 64 against a slow upstream
 (encode/httpx#3215), while aiohttp holds ~1,000 requests/s at ~1 ms CPU per
@@ -10,9 +11,7 @@ gateway's error tree here, at the boundary.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterator, Iterable
-from typing import Any
 
 import aiohttp
 from yarl import URL
@@ -25,15 +24,17 @@ from gateway.errors import (
     UpstreamTruncated,
 )
 from gateway.settings import UpstreamConfig
+from gateway.upstream.base import (
+    RawHeaders,
+    UpstreamClient,
+    UpstreamResponse,
+    relayable_headers,
+    too_large,
+    truncated,
+)
 
-__all__ = [
-    "UpstreamClient", "UpstreamResponse", "relayable_headers", "timed_out", "too_large",
-    "truncated",
-]
+__all__ = ["OpenAIResponse", "OpenAIUpstreamClient", "timed_out"]
 
-log = logging.getLogger("gateway.upstream")
-
-RawHeaders = list[tuple[bytes, bytes]]
 
 # Request headers never forwarded upstream (hop-by-hop, or set by the client itself).
 # ``expect: 100-continue`` was answered by our own server; forwarded, it would make
@@ -49,37 +50,8 @@ _DROP_REQUEST = frozenset({
 # may a client point the shared key at another organization or project.
 _CLIENT_CREDENTIALS = frozenset({b"authorization", b"api-key", b"x-api-key",
                                  b"openai-organization", b"openai-project"})
-# Response headers never relayed to the client: hop-by-hop ones (and any the upstream's
-# ``Connection`` names), those uvicorn recomputes, and those about the upstream's own
-# origin — cookies, ``alt-svc``, HSTS — which a client would apply to the gateway's.
-# Every ``x-verity-*`` is the gateway's to set: an upstream's is dropped too
-# (``_GATEWAY_PREFIX``), whatever its case. docs/configuration.md lists them.
-_DROP_RESPONSE = frozenset({
-    b"connection", b"keep-alive", b"proxy-connection", b"transfer-encoding", b"te",
-    b"trailer", b"upgrade", b"proxy-authenticate", b"proxy-authorization",
-    b"content-length", b"content-encoding", b"server", b"date",
-    b"set-cookie", b"set-cookie2", b"alt-svc", b"strict-transport-security",
-})
-_GATEWAY_PREFIX = b"x-verity-"
-
-
-def relayable_headers(raw: Iterable[tuple[bytes, bytes]]) -> RawHeaders:
-    """The upstream response headers a client may see, names lower-cased."""
-    out: RawHeaders = []
-    named: set[bytes] = set()  # hop-by-hop by the upstream's own Connection header
-    for k, v in raw:
-        name = k.lower()
-        if name == b"connection":
-            named.update(t.strip().lower() for t in v.split(b","))
-        if name not in _DROP_RESPONSE and not name.startswith(_GATEWAY_PREFIX):
-            out.append((name, v))
-    if named:
-        out = [h for h in out if h[0] not in named]
-    return out
-
-
-class UpstreamResponse:
-    """A response whose body has not been read yet. Always ``release()`` it.
+class OpenAIResponse(UpstreamResponse):
+    """An aiohttp response whose body has not been read yet. Always ``release()`` it.
 
     :meth:`read` holds the body, so it stops at ``max_bytes`` (counted as decoded:
     aiohttp inflates a compressed body in bounded pieces as it is read, so a gzip bomb
@@ -157,23 +129,6 @@ class UpstreamResponse:
         self._resp.close()
 
 
-def too_large(upstream: str, limit: int) -> UpstreamTooLarge:
-    """The error for a body over ``limit``; logged here, once, for the operator (a cap
-    that real answers reach needs raising)."""
-    log.warning("upstream %r: response over max_response_bytes (%d bytes)", upstream, limit)
-    return UpstreamTooLarge(
-        f"upstream {upstream!r} sent a response over max_response_bytes ({limit} bytes)")
-
-
-def truncated(upstream: str) -> UpstreamTruncated:
-    """The error for a stream that just stopped; logged here."""
-    log.warning("upstream %r: stream ended without a finish reason or [DONE] (truncated)",
-                upstream)
-    return UpstreamTruncated(
-        f"upstream {upstream!r} ended the stream without a finish reason or [DONE]: "
-        f"the answer is incomplete")
-
-
 def timed_out(config: UpstreamConfig, exc: BaseException, when: str) -> UpstreamTimeout:
     """Which of ``config.timeouts`` fired (aiohttp raises a subclass per timeout; the
     overall one is a plain ``TimeoutError``), named in the message."""
@@ -189,8 +144,9 @@ def timed_out(config: UpstreamConfig, exc: BaseException, when: str) -> Upstream
     return UpstreamTimeout(f"upstream {config.name!r}: {what}")
 
 
-class UpstreamClient:
-    """A pooled client for one upstream. Create with :meth:`open`, close with :meth:`aclose`."""
+class OpenAIUpstreamClient(UpstreamClient):
+    """A pooled aiohttp client for one upstream. Create with :meth:`open`, close with
+    :meth:`aclose`."""
 
     def __init__(self, config: UpstreamConfig, session: aiohttp.ClientSession) -> None:
         self.config = config
@@ -205,7 +161,7 @@ class UpstreamClient:
 
     @classmethod
     def open(cls, config: UpstreamConfig,
-             trace_configs: list[aiohttp.TraceConfig] | None = None) -> UpstreamClient:
+             trace_configs: list[aiohttp.TraceConfig] | None = None) -> OpenAIUpstreamClient:
         """``trace_configs``: from ``Telemetry.aiohttp_trace_configs()`` (HTTP spans)."""
         t = config.timeouts
         connector = aiohttp.TCPConnector(
@@ -255,7 +211,7 @@ class UpstreamClient:
         """Send one request; return as soon as the status line and headers arrive.
 
         ``path`` and ``query`` are already percent-encoded (a forwarded request's come
-        from :mod:`gateway.forward_path`, checked): the URL is sent exactly as given,
+        from :mod:`gateway.http.forward_path`, checked): the URL is sent exactly as given,
         never decoded, normalised (``..``) or re-encoded on the way."""
         url = URL(self._base_encoded + path + (f"?{query}" if query else ""), encoded=True)
         try:
@@ -272,17 +228,7 @@ class UpstreamClient:
         except aiohttp.ClientError as exc:
             raise UpstreamConnectError(
                 f"upstream {self.config.name!r} request failed: {type(exc).__name__}") from exc
-        return UpstreamResponse(resp, self.config)
+        return OpenAIResponse(resp, self.config)
 
     async def aclose(self) -> None:
         await self._session.close()
-
-
-def parse_json_object(data: bytes) -> dict[str, Any] | None:
-    import orjson
-
-    try:
-        value = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return None
-    return value if isinstance(value, dict) else None

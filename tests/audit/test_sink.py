@@ -9,7 +9,7 @@ from pathlib import Path
 
 import orjson
 
-from gateway.audit import (
+from gateway.audit.sink import (
     AuditSink, JsonlAuditSink, MemoryAuditSink, NullAuditSink, open_audit_sink, scrub,
 )
 

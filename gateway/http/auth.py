@@ -5,7 +5,7 @@ Two modes:
 - **gateway keys** (``auth.keys`` configured): clients send
   ``Authorization: Bearer <gateway key>``; a missing or wrong key is a 401 that
   never reaches upstream, and upstream calls carry the upstream's own key. Each key
-  may call only its allowed routes (:mod:`gateway.routes`; by default chat
+  may call only its allowed routes (:mod:`gateway.http.routes`; by default chat
   completions, models and embeddings): every tenant shares the upstream's key, so
   a route reaching upstream state (files, batches, …) is opt-in.
 - **forward** (no keys configured): the client's ``Authorization`` is sent
@@ -20,7 +20,7 @@ import hashlib
 from dataclasses import dataclass
 
 from gateway.errors import AuthenticationFailed
-from gateway.routes import RouteSet
+from gateway.http.routes import RouteSet
 from gateway.settings import AuthConfig
 
 __all__ = ["Authenticator", "Principal"]
