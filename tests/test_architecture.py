@@ -18,12 +18,23 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "gateway"
 
-PURE = ("gateway.text", "gateway.sources", "gateway.layers", "gateway.policy",
-        "gateway.scoring")
-"""Packages that never reach HTTP, the relay, or a provider: they run anywhere."""
-FORBIDDEN_IN_PURE = ("gateway.http", "gateway.modes", "gateway.upstream", "gateway.verify",
-                     "gateway.telemetry", "gateway.audit", "gateway.app", "gateway.upstream.judge",
-                     "gateway.proxy", "starlette", "aiohttp", "httpx", "httpx2", "uvicorn")
+HTTP_AND_PROVIDERS = ("gateway.http", "gateway.modes", "gateway.upstream", "gateway.app",
+                      "gateway.runtime", "gateway.testing", "starlette", "aiohttp", "httpx",
+                      "httpx2", "uvicorn", "openai", "anthropic")
+"""What verification never reaches: HTTP, the relay, the providers, the composition root."""
+LIBRARIES = ("gateway.text", "gateway.sources", "gateway.layers", "gateway.policy",
+             "gateway.scoring")
+"""Below verification: they know neither verification, nor telemetry, nor the audit."""
+RULES = [
+    (LIBRARIES, HTTP_AND_PROVIDERS + ("gateway.verify", "gateway.telemetry", "gateway.audit")),
+    (("gateway.verify",), HTTP_AND_PROVIDERS),
+    (("gateway.wire",), HTTP_AND_PROVIDERS + ("gateway.verify", "gateway.telemetry",
+                                              "gateway.audit", "gateway.layers")),
+    (("gateway.http",), ("gateway.modes", "gateway.verify", "gateway.app", "gateway.runtime")),
+]
+"""(packages, what no module in them may import). ``gateway.http`` knows the engine
+only as a protocol: the lifespan (``gateway.app``) wires ``gateway.modes`` into it."""
+MAX_ROOT_MODULES = 12
 
 
 def module_name(path: Path) -> str:
@@ -88,12 +99,26 @@ def _under(name: str, prefixes: tuple[str, ...]) -> bool:
     return any(name == p or name.startswith(p + ".") for p in prefixes)
 
 
-@pytest.mark.parametrize(("name", "path"), [m for m in modules() if _under(m[0], PURE)],
+def _checked() -> list[tuple[str, Path, tuple[str, ...]]]:
+    out = []
+    for name, path in modules():
+        forbidden = tuple(f for packages, bad in RULES if _under(name, packages) for f in bad)
+        if forbidden:
+            out.append((name, path, forbidden))
+    return out
+
+
+@pytest.mark.parametrize(("name", "path", "forbidden"), _checked(),
                          ids=lambda v: v if isinstance(v, str) else "")
-def test_pure_packages_never_import_http_or_providers(name: str, path: Path) -> None:
-    bad = sorted({i for i in imports(path, top_level_only=False)
-                  if _under(i, FORBIDDEN_IN_PURE)})
+def test_each_layer_imports_only_what_is_below_it(name: str, path: Path,
+                                                  forbidden: tuple[str, ...]) -> None:
+    bad = sorted({i for i in imports(path, top_level_only=False) if _under(i, forbidden)})
     assert not bad, f"{name} imports {bad}"
+
+
+def test_the_package_root_stays_small() -> None:
+    root = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(root) <= MAX_ROOT_MODULES, root
 
 
 def test_no_import_cycle_between_modules() -> None:

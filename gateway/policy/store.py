@@ -124,6 +124,9 @@ def assemble(states: Mapping[str, FileState], prefer: Sequence[str] = (),
     return live, {f: "\n".join(m) for f, m in messages.items() if m}
 
 
+RECENT_VERSIONS = 64
+"""Policy versions :meth:`PolicyStore.resolve` still finds after they were replaced."""
+
 _GONE = ("", -1, -1)
 """The pending signature of a file that disappeared (see :meth:`PolicyStore.poll`)."""
 
@@ -168,6 +171,9 @@ class PolicyStore:
         self._scanned_ok = False
         self._pending: dict[str, tuple[str, int, int]] = {}
         """File -> (digest, size, mtime_ns) of a change seen by one poll, not yet live."""
+        self._recent: dict[tuple[str, str], Policy] = {}
+        """(name, version) -> every policy version served lately, live ones included
+        (:meth:`resolve`); bounded by :data:`RECENT_VERSIONS`, oldest first out."""
         self._lock = threading.Lock()
 
     @property
@@ -183,6 +189,14 @@ class PolicyStore:
     def get(self, name: str) -> Policy | None:
         return self._policies.get(name)
 
+    def resolve(self, name: str, version: str) -> Policy | None:
+        """The policy ``name`` at ``version``: the live one, or a version served lately
+        (a verification job queued before a reload is verified with the version that
+        was selected for its request); None when it is not known (any more)."""
+        live = self._policies.get(name)
+        if live is not None and live.version == version:
+            return live
+        return self._recent.get((name, version))
     def load(self) -> None:
         """Initial scan: good files are loaded, broken ones recorded in :attr:`errors`."""
         self.reload()
@@ -282,6 +296,12 @@ class PolicyStore:
         self._states, self._live, self._errors, self._loaded = states, live, errors, True
         if changed:
             self._policies = PolicySet(live.values())
+            for policy in live.values():
+                key = (policy.name, policy.version)
+                self._recent.pop(key, None)
+                self._recent[key] = policy  # the newest last
+            while len(self._recent) > RECENT_VERSIONS:
+                del self._recent[next(iter(self._recent))]
         return changed
 
     def _log(self, live: Mapping[str, Policy], errors: Mapping[str, str],

@@ -1,8 +1,13 @@
-"""Telemetry: the only module that imports OpenTelemetry.
+"""Telemetry: the façade the gateway talks to; the only package that imports
+OpenTelemetry.
 
 The rest of the gateway talks to a :class:`Telemetry` object made in the app
 lifespan, through the few methods below. With no OTLP endpoint configured the
-no-op implementation is used and costs next to nothing.
+no-op implementation is used and costs next to nothing: it is a no-op by design —
+callers never test which implementation they hold. Where building an argument
+costs more than the call (a whole record for ``decision``), they ask the object
+whether it records (``trace.recording``, ``up.recording``, ``span.recording``,
+``telemetry.enabled``).
 
 Contract (what callers do):
 
@@ -36,8 +41,12 @@ Contract (what callers do):
   the time the work finished; a no-op if the work never started).
 - ``trace.decision(record)`` once, with the whole outcome record (policy, mode,
   verdict, score, action, attempts).
-- ``telemetry.start_shadow(trace)`` returns a new trace for background work,
-  linked to (never parented by) the request's span.
+- ``trace.selected(policy, mode)`` when a policy applies to the request: its
+  SERVER span says which and how (inline and shadow alike).
+- ``telemetry.start_shadow(trace_or_link)`` returns a new trace for background
+  work, linked to (never parented by) the request's span. ``trace.link()`` is a
+  picklable :class:`TraceLink` to the request's span (for a verification job); in
+  this process it still reaches the live trace, which then links back.
 - ``telemetry.count(name, value, attributes)`` for gateway counters
   (shadow queue drops, fail-open count, …; short attribute keys such as ``policy``
   are exported under their ``verity.*`` names); ``telemetry.gauge_shadow_depth(fn)``.
@@ -47,12 +56,13 @@ Contract (what callers do):
   calls); ``telemetry.aiohttp_trace_configs()`` for the upstream aiohttp session
   (empty unless ``VERITY_OTEL_HTTP_SPANS=true``: the ``chat`` span already
   carries what the HTTP span would).
+- ``telemetry.describe()`` says where telemetry goes (the lifespan logs it once).
 - ``telemetry.shutdown(timeout)`` once, last, at shutdown: flushes every signal in
   parallel and returns within ``timeout`` seconds (default
   :data:`DEFAULT_FLUSH_SECONDS`) whether or not the collector answered.
 
 When telemetry is on, the OpenTelemetry implementation lives in
-``gateway.telemetry._otel_impl`` and the ``gateway._otel_*`` modules beside it (imported
+``gateway.telemetry._otel_impl`` and the ``_otel_*`` modules beside it (imported
 only by :func:`create_telemetry`, so a gateway without an endpoint never imports
 the SDK); every name it emits is in ``gateway.telemetry.semconv``.
 """
@@ -60,23 +70,50 @@ the SDK); every name it emits is in ``gateway.telemetry.semconv``.
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
 from gateway.redact import Redactor
 
 __all__ = ["DEFAULT_FLUSH_SECONDS", "LayerSpan", "NoopTelemetry", "PrepareSpan", "RequestTrace",
-           "Telemetry", "UpstreamTrace", "create_telemetry", "telemetry_enabled"]
+           "Telemetry", "TraceLink", "UpstreamTrace", "create_telemetry", "telemetry_enabled"]
 
 DEFAULT_FLUSH_SECONDS = 5.0
 """How long shutdown waits, at most and in all, for the telemetry flush."""
 
 Headers = list[tuple[bytes, bytes]]
 
+@dataclass(frozen=True, slots=True)
+class TraceLink:
+    """A request's span as a value: its W3C ``traceparent`` (and ``tracestate``).
+
+    Carried by a verification job so its background trace can link to the request.
+    In the process that made it, it also reaches the live trace (weakly), so the
+    request's span can link back while it is still open; pickled, it is the W3C
+    context alone.
+    """
+
+    traceparent: str
+    tracestate: str = ""
+    local: weakref.ref[RequestTrace] | None = field(default=None, compare=False, repr=False)
+
+    def __reduce__(self) -> tuple[type[TraceLink], tuple[str, str]]:
+        return (TraceLink, (self.traceparent, self.tracestate))
+
+    def trace(self) -> RequestTrace | None:
+        """The live trace, when this process holds it still."""
+        return self.local() if self.local is not None else None
+
+
 class UpstreamTrace:
     """The upstream call (CLIENT span). No-op base."""
+
+    recording = False
+    """Whether :meth:`response` records what it is given (build the body only then)."""
 
     def headers(self) -> Headers:
         return []
@@ -93,6 +130,9 @@ class UpstreamTrace:
 
 class LayerSpan:
     """One verification layer (INTERNAL span). No-op base."""
+
+    recording = False
+    """Whether :meth:`result` records what it is given (build the mapping only then)."""
 
     def result(self, outcome: Mapping[str, Any]) -> None:
         pass
@@ -129,6 +169,16 @@ class PrepareSpan:
 
 class RequestTrace:
     """One incoming request (SERVER span). No-op base."""
+
+    recording = False
+    """Whether :meth:`decision` records what it is given (build the record only then)."""
+
+    def link(self) -> TraceLink | None:
+        """This trace's span as a value (None: nothing to link to)."""
+        return None
+
+    def selected(self, policy: str, mode: str) -> None:
+        """A policy applies to this request, in ``mode`` (inline or shadow)."""
 
     @contextmanager
     def upstream(self, *, model: str, provider: str, server_address: str,
@@ -183,8 +233,13 @@ class Telemetry:
     def start_request(self, scope: Mapping[str, Any], route: str) -> RequestTrace:
         return _NOOP_TRACE
 
-    def start_shadow(self, parent: RequestTrace, name: str = "shadow audit") -> RequestTrace:
+    def start_shadow(self, parent: RequestTrace | TraceLink | None,
+                     name: str = "shadow audit") -> RequestTrace:
         return _NOOP_TRACE
+
+    def describe(self) -> str:
+        """Where telemetry goes, for the log line at start."""
+        return "telemetry off: no OTEL_EXPORTER_OTLP_ENDPOINT (or _TRACES_ENDPOINT) is set"
 
     def count(self, name: str, value: int = 1,
               attributes: Mapping[str, Any] | None = None) -> None:

@@ -25,11 +25,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from opentelemetry.context import Context
-from opentelemetry.trace import Link, SpanKind, format_trace_id
+from opentelemetry.trace import Link, SpanKind, format_trace_id, get_current_span
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from gateway.redact import Redactor, redact_secrets
-from gateway.telemetry import DEFAULT_FLUSH_SECONDS, RequestTrace, Telemetry
+from gateway.telemetry import DEFAULT_FLUSH_SECONDS, RequestTrace, Telemetry, TraceLink
 from gateway.telemetry import semconv as sc
 from gateway.telemetry._otel_attrs import AttributeCache
 from gateway.telemetry._otel_metrics import Instruments
@@ -38,6 +38,7 @@ from gateway.telemetry._otel_setup import (
     build_providers,
     flush_providers,
     shutdown_providers,
+    signal_endpoint,
 )
 from gateway.telemetry._otel_spans import OtelTrace
 
@@ -56,8 +57,11 @@ class OtelTelemetry(Telemetry):
     enabled = True
 
     def __init__(self, providers: Providers, *, redact: Redactor | None = None,
-                 http_spans: bool = False) -> None:
+                 http_spans: bool = False,
+                 endpoints: Mapping[str, str | None] | None = None) -> None:
         self.providers = providers
+        self.endpoints: Mapping[str, str | None] = endpoints or {}
+        """Signal -> the OTLP URL it is exported to (None: off), for :meth:`describe`."""
         self.http_spans = http_spans
         self.redact: Redactor = redact or redact_secrets
         self.propagator = TraceContextTextMapPropagator()
@@ -72,7 +76,9 @@ class OtelTelemetry(Telemetry):
     def from_environ(cls, environ: Mapping[str, str], *,
                      redact: Redactor | None = None) -> OtelTelemetry:
         http_spans = environ.get(HTTP_SPANS_ENV, "").strip().lower() in ("1", "true", "yes", "on")
-        return cls(build_providers(environ), redact=redact, http_spans=http_spans)
+        endpoints = {s: signal_endpoint(environ, s) for s in ("traces", "metrics", "logs")}
+        return cls(build_providers(environ), redact=redact, http_spans=http_spans,
+                   endpoints=endpoints)
 
     def start_request(self, scope: Mapping[str, Any], route: str) -> RequestTrace:
         carrier: dict[str, str] = {}
@@ -97,7 +103,13 @@ class OtelTelemetry(Telemetry):
                                       attributes=attrs)
         return OtelTrace(self, span, server=True)
 
-    def start_shadow(self, parent: RequestTrace, name: str = "shadow audit") -> RequestTrace:
+    def start_shadow(self, parent: RequestTrace | TraceLink | None,
+                     name: str = "shadow audit") -> RequestTrace:
+        if isinstance(parent, TraceLink):
+            live = parent.trace()
+            if live is None:  # made in another process, or the request is gone
+                return self._start_linked(parent, name)
+            parent = live
         links = []
         if isinstance(parent, OtelTrace) and parent.span.get_span_context().is_valid:
             links.append(Link(parent.span.get_span_context()))
@@ -112,6 +124,22 @@ class OtelTelemetry(Telemetry):
                 parent.span.set_attribute(sc.VERITY_SHADOW_TRACE_ID,
                                           format_trace_id(span.get_span_context().trace_id))
         return shadow
+
+    def _start_linked(self, link: TraceLink, name: str) -> RequestTrace:
+        """A background trace linked to a span known only by its W3C context."""
+        carrier = {"traceparent": link.traceparent}
+        if link.tracestate:
+            carrier["tracestate"] = link.tracestate
+        remote = get_current_span(self.propagator.extract(carrier, context=Context()))
+        context = remote.get_span_context()
+        span = self.tracer.start_span(name, context=Context(), kind=SpanKind.INTERNAL,
+                                      links=[Link(context)] if context.is_valid else [])
+        return OtelTrace(self, span, server=False)
+
+    def describe(self) -> str:
+        where = ", ".join(f"{signal} to {url}" for signal, url in self.endpoints.items()
+                          if url) or "nothing (every signal's exporter is off)"
+        return f"telemetry: exporting {where} (OTLP/HTTP)"
 
     def count(self, name: str, value: int = 1,
               attributes: Mapping[str, Any] | None = None) -> None:

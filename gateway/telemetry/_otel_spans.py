@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import time
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from types import TracebackType
@@ -30,6 +31,7 @@ from gateway.telemetry import (
     LayerSpan,
     PrepareSpan,
     RequestTrace,
+    TraceLink,
     UpstreamTrace,
 )
 from gateway.telemetry import semconv as sc
@@ -47,6 +49,8 @@ CANDIDATE_SPAN = "candidate"
 
 class OtelUpstream(UpstreamTrace):
     """One upstream call: the ``chat {model}`` CLIENT span and its GenAI metrics."""
+
+    recording = True
 
     __slots__ = (
         "_headers",
@@ -145,6 +149,8 @@ class OtelUpstream(UpstreamTrace):
 
 class OtelLayer(LayerSpan):
     """One verification layer's ``verify {name}`` span and its outcome."""
+
+    recording = True
 
     __slots__ = ("_name", "_span", "_trace", "done")
 
@@ -254,6 +260,8 @@ class OtelPrepare(PrepareSpan):
 class OtelTrace(RequestTrace):
     """A request (SERVER span) or a shadow audit (INTERNAL root span)."""
 
+    recording = True
+
     def __init__(self, tel: OtelTelemetry, span: Span, *, server: bool) -> None:
         self.tel = tel
         self.span = span
@@ -268,6 +276,19 @@ class OtelTrace(RequestTrace):
         self.is_candidate = False
         self._layer_attrs: dict[str, Any] = {}
         self._ended = False
+
+    def link(self) -> TraceLink | None:
+        ctx = self.span.get_span_context()
+        if not ctx.is_valid:
+            return None
+        return TraceLink(f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{ctx.trace_flags:02x}",
+                         ctx.trace_state.to_header() if ctx.trace_state else "",
+                         weakref.ref(self))
+
+    def selected(self, policy: str, mode: str) -> None:
+        # Searchable by policy and mode whatever the mode: a shadow request's own span
+        # gets no decision event (that is on its shadow trace).
+        self.span.set_attributes({sc.VERITY_POLICY: policy, sc.VERITY_MODE: mode})
 
     def for_policy(self, policy: str) -> RequestTrace:
         if self.policy is None or self.policy == policy:

@@ -22,10 +22,10 @@ import httpx2
 import openai
 import pytest
 
-from engine.conftest import StartGateway
-from engine.support import verity_headers
+from modes.conftest import StartGateway
+from modes.support import verity_headers
 from gateway.upstream._capped_httpx import capped_transport
-from gateway.proxy import ChatExchange
+from gateway.http.exchange import ChatExchange
 from security.conftest import CAP
 from security.hostile import BOMB, LONG, HostileUpstream, MiB
 

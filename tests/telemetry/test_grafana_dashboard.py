@@ -174,15 +174,15 @@ def exported(layers: LayerRegistry, make_gateway: Callable[..., Any], otlp_recei
         # A layer error under on_error: fail_closed blocks the answer.
         assert "failed verification" in str(ask("strict-a").choices[0].message.content)
         # Shadow: a job that fails (a bug in the job, simulated), ...
-        original = engine.candidate
+        original = engine.verifier.candidate
 
         async def failing(*args: Any, **kwargs: Any) -> Any:
             raise RuntimeError("simulated shadow job bug")
 
-        monkeypatch.setattr(engine, "candidate", failing)
+        monkeypatch.setattr(engine.verifier, "candidate", failing)
         ask("scripted-small")
         wait_until(lambda: shadow.failed == 1, message="the shadow job failed")
-        monkeypatch.setattr(engine, "candidate", original)
+        monkeypatch.setattr(engine.verifier, "candidate", original)
         # ... one running (held at the gate), one queued, one dropped: the queue holds 1.
         GATE.clear()
         ask("scripted-small")

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from typing import Any, ClassVar
 
 import pytest
-from engine import support
+from modes import support
 
 from gateway.sources.context import GroundingContext
 from gateway.policy.loader import ResolvedLayer, load_policy_text
@@ -62,6 +62,8 @@ class RecordingTrace(RequestTrace):
         trace = self
 
         class Span(LayerSpan):
+            recording = True
+
             def result(self, outcome: Mapping[str, Any]) -> None:
                 trace.layers.append((name, dict(outcome)))
         yield Span()
