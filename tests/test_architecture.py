@@ -31,9 +31,20 @@ RULES = [
     (("gateway.wire",), HTTP_AND_PROVIDERS + ("gateway.verify", "gateway.telemetry",
                                               "gateway.audit", "gateway.layers")),
     (("gateway.http",), ("gateway.modes", "gateway.verify", "gateway.app", "gateway.runtime")),
+    (("gateway.telemetry", "gateway.audit"),
+     ("gateway.http", "gateway.modes", "gateway.upstream", "gateway.app", "gateway.runtime",
+      "gateway.testing", "gateway.verify", "gateway.layers", "gateway.policy")),
+    (("gateway.settings", "gateway.errors", "gateway.types", "gateway.redact"),
+     HTTP_AND_PROVIDERS + ("gateway.verify", "gateway.telemetry", "gateway.audit",
+                           "gateway.layers", "gateway.policy", "gateway.text",
+                           "gateway.sources", "gateway.wire", "gateway.scoring")),
 ]
 """(packages, what no module in them may import). ``gateway.http`` knows the engine
-only as a protocol: the lifespan (``gateway.app``) wires ``gateway.modes`` into it."""
+only as a protocol: the lifespan (``gateway.app``) wires ``gateway.modes`` into it.
+(``gateway.telemetry``'s aiohttp and httpx span hooks are its own business.)"""
+EXCEPTIONS = {("gateway.settings.load", "gateway.policy.locate")}
+"""Known crossings: the config file reuses the policy loader's YAML-with-line-numbers
+parser (imported where it is used)."""
 MAX_ROOT_MODULES = 12
 
 
@@ -112,7 +123,8 @@ def _checked() -> list[tuple[str, Path, tuple[str, ...]]]:
                          ids=lambda v: v if isinstance(v, str) else "")
 def test_each_layer_imports_only_what_is_below_it(name: str, path: Path,
                                                   forbidden: tuple[str, ...]) -> None:
-    bad = sorted({i for i in imports(path, top_level_only=False) if _under(i, forbidden)})
+    bad = sorted({i for i in imports(path, top_level_only=False) if _under(i, forbidden)
+                  and not any(name == n and _under(i, (e,)) for n, e in EXCEPTIONS)})
     assert not bad, f"{name} imports {bad}"
 
 

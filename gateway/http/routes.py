@@ -6,7 +6,8 @@ matches the rest of the path, zero or more segments (``/v1/files/**`` covers
 ``/v1/files``, ``/v1/files/f-1`` and ``/v1/files/f-1/content``). Paths are
 matched decoded, as the gateway routes them, with one trailing ``/`` ignored.
 
-Rules are compiled once, when the authenticator is built (:class:`RouteSet`): a
+The rule grammar (and the default allowlist) is configuration:
+:mod:`gateway.settings.routes` parses it. Rules are compiled once, when the authenticator is built (:class:`RouteSet`): a
 request costs a set lookup for exact rules, a regex match per glob rule.
 """
 
@@ -16,42 +17,15 @@ import re
 from collections.abc import Iterable
 
 from gateway.errors import PermissionDenied
+from gateway.settings.routes import DEFAULT_KEY_ROUTES, METHODS, parse_rule
 
 __all__ = ["DEFAULT_KEY_ROUTES", "METHODS", "RouteNotAllowed", "RouteSet", "parse_rule"]
 
-DEFAULT_KEY_ROUTES: tuple[str, ...] = (
-    "POST /v1/chat/completions",
-    "GET /v1/models",
-    "GET /v1/models/*",
-    "POST /v1/embeddings",
-)
-"""What a gateway key may call unless its key, tenant or ``auth.routes`` says otherwise."""
-
-METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "*"})
 _SHOWN_PATH = 200
 
 
 class RouteNotAllowed(PermissionDenied):
     code = "route_not_allowed"
-
-
-def parse_rule(rule: str) -> tuple[str, str]:
-    """``(METHOD, path glob)`` of a rule; ``ValueError`` naming what is wrong."""
-    method, _, path = rule.strip().partition(" ")
-    path = path.strip()
-    if not path or not method:
-        raise ValueError(f"{rule!r}: expected 'METHOD /path', e.g. 'GET /v1/files/*'")
-    if method.upper() not in METHODS:
-        raise ValueError(f"{rule!r}: the method must be one of "
-                         f"{', '.join(sorted(METHODS - {'*'}))} or '*'")
-    if not path.startswith("/v1/"):
-        raise ValueError(f"{rule!r}: the path must start with /v1/")
-    if any(c.isspace() for c in path) or "?" in path or "#" in path:
-        raise ValueError(f"{rule!r}: the path is a single glob without spaces, '?' or '#'")
-    segments = path.split("/")[1:]
-    if "**" in segments[:-1] or any("**" in s and s != "**" for s in segments):
-        raise ValueError(f"{rule!r}: '**' is allowed only as the last segment ('/v1/x/**')")
-    return method.upper(), path
 
 
 def _regex(path: str) -> re.Pattern[str]:

@@ -22,11 +22,10 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from gateway.http.routes import DEFAULT_KEY_ROUTES, parse_rule
-from gateway.telemetry import DEFAULT_FLUSH_SECONDS
+from gateway.settings.routes import DEFAULT_KEY_ROUTES, parse_rule
 
 __all__ = [
-    "DEFAULT_MAX_RESPONSE_BYTES", "AuditConfig", "AuthConfig", "ConfigError", "GatewayKey",
+    "DEFAULT_FLUSH_SECONDS", "DEFAULT_MAX_RESPONSE_BYTES", "AuditConfig", "AuthConfig", "ConfigError", "GatewayKey",
     "JudgeConfig", "ServerConfig", "Settings", "ShadowConfig", "TelemetryConfig",
     "TenantConfig", "Timeouts", "UpstreamConfig", "default_policies_dir",
 ]
@@ -52,6 +51,9 @@ def _expect_list(what: str, example: str) -> Callable[[Any], Any]:
 
     return check
 
+
+DEFAULT_FLUSH_SECONDS = 5.0
+"""How long shutdown waits, at most and in all, for the telemetry flush."""
 
 DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024
 """32 MiB: far above any real chat completion, far below what hurts the process."""
@@ -110,7 +112,7 @@ def _check_rule(rule: str) -> str:
 
 
 RouteRule = Annotated[str, AfterValidator(_check_rule)]
-"""``"METHOD /v1/path-glob"`` (see :mod:`gateway.http.routes`)."""
+"""``"METHOD /v1/path-glob"`` (see :mod:`gateway.settings.routes`)."""
 
 
 class GatewayKey(_Strict):
@@ -148,7 +150,7 @@ class AuthConfig(_Strict):
     """Gateway keys. Empty: the client's Authorization header is forwarded as is."""
     routes: tuple[RouteRule, ...] | None = None
     """Routes every caller may call unless its key or tenant has its own list. None:
-    ``gateway.http.routes.DEFAULT_KEY_ROUTES`` with gateway keys, every route without."""
+    ``gateway.settings.routes.DEFAULT_KEY_ROUTES`` with gateway keys, every route without."""
     tenants: dict[str, TenantConfig] = Field(default_factory=dict)
     """Per-tenant settings (``routes``), by the tenant names of ``keys``."""
 
@@ -160,7 +162,7 @@ class AuthConfig(_Strict):
         """The rules that apply to ``key`` (None: forward mode, no key); None: all routes.
 
         The most specific list wins: the key's, its tenant's, ``auth.routes``, then the
-        default (:data:`~gateway.http.routes.DEFAULT_KEY_ROUTES` with gateway keys)."""
+        default (:data:`~gateway.settings.routes.DEFAULT_KEY_ROUTES` with gateway keys)."""
         if key is not None:
             if key.routes is not None:
                 return key.routes

@@ -78,12 +78,11 @@ from types import TracebackType
 from typing import Any
 
 from gateway.redact import Redactor
+from gateway.settings.schema import DEFAULT_FLUSH_SECONDS
 
 __all__ = ["DEFAULT_FLUSH_SECONDS", "LayerSpan", "NoopTelemetry", "PrepareSpan", "RequestTrace",
            "Telemetry", "TraceLink", "UpstreamTrace", "create_telemetry", "telemetry_enabled"]
 
-DEFAULT_FLUSH_SECONDS = 5.0
-"""How long shutdown waits, at most and in all, for the telemetry flush."""
 
 Headers = list[tuple[bytes, bytes]]
 

@@ -152,7 +152,7 @@ class OtelTelemetry(Telemetry):
         """httpx or httpx2 (the openai/anthropic SDKs' fork) client; ``url.full`` is
         recorded without its query string, where some judges carry their key."""
         from gateway.telemetry._otel_httpx import instrument_httpx
-        instrument_httpx(client, self.providers)
+        instrument_httpx(client, self.tracer, self.propagator)
 
     def aiohttp_trace_configs(self) -> list[Any]:
         """The HTTP CLIENT span under ``chat {model}``: opt-in (``VERITY_OTEL_HTTP_SPANS``).

@@ -201,6 +201,8 @@ class AnthropicJudge(_CachingJudge):
             httpx2, config.max_response_bytes, limits=httpx2.Limits(
                 max_connections=config.max_concurrency,
                 max_keepalive_connections=config.max_concurrency)))
+        self.http = http
+        """The SDK's HTTP client (traced like the OpenAI judge's, see :func:`create_judge`)."""
         self._client = anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url,
                                                 timeout=config.timeout, max_retries=0,
                                                 default_headers=headers, http_client=http)
@@ -257,7 +259,10 @@ def create_judge(settings: Settings, telemetry: Telemetry | None = None) -> Judg
     if kind == "anthropic":
         # The SDK adds /v1/messages itself; our base URLs include /v1.
         root = base_url.rstrip("/").removesuffix("/v1")
-        return AnthropicJudge(cfg, key, root)
+        anthropic_judge = AnthropicJudge(cfg, key, root)
+        if telemetry is not None:  # its HTTP spans, as the OpenAI judge's
+            telemetry.instrument_httpx(anthropic_judge.http)
+        return anthropic_judge
     judge = OpenAIJudge(cfg, base_url, key)
     if telemetry is not None:
         telemetry.instrument_httpx(judge.client)
