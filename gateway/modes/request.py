@@ -76,6 +76,6 @@ class PolicyRequest:
             route=info.route, stream=info.stream, tenant=info.tenant,
             key_name=info.key_name, metadata=info.metadata,
             upstream_status=outcome.upstream_status, streaming=outcome.streaming,
-            started_at=outcome.started_at, t0=outcome._t0,
+            started_at=outcome.started_at, t0=outcome.t0,
             candidates=tuple(_ref(c) for c in self.selection.candidates), kind=kind,
             decided=decided, trace=x.trace.link() if background else None)

@@ -233,6 +233,12 @@ class Outcome:
     records content: failed claims are then recorded through it; None withholds them."""
     _t0: float = field(default_factory=time.perf_counter, repr=False)
 
+    @property
+    def t0(self) -> float:
+        """``time.perf_counter()`` when the record started (its ``duration_ms`` counts
+        from it)."""
+        return self._t0
+
     @classmethod
     def for_job(cls, job: VerificationJob) -> Outcome:
         """The record of ``job`` (its audit id, and its request's start and clock)."""
