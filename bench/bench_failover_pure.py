@@ -25,7 +25,7 @@ import statistics
 import time
 from collections.abc import Callable
 
-from gateway.sse import DONE, encode_event
+from gateway.wire.sse import DONE, encode_event
 from gateway.upstream.balancer import Balancer, Member, PoolSpec
 from gateway.upstream.failover import AttemptPlan, Target
 from gateway.upstream.retry import Failure, RetryPolicy, RetryState

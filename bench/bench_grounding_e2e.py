@@ -10,7 +10,7 @@ generation time). Three runs, interleaved request by request so drift hits all a
 - ``gateway, no policy`` — through the gateway with no policy (pass-through: what
   relaying this large request costs without any verification);
 - ``inline`` — through the gateway, policy ``mode: inline`` with the three layers:
-  the context is indexed while the upstream answers (``VerityEngine.prepare``);
+  the context is indexed while the upstream answers (``Preparations.start``);
 - ``inline, no prepare`` — the same with ``prepare`` switched off in this process,
   so the indexing happens after the answer arrives (what the gateway did before).
 
@@ -42,10 +42,10 @@ import bench_layers  # noqa: E402
 import openai  # noqa: E402
 
 from gateway.app import create_app  # noqa: E402
-from gateway.scripted import ScriptedUpstream  # noqa: E402
-from gateway.servers import ServerThread  # noqa: E402
+from gateway.testing.scripted import ScriptedUpstream  # noqa: E402
+from gateway.testing.servers import ServerThread  # noqa: E402
 from gateway.settings import load_settings  # noqa: E402
-from gateway.verify.engine import VerityEngine  # noqa: E402
+from gateway.verify.prepare import Preparations  # noqa: E402
 
 POLICY = """
 mode: inline
@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     messages = [{"role": "system", "content": context},
                 {"role": "user", "content": "Summarize the records above."}]
     upstream = ScriptedUpstream(default_reply=answer, latency_ms=args.upstream_ms, record=False)
-    prepare = VerityEngine.prepare
+    prepare = Preparations.start
     runs = ("direct", "gateway, no policy", "inline", "inline, no prepare")
     times: dict[str, list[float]] = {r: [] for r in runs}
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
@@ -109,8 +109,9 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for i in range(args.requests + 5):  # 5 warm-up rounds, not recorded
                 for r in runs:
-                    VerityEngine.prepare = (  # type: ignore[method-assign]
-                        prepare if r != "inline, no prepare" else (lambda self, policy, x: None))
+                    Preparations.start = (  # type: ignore[method-assign]
+                        prepare if r != "inline, no prepare"
+                        else (lambda self, key, policy, messages, span: None))
                     t0 = time.perf_counter()
                     resp = clients[r].chat.completions.create(
                         model="scripted-small", messages=messages)  # type: ignore[arg-type]
@@ -120,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
                     if i >= 5:
                         times[r].append(elapsed)
         finally:
-            VerityEngine.prepare = prepare  # type: ignore[method-assign]
+            Preparations.start = prepare  # type: ignore[method-assign]
     base50, base99 = pct(times["direct"], 50), pct(times["direct"], 99)
     print(f"{args.text} text, upstream {args.upstream_ms:.0f} ms, {args.requests} requests each")
     print(f"{'':20} {'p50 ms':>8} {'p99 ms':>8} {'added p50':>10} {'added p99':>10}")

@@ -51,12 +51,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gateway.context import Document, GroundingContext  # noqa: E402
+from gateway.sources.context import Document, GroundingContext  # noqa: E402
 from gateway.layers.citations import CitationsConfig, CitationsLayer  # noqa: E402
 from gateway.layers.claims import ClaimsConfig, ClaimsLayer  # noqa: E402
 from gateway.layers.grounding import GroundingConfig, GroundingLayer  # noqa: E402
-from gateway.textindex import build_index  # noqa: E402
-from gateway.verify.base import LayerResources, VerifyInput  # noqa: E402
+from gateway.text.index import build_index  # noqa: E402
+from gateway.layers.base import LayerResources, VerifyInput  # noqa: E402
 
 WARM_ANSWERS = 20
 """Different answers over the one context, cycled by the warm row."""

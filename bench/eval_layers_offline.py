@@ -32,13 +32,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gateway.context import ContextSpec, extract_context  # noqa: E402
+from gateway.sources.context import ContextSpec, extract_context  # noqa: E402
 from gateway.eval.cases import Case, group_key, load_cases, to_messages  # noqa: E402
 from gateway.eval.metrics import auroc, confusion_at, matched_auroc  # noqa: E402
 from gateway.eval.metrics import recall_at_fpr, threshold_at_fpr  # noqa: E402
 from gateway.layers.grounding import GroundingConfig, GroundingLayer, check_answer  # noqa: E402
-from gateway.textindex import TextIndex, build_index, context_index  # noqa: E402
-from gateway.verify.base import LayerResources, VerifyInput  # noqa: E402
+from gateway.text.index import TextIndex, build_index, context_index  # noqa: E402
+from gateway.layers.base import LayerResources, VerifyInput  # noqa: E402
 
 GRID: dict[str, tuple[float, ...]] = {
     "count_scale": (2.0, 4.0),

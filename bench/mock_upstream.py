@@ -8,7 +8,7 @@ Two implementations behind the same flags:
   with a precomputed JSON body, or with ``--chunks`` precomputed SSE content
   chunks (plus the role chunk, the stop chunk and ``[DONE]``), after sleeping
   ``--latency-ms`` before the headers. Nothing is parsed beyond ``"stream":true``.
-- ``scripted``: ``gateway.scripted.ScriptedUpstream`` with ``record=False`` (the
+- ``scripted``: ``gateway.testing.scripted.ScriptedUpstream`` with ``record=False`` (the
   upstream the tests use; it parses the body and builds each answer).
 
 The lean one exists because on a 2-core box the mock shares a core with the
@@ -120,7 +120,7 @@ def create_app(impl: str = "lean", latency_ms: float = 0.0, chunks: int = 20,
     if impl == "lean":
         return LeanUpstream(latency_ms, chunks, chunk_delay_ms)
     if impl == "scripted":
-        from gateway.scripted import ScriptedUpstream
+        from gateway.testing.scripted import ScriptedUpstream
 
         return ScriptedUpstream(default_reply=reply_text(chunks), latency_ms=latency_ms,
                                 chunk_delay_ms=chunk_delay_ms, record=False)

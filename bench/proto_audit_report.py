@@ -97,7 +97,7 @@ def main() -> int:
     args = ap.parse_args()
     import duckdb
 
-    from gateway.audit_report import render_report
+    from gateway.audit.report import render_report
 
     t_import = time.perf_counter() - t0
     con = duckdb.connect()

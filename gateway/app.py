@@ -1,6 +1,6 @@
-"""The ASGI application: a small dispatcher over the proxy endpoints, and the
-lifespan that owns every long-lived resource (upstream clients, telemetry, the
-verification engine with its policy set and shadow workers).
+"""The ASGI application: a small dispatcher over the endpoints (``gateway.http``), and
+the lifespan that owns every long-lived resource (upstream clients, telemetry, the
+verification engine with its runtime, policy set and shadow workers).
 
 The dispatcher is plain ASGI rather than a framework router: the hot path is
 one dict lookup, and no middleware wraps ``send`` (see docs/benchmarks.md).
@@ -12,46 +12,57 @@ import gc
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
+from functools import partial
 from typing import Any
 
-from gateway.asgi import send_error, send_json
-from gateway.auth import Authenticator
 from gateway.errors import GatewayError, NotFound, NotReady
-from gateway.proxy import Engine, Proxy
+from gateway.http.asgi import send_error, send_json
+from gateway.http.auth import Authenticator
+from gateway.http.chat import Engine
+from gateway.http.endpoints import Endpoints
+from gateway.layers.registry import BUILTIN, LayerRegistry
+from gateway.modes.dispatch import open_engine
 from gateway.settings import Settings
 from gateway.telemetry import Telemetry, create_telemetry
 from gateway.upstream import open_client
+from gateway.upstream.router import Upstreams
 
 __all__ = ["GatewayApp", "create_app"]
 
 log = logging.getLogger("gateway")
 
-EngineFactory = Callable[[Settings, Telemetry, Proxy], AbstractAsyncContextManager["Engine | None"]]
+EngineFactory = Callable[[Settings, Telemetry], AbstractAsyncContextManager["Engine | None"]]
+"""Opens the verification engine for the app's lifetime (default:
+:func:`gateway.modes.dispatch.open_engine`); ``None`` means pure pass-through."""
 
 
 class GatewayApp:
     """ASGI app. Resources exist only between lifespan startup and shutdown."""
 
     def __init__(self, settings: Settings, *, telemetry: Telemetry | None = None,
-                 engine_factory: EngineFactory | None = None) -> None:
+                 engine_factory: EngineFactory | None = None,
+                 layers: LayerRegistry = BUILTIN) -> None:
         self.settings = settings
+        self.layers = layers
+        """The layer registry policies are resolved in (the shipped layers by default)."""
         self._telemetry = telemetry
         self._engine_factory = engine_factory
-        self.proxy: Proxy | None = None
+        self.proxy: Endpoints | None = None
+        """The endpoints, while the lifespan runs (``None`` before and after)."""
         self.ready = False
 
     @asynccontextmanager
     async def lifespan(self) -> AsyncIterator[None]:
-        from gateway.verify.engine import open_engine
-
         auth = Authenticator(self.settings.auth)  # fails on a missing key env: before opening
         telemetry = self._telemetry or create_telemetry()
+        log.info("%s", telemetry.describe())
         trace_configs = telemetry.aiohttp_trace_configs()  # [] when telemetry is off
         clients = [open_client(u, trace_configs) for u in self.settings.upstreams]
-        proxy = Proxy(self.settings, clients, auth, telemetry)
-        factory = self._engine_factory or open_engine
+        upstreams = Upstreams(clients, use_own_key=auth.enabled)
+        proxy = Endpoints(self.settings, upstreams, auth, telemetry)
+        factory = self._engine_factory or partial(open_engine, layers=self.layers)
         try:
-            async with factory(self.settings, telemetry, proxy) as engine:
+            async with factory(self.settings, telemetry) as engine:
                 proxy.engine = engine
                 self.proxy = proxy
                 # Everything made at start-up (modules, compiled patterns, policies) lives
@@ -66,8 +77,7 @@ class GatewayApp:
                 finally:
                     self.ready = False
         finally:
-            for client in clients:
-                await client.aclose()
+            await upstreams.aclose()
             # Last, after the shadow drain and the audit's flush (both in the engine's
             # exit): spans those produced are exported too, within flush_seconds.
             telemetry.shutdown(self.settings.telemetry.flush_seconds)

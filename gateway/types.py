@@ -6,7 +6,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["RequestInfo"]
+__all__ = ["Headers", "RequestInfo"]
+
+Headers = list[tuple[bytes, bytes]]
+"""Raw HTTP headers as ASGI carries them: ``(name, value)`` byte pairs."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,6 @@
 """Shared fixtures: real servers on loopback ports, and SDK clients in front of them.
 
-- ``upstream`` — the scripted OpenAI-compatible upstream (``gateway.scripted``) under
+- ``upstream`` — the scripted OpenAI-compatible upstream (``gateway.testing.scripted``) under
   uvicorn, shared per test module and reset before every test (recorded requests,
   ``cancelled`` counter, replies/rules/latencies back to how it started).
   ``ServedUpstream(app, server)`` wraps any other scripted upstream a module starts.
@@ -28,8 +28,8 @@ import openai
 import pytest
 
 from gateway.app import create_app
-from gateway.scripted import ScriptedUpstream
-from gateway.servers import ServerThread
+from gateway.testing.scripted import ScriptedUpstream
+from gateway.testing.servers import ServerThread
 from gateway.settings import load_settings
 from serving import CLIENT_KEY, GatewayFactory, ServedGateway, ServedUpstream
 from serving import wait_until as _wait_until

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.app import GatewayApp
-from gateway.scripted import ScriptedUpstream
-from gateway.servers import ServerThread
+from gateway.testing.scripted import ScriptedUpstream
+from gateway.testing.servers import ServerThread
 from gateway.settings import Settings
 
 __all__ = ["CLIENT_KEY", "GatewayFactory", "ServedGateway", "ServedUpstream", "wait_until"]

@@ -5,7 +5,7 @@
     .venv/bin/python -m pytest -q bench/browser_proof -s
 
 Not part of the test suite (``testpaths`` is ``tests``). A starlette page is served on
-loopback (uvicorn, ``gateway.servers.ServerThread``); each driver loads it, clicks a link
+loopback (uvicorn, ``gateway.testing.servers.ServerThread``); each driver loads it, clicks a link
 to a record page, reads text, checks an inline SVG chart is laid out, takes a
 screenshot, and prints how long the browser took to start and the page steps.
 
@@ -30,7 +30,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 from starlette.routing import Route
 
-from gateway.servers import ServerThread
+from gateway.testing.servers import ServerThread
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"

@@ -66,7 +66,7 @@ def _keep(rec: dict[str, Any], args: argparse.Namespace) -> bool:
 
 
 def _tail(args: argparse.Namespace) -> int:
-    from gateway.audit_report import format_record_line, iter_records
+    from gateway.audit.report import format_record_line, iter_records
 
     path = _open(args)
     if path is None:
@@ -95,7 +95,7 @@ def _tail(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from gateway.audit_report import iter_records
+    from gateway.audit.report import iter_records
 
     path = _open(args)
     if path is None:
@@ -109,7 +109,7 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from gateway.audit_report import iter_records, render_report, summarize_records
+    from gateway.audit.report import iter_records, render_report, summarize_records
 
     path = _open(args)
     if path is None:

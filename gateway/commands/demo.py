@@ -1,6 +1,6 @@
 """``gateway demo``: a self-contained tour — scripted upstream, gateway, official SDK.
 
-Starts the built-in scripted upstream (``gateway.scripted``) and the gateway with
+Starts the built-in scripted upstream (``gateway.testing.scripted``) and the gateway with
 the shipped policies, each under uvicorn on a free loopback port, sends a handful
 of requests through the ``openai`` SDK and prints, for each, the answer, every
 ``x-verity-*`` response header and the audit id. No key, no network.
@@ -86,9 +86,9 @@ def _run(args: argparse.Namespace, tmp: Path) -> int:
     import openai  # a dev extra for now: imported here, only the demo needs it
 
     from gateway.app import create_app
-    from gateway.scripted import ScriptedUpstream
-    from gateway.servers import ServerThread
     from gateway.settings import ConfigError, default_policies_dir, load_settings
+    from gateway.testing.scripted import ScriptedUpstream
+    from gateway.testing.servers import ServerThread
 
     policies = Path(args.policies) if args.policies else default_policies_dir()
     audit = Path(args.audit) if args.audit else tmp / "audit.jsonl"

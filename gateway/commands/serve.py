@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from gateway.app import create_app
-    from gateway.server_limits import limited_protocol
+    from gateway.http.server_limits import limited_protocol
     from gateway.settings import ConfigError, load_settings
 
     origins: dict[str, str] = {}
@@ -135,8 +135,12 @@ def run(args: argparse.Namespace) -> int:
         return 2
     logging.basicConfig(level=settings.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # Judge calls (httpx, and the SDKs' httpx2) are not logged per request, as upstream
+    # calls (aiohttp) are not: both are spans. httpx would log each one at INFO.
+    for name in ("httpx", "httpx2"):
+        logging.getLogger(name).setLevel(logging.WARNING)
     app = create_app(settings)
-    # server.*: connection count, header time and header size (gateway.server_limits).
+    # server.*: connection count, header time and header size (gateway.http.server_limits).
     config = uvicorn.Config(app, log_level=settings.log_level, access_log=False,
                             timeout_graceful_shutdown=30, server_header=False,
                             http=limited_protocol(settings.server))

@@ -44,8 +44,8 @@ class CaseResult:
 
 def measurement_policy(path: Path) -> tuple[str, dict[str, Any]]:
     """Load and validate ``path``; return (name, the measurement variant as a dict)."""
-    from gateway.corpus import resolve_corpus_dir
     from gateway.policy.loader import load_policy_file
+    from gateway.sources.corpus import resolve_corpus_dir
 
     policy = load_policy_file(path)
     data = policy.spec.model_dump(mode="json", by_alias=True)
@@ -123,9 +123,9 @@ def run_cases(cases: Sequence[Case], policy_path: Path, *, concurrency: int = 8,
               progress: Progress | None = None) -> tuple[str, list[CaseResult]]:
     """Serve a scripted upstream and a gateway on loopback, send every case, collect."""
     from gateway.app import create_app
-    from gateway.scripted import ScriptedUpstream
-    from gateway.servers import ServerThread
     from gateway.settings import load_settings
+    from gateway.testing.scripted import ScriptedUpstream
+    from gateway.testing.servers import ServerThread
 
     name, policy = measurement_policy(policy_path)
     upstream = ScriptedUpstream(replies={c.id: c.answer for c in cases}, record=False)

@@ -17,8 +17,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from gateway.context import Document
-from gateway.textutil import PLACES, STOPWORDS
+from gateway.sources.context import Document
+from gateway.text.tokens import PLACES, STOPWORDS
 
 __all__ = ["author_year_keys", "ay_key", "has_author_year_sources", "parse_author_year"]
 

@@ -14,7 +14,6 @@ from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from gateway.context import Document
 from gateway.layers._author_year import (
     _ACCORDING,
     _AY_HAS_YEAR,
@@ -26,7 +25,8 @@ from gateway.layers._author_year import (
     _ay_refs,
     author_year_keys,
 )
-from gateway.textutil import content_words, split_sentences, tokenize
+from gateway.sources.context import Document
+from gateway.text.tokens import content_words, split_sentences, tokenize
 
 __all__ = ["Pair", "candidates", "checkable", "corpus_keys", "doc_keys", "extract_pairs",
            "marker_spans", "norm"]

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.judge import parse_json_reply
+import orjson
+
 from gateway.layers._citation_pairs import checkable
-from gateway.textutil import content_words, split_sentences, tokenize
-from gateway.verify.base import (
+from gateway.layers.base import (
     Judge,
     JudgeError,
     JudgeReply,
@@ -25,14 +26,34 @@ from gateway.verify.base import (
     LayerUnavailable,
     judge_usage,
 )
-from gateway.verify.failures import shape
+from gateway.redact import shape
+from gateway.text.tokens import content_words, split_sentences, tokenize
 
 __all__ = ["JudgeTally", "answer_claims", "confidence", "excerpt", "numbered_items",
-           "require_judge", "yes_no"]
+           "parse_json_reply", "require_judge", "yes_no"]
 
 _WORDS = {"high": 0.9, "medium": 0.6, "moderate": 0.6, "low": 0.3}
 
 NO_JUDGE = "needs a judge: configure `judge` in the gateway config"
+
+_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.MULTILINE)
+
+
+def parse_json_reply(text: str) -> Any:
+    """The JSON value in a model reply (code fences and prose around it tolerated)."""
+    cleaned = _FENCE.sub("", text.strip())
+    try:
+        return orjson.loads(cleaned)
+    except orjson.JSONDecodeError:
+        pass
+    for opener, closer in (("{", "}"), ("[", "]")):
+        start, end = cleaned.find(opener), cleaned.rfind(closer)
+        if 0 <= start < end:
+            try:
+                return orjson.loads(cleaned[start:end + 1])
+            except orjson.JSONDecodeError:
+                continue
+    raise JudgeError(f"judge reply is not JSON ({len(text)} chars)")
 
 
 def require_judge(resources: LayerResources) -> Judge:

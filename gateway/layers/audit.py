@@ -56,10 +56,7 @@ from gateway.layers._audit_prompts import (
     MARK_LOGIC,
 )
 from gateway.layers._judged import JudgeTally, require_judge
-from gateway.quantities import extract_dates, extract_numbers
-from gateway.scoring.credit import credit_score, zone
-from gateway.textindex import context_index
-from gateway.verify.base import (
+from gateway.layers.base import (
     Evidence,
     JudgeError,
     LayerConfig,
@@ -67,7 +64,10 @@ from gateway.verify.base import (
     LayerResult,
     VerifyInput,
 )
-from gateway.verify.failures import shape
+from gateway.redact import shape
+from gateway.scoring.credit import credit_score, zone
+from gateway.text.index import context_index
+from gateway.text.quantities import extract_quantities
 
 __all__ = [
     "DECOMPOSE_PROMPT",
@@ -281,8 +281,7 @@ def apply_severity_rules(errors: Sequence[AuditError], facts: Mapping[str, Item]
         if err.level == "unsupported" and fact is not None:
             if index is None:
                 index = context_index(inp.context)
-            dates = extract_dates(fact.text)
-            numbers = extract_numbers(fact.text, dates)
+            dates, numbers = extract_quantities(fact.text)
             if any(not index.has_date(d) for d in dates) or \
                     any(not index.has_number(q) for q in numbers):
                 _raise(err, "fabricated specific number (not in the context)")

@@ -25,9 +25,9 @@ Model-free port of seed 003 (claim–citation pairs) with seed 001 source bindin
    the request supplied author–year sources or a sibling resolved; docs/layers-citations.md).
 3. **Check** the claim (for a clause, its own key terms only) against the cited
    text only: the share of its content words present (``min_overlap``), every
-   number and date it states (rounding-aware, via :mod:`gateway.quantities`) and
+   number and date it states (rounding-aware, via :mod:`gateway.text.quantities`) and
    every named entity.
-   Request documents reuse the per-request :mod:`gateway.textindex` index.
+   Request documents reuse the per-request :mod:`gateway.text.index` index.
 4. **Bind** (seed 001): per claim, ``confidence = min(1, Σ relevance·authority·
    recency / sqrt(N))`` over its resolved sources; request documents weigh
    ``document_authority`` (default 1.0) and recency 1.0 unless their attributes
@@ -54,8 +54,6 @@ from typing import Any, ClassVar, Literal
 from cachetools import LRUCache
 from pydantic import Field
 
-from gateway.context import GroundingContext
-from gateway.corpus import Corpus
 from gateway.layers._author_year import has_author_year_sources
 from gateway.layers._citation_pairs import (
     Pair,
@@ -66,7 +64,7 @@ from gateway.layers._citation_pairs import (
     extract_pairs,
     norm,
 )
-from gateway.quantities import date_matches, extract_dates, extract_numbers, number_matches
+from gateway.layers.base import Evidence, LayerConfig, LayerResources, LayerResult, VerifyInput
 from gateway.scoring.binding import (
     BoundSource,
     SourceAuthority,
@@ -75,9 +73,11 @@ from gateway.scoring.binding import (
     recency_weight,
     verification_status,
 )
-from gateway.textindex import IndexCache, RangeFacts, TextIndex, build_index, context_index
-from gateway.textutil import content_words, entity_candidates, split_sentences, tokenize
-from gateway.verify.base import Evidence, LayerConfig, LayerResources, LayerResult, VerifyInput
+from gateway.sources.context import GroundingContext
+from gateway.sources.corpus import Corpus
+from gateway.text.index import IndexCache, RangeFacts, TextIndex, build_index, context_index
+from gateway.text.quantities import date_matches, extract_quantities, number_matches
+from gateway.text.tokens import content_words, entity_candidates, split_sentences, tokenize
 
 __all__ = ["CitationsConfig", "CitationsLayer", "Pair", "extract_pairs"]
 
@@ -378,9 +378,9 @@ def _missing_quantities(claim: str, src: _Source) -> list[str]:
     """Numbers and dates stated in ``claim`` that ``src`` does not back (rounding-aware)."""
     facts = src.facts()
     values, vset, dates = facts.values, facts.value_set, facts.dates
-    claim_dates = extract_dates(claim)
+    claim_dates, claim_numbers = extract_quantities(claim)
     out = [d.text for d in claim_dates if not date_matches(d, dates)]
-    return out + [q.text for q in extract_numbers(claim, claim_dates)
+    return out + [q.text for q in claim_numbers
                   if q.value not in vset and not number_matches(q, values)]
 
 

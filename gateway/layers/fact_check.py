@@ -2,13 +2,13 @@
 
 Per request:
 
-1. **Claims** (model-free) — :func:`gateway.layers.claims.detect_claims` on the
+1. **Claims** (model-free) — :func:`gateway.text.claims.detect_claims` on the
    answer; the assertive ``verifiable`` ones (optionally also ``hedged``), at most
    ``max_claims``, in answer order.
 2. **Evidence** (model-free, seed 004 OBSERVE) — for each claim the
    ``evidence_per_claim`` best-matching sentences (IDF-weighted word coverage of
    the claim, at least ``min_overlap``) from the grounding context (the
-   per-request :func:`~gateway.textindex.context_index`) and, with
+   per-request :func:`~gateway.text.index.context_index`) and, with
    ``use_corpus``, from the configured corpus (indexed once per layer). Source
    authority and recency come from document attributes / corpus metadata
    (``authority``, ``published``), else ``document_authority`` (request
@@ -52,12 +52,7 @@ from gateway.layers._fact_check_prompts import (
     MARK_LABEL,
 )
 from gateway.layers._judged import JudgeTally, require_judge
-from gateway.layers.claims import FactualClaim, detect_claims
-from gateway.scoring.binding import SourceAuthority, authority_weight, parse_date, recency_weight
-from gateway.scoring.evidence import EvidenceItem, Verdict, VerdictResult, assess
-from gateway.textindex import TextIndex, build_index, context_index
-from gateway.textutil import content_words, tokenize
-from gateway.verify.base import (
+from gateway.layers.base import (
     Evidence,
     JudgeError,
     LayerConfig,
@@ -65,7 +60,12 @@ from gateway.verify.base import (
     LayerResult,
     VerifyInput,
 )
-from gateway.verify.failures import shape
+from gateway.redact import shape
+from gateway.scoring.binding import SourceAuthority, authority_weight, parse_date, recency_weight
+from gateway.scoring.evidence import EvidenceItem, Verdict, VerdictResult, assess
+from gateway.text.claims import FactualClaim, detect_claims
+from gateway.text.index import TextIndex, build_index, context_index
+from gateway.text.tokens import content_words, tokenize
 
 __all__ = ["CORRECT_PROMPT", "LABEL_PROMPT", "FactCheckConfig", "FactCheckLayer", "Passage"]
 

@@ -28,7 +28,7 @@ from typing import ClassVar
 
 from pydantic import Field, field_validator
 
-from gateway.verify.base import Evidence, LayerConfig, LayerResources, LayerResult, VerifyInput
+from gateway.layers.base import Evidence, LayerConfig, LayerResources, LayerResult, VerifyInput
 
 __all__ = ["KeywordConfig", "KeywordLayer", "compile_entry", "describe_entry"]
 

@@ -13,7 +13,7 @@ from typing import ClassVar
 
 from pydantic import Field, model_validator
 
-from gateway.verify.base import LayerConfig, LayerResources, LayerResult, VerifyInput
+from gateway.layers.base import LayerConfig, LayerResources, LayerResult, VerifyInput
 
 __all__ = ["LengthConfig", "LengthLayer"]
 

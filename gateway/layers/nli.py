@@ -30,7 +30,7 @@ the model-free grounding check does not find supported (see docs/layers.md,
 "Cascade" — cheaper, blind to what grounding wrongly supports).
 
 An unusable judge reply (not JSON, a label outside the three, a hypothesis left out)
-raises :class:`~gateway.verify.base.JudgeError`; the policy's ``on_error`` decides.
+raises :class:`~gateway.layers.base.JudgeError`; the policy's ``on_error`` decides.
 """
 
 from __future__ import annotations
@@ -41,8 +41,6 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from gateway.answer import answer_sentences
-from gateway.context import Document
 from gateway.layers._citation_pairs import candidates, doc_keys, norm
 from gateway.layers._judged import (
     JudgeTally,
@@ -52,10 +50,7 @@ from gateway.layers._judged import (
     numbered_items,
     require_judge,
 )
-from gateway.layers.citations import extract_pairs
-from gateway.layers.grounding import GroundingConfig, check_answer
-from gateway.textindex import build_index, context_index
-from gateway.verify.base import (
+from gateway.layers.base import (
     Evidence,
     JudgeError,
     LayerConfig,
@@ -63,7 +58,12 @@ from gateway.verify.base import (
     LayerResult,
     VerifyInput,
 )
-from gateway.verify.failures import shape
+from gateway.layers.citations import extract_pairs
+from gateway.layers.grounding import GroundingConfig, check_answer
+from gateway.redact import shape
+from gateway.sources.context import Document
+from gateway.text.answer import answer_sentences
+from gateway.text.index import build_index, context_index
 
 __all__ = ["NliConfig", "NliLayer", "classify_prompt"]
 

@@ -19,7 +19,7 @@ needed, so with no judge too).
 
 Judge calls per request: ``variations`` (default 3; the seed uses 5), concurrent, at
 ``temperature`` (default 0: the same exchange again is served from the judge cache).
-An unusable reply raises :class:`~gateway.verify.base.JudgeError`.
+An unusable reply raises :class:`~gateway.layers.base.JudgeError`.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from gateway.layers._judged import (
     require_judge,
     yes_no,
 )
-from gateway.verify.base import (
+from gateway.layers.base import (
     Evidence,
     LayerConfig,
     LayerResources,

@@ -43,7 +43,6 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from gateway.context import message_text
 from gateway.layers._judged import (
     JudgeTally,
     answer_claims,
@@ -51,8 +50,7 @@ from gateway.layers._judged import (
     require_judge,
     yes_no,
 )
-from gateway.textutil import content_words, tokenize
-from gateway.verify.base import (
+from gateway.layers.base import (
     Evidence,
     JudgeError,
     LayerConfig,
@@ -60,6 +58,8 @@ from gateway.verify.base import (
     LayerResult,
     VerifyInput,
 )
+from gateway.sources.context import message_text
+from gateway.text.tokens import content_words, tokenize
 
 __all__ = ["SemanticEntropyConfig", "SemanticEntropyLayer", "cluster", "equivalence_prompt",
            "normalised_entropy"]

@@ -23,6 +23,8 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from gateway.layers.base import Layer, LayerConfig
+from gateway.layers.registry import BUILTIN, LayerRegistry
 from gateway.policy.locate import (
     PolicyError,
     _duplicate_keys,
@@ -33,8 +35,6 @@ from gateway.policy.locate import (
 )
 from gateway.policy.models import LayerSpec, PolicySpec
 from gateway.policy.select import Matcher
-from gateway.verify import registry
-from gateway.verify.base import Layer, LayerConfig
 
 __all__ = [
     "Policy", "PolicyError", "ResolvedLayer", "load_policy_file", "load_policy_text",
@@ -81,7 +81,8 @@ class Policy:
                        f"its layers: {', '.join(x.key for x in self.layers)}")
 
 
-def _resolve_layer(raw: Any, i: int, root: yaml.Node | None, source: str
+def _resolve_layer(raw: Any, i: int, root: yaml.Node | None, source: str,
+                   registry: LayerRegistry,
                    ) -> tuple[type[Layer] | None, LayerConfig | None, list[PolicyError]]:
     if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
         return None, None, []  # shape errors come from PolicySpec validation
@@ -110,7 +111,7 @@ def _corpus_errors(spec: PolicySpec, root: yaml.Node | None, source: str,
                    path: Path | None) -> list[PolicyError]:
     """``context.corpus_dir`` must be a readable directory (a relative one is relative to
     the policy file), and the corpus is used exactly when ``corpus`` is in ``sources``."""
-    from gateway.corpus import corpus_dir_problem, resolve_corpus_dir
+    from gateway.sources.corpus import corpus_dir_problem, resolve_corpus_dir
 
     ctx = spec.context
     if not ctx.corpus_dir:
@@ -135,10 +136,11 @@ def _corpus_errors(spec: PolicySpec, root: yaml.Node | None, source: str,
 
 
 def load_policy_text(text: str, source: str = "<string>", *, name: str | None = None,
-                     path: Path | None = None) -> Policy:
+                     path: Path | None = None, layers: LayerRegistry = BUILTIN) -> Policy:
     """Parse, validate and resolve one policy; raise :class:`PolicyError` with every problem.
 
-    ``name`` is used when the file has no ``name:`` (the loader passes the file stem).
+    ``name`` is used when the file has no ``name:`` (the loader passes the file stem);
+    layer names are resolved in ``layers`` (the shipped registry by default).
     """
     root, data = _parse_yaml(text, source)
     if data is None:
@@ -155,7 +157,7 @@ def load_policy_text(text: str, source: str = "<string>", *, name: str | None = 
     except ValidationError as exc:
         errors += _validation_errors(exc, PolicySpec, root, source)
     raw_layers = data.get("layers")
-    resolved = [_resolve_layer(raw, i, root, source)
+    resolved = [_resolve_layer(raw, i, root, source, layers)
                 for i, raw in enumerate(raw_layers if isinstance(raw_layers, list) else [])]
     for _, _, errs in resolved:
         errors += errs
@@ -175,13 +177,14 @@ def load_policy_text(text: str, source: str = "<string>", *, name: str | None = 
         errors += _corpus_errors(spec, root, source, path)
     if errors or spec is None:
         raise PolicyError.collect(errors)
-    layers = tuple(
+    resolved_layers = tuple(
         ResolvedLayer(key=ls.key, name=ls.name, spec=ls, cls=cls, config=config)
         for ls, (cls, config, _) in zip(spec.layers, resolved, strict=True)
         if cls is not None and config is not None
     )
     version = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
-    return Policy(name=policy_name, spec=spec, source=path, layers=layers, version=version)
+    return Policy(name=policy_name, spec=spec, source=path, layers=resolved_layers,
+                  version=version)
 
 
 def _read(path: Path) -> str:
@@ -193,9 +196,9 @@ def _read(path: Path) -> str:
         raise PolicyError(str(path), "", None, f"cannot read: {exc.strerror or exc}") from None
 
 
-def load_policy_file(path: Path) -> Policy:
+def load_policy_file(path: Path, *, layers: LayerRegistry = BUILTIN) -> Policy:
     """Load one file; the policy name defaults to the file stem."""
-    return load_policy_text(_read(path), str(path), name=path.stem, path=path)
+    return load_policy_text(_read(path), str(path), name=path.stem, path=path, layers=layers)
 
 
 def policy_files(directory: Path) -> list[Path]:

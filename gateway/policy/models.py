@@ -25,8 +25,8 @@ from pydantic import (
     model_validator,
 )
 
-from gateway.context import ContextSpec
-from gateway.verify.risk import RISK_PROFILES
+from gateway.policy.profiles import RISK_PROFILES
+from gateway.sources.context import ContextSpec
 
 __all__ = [
     "Action", "ActionSet", "BlockAction", "Budget", "Calibration", "DecisionSpec",

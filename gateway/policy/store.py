@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gateway.layers.registry import BUILTIN, LayerRegistry
 from gateway.policy.loader import Policy, _read, load_policy_text, policy_files
 from gateway.policy.locate import PolicyError, _locate, _parse_yaml
 from gateway.policy.models import RegenerateAction
@@ -123,6 +124,9 @@ def assemble(states: Mapping[str, FileState], prefer: Sequence[str] = (),
     return live, {f: "\n".join(m) for f, m in messages.items() if m}
 
 
+RECENT_VERSIONS = 64
+"""Policy versions :meth:`PolicyStore.resolve` still finds after they were replaced."""
+
 _GONE = ("", -1, -1)
 """The pending signature of a file that disappeared (see :meth:`PolicyStore.poll`)."""
 
@@ -150,12 +154,15 @@ class PolicyStore:
     load, and a manual reload) applies what it reads at once.
 
     ``route`` (``Settings.route``; leave it ``None`` when no upstream is configured)
-    lets :func:`assemble` report ``fallback_model`` values no upstream serves.
+    lets :func:`assemble` report ``fallback_model`` values no upstream serves;
+    ``layers`` is the registry layer names are resolved in.
     """
 
-    def __init__(self, directory: Path, *, route: Route | None = None) -> None:
+    def __init__(self, directory: Path, *, route: Route | None = None,
+                 layers: LayerRegistry = BUILTIN) -> None:
         self.directory = Path(directory)
         self._route = route
+        self._layers = layers
         self._states: dict[str, FileState] = {}
         self._live: dict[str, Policy] = {}
         self._policies = PolicySet(())
@@ -164,6 +171,9 @@ class PolicyStore:
         self._scanned_ok = False
         self._pending: dict[str, tuple[str, int, int]] = {}
         """File -> (digest, size, mtime_ns) of a change seen by one poll, not yet live."""
+        self._recent: dict[tuple[str, str], Policy] = {}
+        """(name, version) -> every policy version served lately, live ones included
+        (:meth:`resolve`); bounded by :data:`RECENT_VERSIONS`, oldest first out."""
         self._lock = threading.Lock()
 
     @property
@@ -179,6 +189,14 @@ class PolicyStore:
     def get(self, name: str) -> Policy | None:
         return self._policies.get(name)
 
+    def resolve(self, name: str, version: str) -> Policy | None:
+        """The policy ``name`` at ``version``: the live one, or a version served lately
+        (a verification job queued before a reload is verified with the version that
+        was selected for its request); None when it is not known (any more)."""
+        live = self._policies.get(name)
+        if live is not None and live.version == version:
+            return live
+        return self._recent.get((name, version))
     def load(self) -> None:
         """Initial scan: good files are loaded, broken ones recorded in :attr:`errors`."""
         self.reload()
@@ -243,7 +261,8 @@ class PolicyStore:
                 states[file] = st
                 continue
             try:
-                st.parsed = load_policy_text(text, file, name=path.stem, path=path)
+                st.parsed = load_policy_text(text, file, name=path.stem, path=path,
+                                             layers=self._layers)
             except PolicyError as exc:
                 st.error = exc
             states[file] = st
@@ -277,6 +296,12 @@ class PolicyStore:
         self._states, self._live, self._errors, self._loaded = states, live, errors, True
         if changed:
             self._policies = PolicySet(live.values())
+            for policy in live.values():
+                key = (policy.name, policy.version)
+                self._recent.pop(key, None)
+                self._recent[key] = policy  # the newest last
+            while len(self._recent) > RECENT_VERSIONS:
+                del self._recent[next(iter(self._recent))]
         return changed
 
     def _log(self, live: Mapping[str, Policy], errors: Mapping[str, str],

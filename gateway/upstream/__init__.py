@@ -1,9 +1,11 @@
-"""Upstream clients, one module per provider kind.
+"""Upstream clients, one module per provider kind; the contract is :mod:`.base`.
 
-- ``client`` — OpenAI-compatible upstreams (``kind: openai``), the hot path;
+- ``openai`` — OpenAI-compatible upstreams (``kind: openai``), the hot path;
 - ``anthropic`` — Anthropic's Messages API (``kind: anthropic``), translated by
   ``openai_anthropic`` (requests) and ``anthropic_openai`` (responses, errors,
-  streams) to and from OpenAI's shapes.
+  streams) to and from OpenAI's shapes;
+- ``router`` — which configured upstream serves a model;
+- ``judge`` — the clients model-based layers call (the judge), on httpx.
 
 :func:`open_client` picks the class for an upstream's ``kind``.
 """
@@ -13,7 +15,7 @@ from __future__ import annotations
 import aiohttp
 
 from gateway.settings import UpstreamConfig
-from gateway.upstream.client import UpstreamClient, UpstreamResponse
+from gateway.upstream.base import UpstreamClient, UpstreamResponse
 
 __all__ = ["UpstreamClient", "UpstreamResponse", "open_client"]
 
@@ -25,4 +27,6 @@ def open_client(config: UpstreamConfig,
         from gateway.upstream.anthropic import AnthropicUpstreamClient
 
         return AnthropicUpstreamClient.open(config, trace_configs)
-    return UpstreamClient.open(config, trace_configs)
+    from gateway.upstream.openai import OpenAIUpstreamClient
+
+    return OpenAIUpstreamClient.open(config, trace_configs)

@@ -1,6 +1,6 @@
 """An Anthropic upstream behind the OpenAI-shaped upstream interface.
 
-:class:`AnthropicUpstreamClient` is an :class:`~gateway.upstream.client.UpstreamClient`
+:class:`AnthropicUpstreamClient` is an :class:`~gateway.upstream.openai.OpenAIUpstreamClient`
 (same aiohttp pool, same ``open``/``aclose``, same error conversion) whose
 :meth:`~AnthropicUpstreamClient.send` speaks Anthropic's Messages API on the wire
 and hands back OpenAI-shaped responses, so the proxy and the verification engine
@@ -36,13 +36,8 @@ from gateway.errors import (
 from gateway.settings import DEFAULT_MAX_RESPONSE_BYTES, UpstreamConfig
 from gateway.upstream import anthropic_openai as to_openai
 from gateway.upstream import openai_anthropic as to_anthropic
-from gateway.upstream.client import (
-    RawHeaders,
-    UpstreamClient,
-    UpstreamResponse,
-    too_large,
-    truncated,
-)
+from gateway.upstream.base import RawHeaders, UpstreamResponse, too_large, truncated
+from gateway.upstream.openai import OpenAIUpstreamClient
 
 __all__ = ["AnthropicResponse", "AnthropicUpstreamClient"]
 
@@ -60,11 +55,11 @@ class AnthropicResponse(UpstreamResponse):
     ``raw`` is the Anthropic response (None for an answer made locally, ``body``).
     """
 
-    __slots__ = ("_body", "_include_usage", "_mode", "_model", "_raw")
+    __slots__ = ("_body", "_include_usage", "_mode", "_model", "_raw", "headers", "max_bytes",
+                 "status")
 
     def __init__(self, raw: UpstreamResponse | None, mode: Mode, *, status: int | None = None,
                  body: bytes = b"", include_usage: bool = False, model: str = "") -> None:
-        # Deliberately not calling super().__init__: there may be no aiohttp response.
         self._raw = raw
         self._include_usage = include_usage
         self._model = model
@@ -157,7 +152,7 @@ class AnthropicResponse(UpstreamResponse):
             self._raw.close()
 
 
-class AnthropicUpstreamClient(UpstreamClient):
+class AnthropicUpstreamClient(OpenAIUpstreamClient):
     """An upstream of ``kind: anthropic``. Create with :meth:`open`, close with :meth:`aclose`.
 
     The key goes out as ``x-api-key``: the upstream's own (``api_key_env``) in

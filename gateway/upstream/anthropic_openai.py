@@ -27,7 +27,7 @@ from typing import Any
 import orjson
 
 from gateway.errors import UpstreamError, UpstreamStreamError, error_body
-from gateway.sse import DONE, SSEParser, encode_event
+from gateway.wire.sse import DONE, SSEParser, encode_event
 
 __all__ = [
     "FINISH_REASONS", "StreamTranslator", "error_to_openai", "finish_reason", "map_status",

@@ -1,6 +1,8 @@
-"""Actions: what the gateway does with an answer, given its verdict band.
+"""Actions: what the gateway does with an answer, given its verdict band — a registry.
 
-Per band the policy names one action (``actions.pass|marginal|fail``):
+Per band the policy names one action (``actions.pass|marginal|fail``), looked up
+by its ``type`` in :data:`ACTIONS` (applied to the answer at hand) or
+:data:`UPSTREAM_ACTIONS` (they call the upstream again):
 
 - ``pass`` — deliver unchanged.
 - ``flag`` — deliver unchanged; the verdict travels only in ``x-verity-*`` headers.
@@ -39,6 +41,21 @@ model's own answer, sent back to it for repair.
 **Usage after regenerate**: the delivered ``usage`` is the final answer's own usage,
 as upstream reported it — not the sum over attempts (the audit record's
 ``attempt_history`` lists every attempt, and upstream bills each one).
+
+Adding an action
+----------------
+1. Its policy model in ``gateway/policy/models.py``: a strict model with a
+   ``type: Literal["my-action"]`` field, added to the ``Action`` union (the loader
+   then validates it, and templates against :data:`TEMPLATE_PLACEHOLDERS`).
+2. Its handler here, registered under that ``type``: in :data:`ACTIONS` when it
+   rewrites the answer at hand (``(action, completion, verification, policy name,
+   response format) -> Applied``; body shapes come from the
+   :class:`~gateway.wire.base.ResponseFormat`, never built here), or in
+   :data:`UPSTREAM_ACTIONS` when it needs the upstream again (``async (action,
+   completion, verification, RegenContext) -> Applied``; such an action has a
+   ``fallback`` — a static action — applied where it cannot run: once a passthrough
+   stream has delivered the answer).
+3. Tests in ``tests/verify/test_actions.py``; the inline modes need no change.
 """
 
 from __future__ import annotations
@@ -47,9 +64,9 @@ import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
-from gateway.context import message_text
 from gateway.errors import GatewayError, VerificationBlocked
 from gateway.policy.models import (
     TEMPLATE_PLACEHOLDERS,
@@ -60,17 +77,26 @@ from gateway.policy.models import (
     PassAction,
     RegenerateAction,
 )
+from gateway.redact import Redactor, redact_secrets
 from gateway.scoring.binding import repair_feedback
-from gateway.telemetry import redact_secrets
-from gateway.verify.outcome import Redactor, Verification
+from gateway.verify.outcome import Verification
+from gateway.wire.base import ResponseFormat
+from gateway.wire.chat import CHAT_COMPLETIONS
 
-__all__ = ["Applied", "RegenContext", "answer_text", "apply_action", "apply_static",
-           "band_action", "block_completion", "feedback_message", "fill_template"]
+__all__ = ["ACTIONS", "UPSTREAM_ACTIONS", "Applied", "RegenContext", "apply_action",
+           "apply_static", "band_action", "feedback_message", "fill_template",
+           "needs_upstream"]
 
 StaticAction = PassAction | FlagAction | DisclaimerAction | BlockAction
 AnyAction = StaticAction | RegenerateAction
 CompleteFn = Callable[[dict[str, Any]], Awaitable[tuple[int, Any, bytes]]]
 VerifyFn = Callable[[dict[str, Any]], Awaitable[Verification]]
+StaticApply = Callable[[Any, dict[str, Any], Verification, str, ResponseFormat], "Applied"]
+"""An action applied to the answer at hand: (action, completion, verification,
+policy name, response format) -> what to deliver."""
+UpstreamApply = Callable[[Any, dict[str, Any], Verification, "RegenContext"],
+                         Awaitable["Applied"]]
+"""An action that calls the upstream again (through ``RegenContext.complete``)."""
 
 _PLACEHOLDER = re.compile(r"\{(" + "|".join(TEMPLATE_PLACEHOLDERS) + r")\}")
 
@@ -113,22 +139,13 @@ class RegenContext:
     time_left: Callable[[], float] | None = None
     """Milliseconds of verification budget left; no attempt starts at 0 or below
     (its answer could not be verified: ``fail_open`` would deliver it unchecked)."""
+    fmt: ResponseFormat = CHAT_COMPLETIONS
+    """How answers of the request's front door are read and rewritten."""
 
 
 def band_action(actions: ActionSet, band: str) -> AnyAction:
     action: AnyAction = actions.pass_ if band == "pass" else getattr(actions, band)
     return action
-
-
-def answer_text(completion: Mapping[str, Any]) -> str:
-    """Text of choice 0: string content, or its text parts joined like
-    :func:`gateway.context.message_text` ("" when absent or of another shape)."""
-    choices = completion.get("choices") or ()
-    if not isinstance(choices, (list, tuple)) or not choices \
-            or not isinstance(choices[0], Mapping):
-        return ""
-    message = choices[0].get("message")
-    return message_text(message) if isinstance(message, Mapping) else ""
 
 
 def _as_is(text: str) -> str:
@@ -161,62 +178,47 @@ def feedback_message(action: RegenerateAction, v: Verification, policy: str) -> 
             "unsourced facts; if something cannot be supported, say so.")
 
 
-def block_completion(completion: Mapping[str, Any], message: str) -> dict[str, Any]:
-    """A ``chat.completion`` refusing with ``message`` (``finish_reason: content_filter``)."""
-    out: dict[str, Any] = {
-        "id": completion.get("id") or "chatcmpl-verity-blocked",
-        "object": "chat.completion",
-        "created": completion.get("created") or 0,
-        "model": completion.get("model") or "",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": message,
-                                             "refusal": None},
-                     "logprobs": None, "finish_reason": "content_filter"}],
-    }
-    if completion.get("usage") is not None:
-        out["usage"] = completion["usage"]
-    if completion.get("system_fingerprint"):
-        out["system_fingerprint"] = completion["system_fingerprint"]
-    return out
+def _deliver(action: PassAction | FlagAction, completion: dict[str, Any], v: Verification,
+             policy: str, fmt: ResponseFormat) -> Applied:
+    """``pass`` / ``flag``: the answer as it is (flag: the verdict in the headers)."""
+    return Applied(action.type, completion, v)
 
 
-def _with_appended(completion: Mapping[str, Any], text: str) -> dict[str, Any]:
-    out = dict(completion)
-    choices = list(out.get("choices") or ())
-    if not choices:
-        choices = [{"index": 0, "message": {"role": "assistant", "content": ""},
-                    "finish_reason": "stop"}]
-    first = dict(choices[0])
-    message = dict(first.get("message") or {"role": "assistant"})
-    content = message.get("content")
-    message["content"] = (content if isinstance(content, str) else "") + text
-    first["message"] = message
-    choices[0] = first
-    out["choices"] = choices
-    return out
+def _disclaimer(action: DisclaimerAction, completion: dict[str, Any], v: Verification,
+                policy: str, fmt: ResponseFormat) -> Applied:
+    text = fill_template(action.template, v, policy)
+    return Applied("disclaimer", fmt.with_disclaimer(completion, text), v, appended=text,
+                   modified=True)
 
 
-def apply_static(action: StaticAction, completion: dict[str, Any], v: Verification,
-                 policy: str) -> Applied:
-    """Apply ``pass`` / ``flag`` / ``disclaimer`` / ``block`` (no upstream call)."""
-    if isinstance(action, (PassAction, FlagAction)):
-        return Applied(action.type, completion, v)
-    if isinstance(action, DisclaimerAction):
-        text = fill_template(action.template, v, policy)
-        return Applied("disclaimer", _with_appended(completion, text), v, appended=text,
-                       modified=True)
+def _block(action: BlockAction, completion: dict[str, Any], v: Verification, policy: str,
+           fmt: ResponseFormat) -> Applied:
     message = fill_template(action.message, v, policy)
     if action.style == "error":
         err = VerificationBlocked(message, status=action.status)
         return Applied("block", None, v, error=err, modified=True)
-    return Applied("block", block_completion(completion, message), v, modified=True)
+    return Applied("block", fmt.refusal(completion, message), v, modified=True)
+
+
+def apply_static(action: StaticAction, completion: dict[str, Any], v: Verification,
+                 policy: str, fmt: ResponseFormat = CHAT_COMPLETIONS) -> Applied:
+    """Apply an action of :data:`ACTIONS` (no upstream call)."""
+    return ACTIONS[action.type](action, completion, v, policy, fmt)
+
+
+def needs_upstream(action: AnyAction) -> bool:
+    """Whether ``action`` calls the upstream again (:data:`UPSTREAM_ACTIONS`)."""
+    return action.type in UPSTREAM_ACTIONS
 
 
 async def apply_action(action: AnyAction, completion: dict[str, Any], v: Verification,
                        ctx: RegenContext) -> Applied:
-    """Apply the band's action; ``regenerate`` calls upstream through ``ctx``."""
-    if isinstance(action, RegenerateAction):
-        return await _regenerate(action, completion, v, ctx)
-    return apply_static(action, completion, v, ctx.policy)
+    """Apply the band's action; one of :data:`UPSTREAM_ACTIONS` (``regenerate``) calls
+    the upstream through ``ctx``."""
+    run = UPSTREAM_ACTIONS.get(action.type)
+    if run is not None:
+        return await run(action, completion, v, ctx)
+    return apply_static(action, completion, v, ctx.policy, ctx.fmt)  # type: ignore[arg-type]
 
 
 def _regen_payload(ctx: RegenContext, failed: str, feedback: str,
@@ -250,7 +252,7 @@ async def _regenerate(action: RegenerateAction, completion: dict[str, Any], v: V
             stopped = True
             break
         feedback = feedback_message(action, cur_v, ctx.policy)
-        payload = _regen_payload(ctx, answer_text(current), feedback, model)
+        payload = _regen_payload(ctx, ctx.fmt.answer_text(current), feedback, model)
         entry: dict[str, Any] = {"attempt": n, "model": payload.get("model")}
         history.append(entry)
         with ctx.attempt(n):
@@ -269,14 +271,15 @@ async def _regenerate(action: RegenerateAction, completion: dict[str, Any], v: V
                      failed_claims=list(new_v.failed_claims), **new_v.judge_usage())
         current, cur_v = parsed, new_v
         next_action = band_action(ctx.actions, new_v.verdict)
-        if not isinstance(next_action, RegenerateAction):
-            applied = apply_static(next_action, parsed, new_v, ctx.policy)
+        if not needs_upstream(next_action):
+            applied = apply_static(next_action, parsed, new_v, ctx.policy,  # type: ignore[arg-type]
+                                   ctx.fmt)
             entry["action"] = next_action.type
             if applied.error is None and next_action.type != "block":
                 applied.action = "regenerate"
             applied.modified, applied.attempts, applied.history = True, made, history
             return applied
-    applied = apply_static(action.fallback, current, cur_v, ctx.policy)
+    applied = apply_static(action.fallback, current, cur_v, ctx.policy, ctx.fmt)
     applied.modified = applied.modified or current is not completion
     applied.attempts, applied.history = made, history
     applied.note = f"regenerate failed after {made} attempt(s); fallback {action.fallback.type}"
@@ -284,3 +287,17 @@ async def _regenerate(action: RegenerateAction, completion: dict[str, Any], v: V
         applied.note = (f"regenerate stopped after {made} attempt(s): the verification time "
                         f"budget is spent; fallback {action.fallback.type}")
     return applied
+
+
+ACTIONS: Mapping[str, StaticApply] = MappingProxyType({
+    "pass": _deliver,
+    "flag": _deliver,
+    "disclaimer": _disclaimer,
+    "block": _block,
+})
+"""Actions applied to the answer at hand, by policy ``type``."""
+
+UPSTREAM_ACTIONS: Mapping[str, UpstreamApply] = MappingProxyType({
+    "regenerate": _regenerate,
+})
+"""Actions that call the upstream again, by policy ``type``; each has a ``fallback``."""

@@ -8,7 +8,7 @@
   audit sink and handed to ``trace.decision``: policy, mode, verdict, action,
   attempts, candidate policies' outcomes, timestamps. ``to_dict()`` is the wire
   form (plain JSON types). It never holds credentials; message content only when
-  the policy sets ``telemetry.record_content`` (see ``gateway.verify.engine``).
+  the policy sets ``telemetry.record_content`` (see ``gateway.verify.content``).
 
 Content rule for the wire form (audit record, ``trace.decision``, the
 ``x-verity-detail`` body): **failed claims are content** — sentences of the
@@ -26,28 +26,24 @@ its rule, not the match); they are recorded always, through the same redaction
 from __future__ import annotations
 
 import os
-import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from gateway.telemetry import redact_secrets
+from gateway.redact import Redactor, redact_secrets
+
+if TYPE_CHECKING:
+    from gateway.verify.job import VerificationJob
 
 __all__ = ["Band", "CandidateOutcome", "LayerOutcome", "Outcome", "Redactor", "Verification",
            "claims_entry", "new_audit_id", "utc_now"]
-
-Redactor = Callable[[str], str]
 
 Band = Literal["pass", "marginal", "fail"]
 BAND_ORDER: dict[str, int] = {"pass": 0, "marginal": 1, "fail": 2}
 
 
-_ID_POOL = 4096  # bytes: 256 ids per os.urandom call
-_id_bytes = b""
-_id_pos = _ID_POOL
-_id_lock = threading.Lock()
 _ID_CLEAR = ~((0xF000 << 64) | (0xC000 << 48))
 _ID_SET = (0x4000 << 64) | (0x8000 << 48)  # version 4, RFC 4122 variant
 
@@ -55,25 +51,11 @@ _ID_SET = (0x4000 << 64) | (0x8000 << 48)  # version 4, RFC 4122 variant
 def new_audit_id() -> str:
     """A random (version 4) UUID as 32 hex digits, like ``uuid.uuid4().hex``.
 
-    The random bytes come from ``os.urandom`` 256 ids at a time: one system call
-    (and one release of the GIL) per 256 requests instead of one per request.
+    Sixteen fresh bytes from ``os.urandom`` per id: nothing is kept between calls, so
+    a forked worker never repeats its parent's ids.
     """
-    global _id_bytes, _id_pos
-    with _id_lock:
-        if _id_pos >= _ID_POOL:
-            _id_bytes, _id_pos = os.urandom(_ID_POOL), 0
-        pos = _id_pos
-        _id_pos = pos + 16
-    n = int.from_bytes(_id_bytes[pos:pos + 16], "big")
+    n = int.from_bytes(os.urandom(16), "big")
     return f"{(n & _ID_CLEAR) | _ID_SET:032x}"
-
-
-def _reset_ids() -> None:  # a forked child must not repeat its parent's ids
-    global _id_bytes, _id_pos
-    _id_bytes, _id_pos = b"", _ID_POOL
-
-
-os.register_at_fork(after_in_child=_reset_ids)
 
 
 def utc_now() -> str:
@@ -96,7 +78,7 @@ class LayerOutcome:
     error: str | None = None
     """``timeout after … ms``, ``unavailable: …``, ``JudgeError: <what failed>`` or
     ``<ExceptionType> raised at <file>:<line>``; None when it ran. Never model text
-    (``gateway.verify.failures``)."""
+    (``gateway.redact``)."""
     error_type: str | None = None
     cache_hit: bool = False
     judge_calls: int = 0
@@ -250,6 +232,22 @@ class Outcome:
     """The policy's content redaction, set (with :attr:`content`) only when the policy
     records content: failed claims are then recorded through it; None withholds them."""
     _t0: float = field(default_factory=time.perf_counter, repr=False)
+
+    @property
+    def t0(self) -> float:
+        """``time.perf_counter()`` when the record started (its ``duration_ms`` counts
+        from it)."""
+        return self._t0
+
+    @classmethod
+    def for_job(cls, job: VerificationJob) -> Outcome:
+        """The record of ``job`` (its audit id, and its request's start and clock)."""
+        return cls(policy=job.policy.name, policy_version=job.policy.version, mode=job.mode,
+                   model=job.model, tenant=job.tenant, stream=job.stream,
+                   streaming=job.streaming, audit_id=job.audit_id,
+                   started_at=job.started_at or utc_now(), upstream_status=job.upstream_status,
+                   response_id=job.answer.get("id"),
+                   _t0=job.t0 or time.perf_counter())
 
     def record(self, v: Verification) -> None:
         """Take the verdict, score and layers of ``v`` (the final answer's verification)."""

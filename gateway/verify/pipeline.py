@@ -10,7 +10,7 @@ For one answer and one policy (:func:`run_pipeline`):
    Past ``budget.max_cost`` or the level profile's ``max_cost`` (judge USD already
    spent by this request, failed layers' calls included) layers are not run: an
    error outcome (``cost budget exhausted``), like an exhausted time budget.
-   When every selected layer is ``cpu_only`` (``gateway.verify.base``)
+   When every selected layer is ``cpu_only`` (``gateway.layers.base``)
    they run one after the other in the calling task instead — no task and no
    ``asyncio.timeout`` per layer, which could not interrupt synchronous work
    anyway (concurrent tasks of such layers run one after the other too). The
@@ -19,8 +19,8 @@ For one answer and one policy (:func:`run_pipeline`):
    finds no time left in the budget gets an error outcome. ``on_error: fail_open``
    leaves it out of the decision (counted as ``fail_open``); ``fail_closed`` makes
    the verdict ``fail`` (counted as ``fail_closed``). The error names the failure
-   and never quotes model text (``gateway.verify.failures``); the judge calls the
-   layer made before it failed are still counted (:func:`~gateway.verify.base.metered`),
+   and never quotes model text (``gateway.redact``); the judge calls the
+   layer made before it failed are still counted (:func:`~gateway.layers.base.metered`),
    with their cost, which the budget sees.
 4. **Calibration** — Platt scaling with the layer spec's ``calibration``; without
    one, the seed defaults for the seed's layer names, identity otherwise.
@@ -41,11 +41,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from gateway.judge import uncache_on_error
-from gateway.policy.models import Calibration, DecisionSpec
-from gateway.scoring.credit import zone
-from gateway.telemetry import LayerSpan, RequestTrace, Telemetry
-from gateway.verify.base import (
+from gateway.layers.base import (
     JudgeError,
     JudgeUsage,
     Layer,
@@ -53,22 +49,26 @@ from gateway.verify.base import (
     LayerUnavailable,
     VerifyInput,
     metered,
+    uncache_on_error,
 )
+from gateway.policy.models import Calibration, DecisionSpec
+from gateway.policy.profiles import RISK_PROFILES
+from gateway.redact import exception_summary
+from gateway.scoring.credit import zone
+from gateway.telemetry import RequestTrace, Telemetry
 from gateway.verify.calibration import Calibrator, PlattParams, platt
-from gateway.verify.failures import exception_summary
 from gateway.verify.outcome import BAND_ORDER, Band, LayerOutcome, Verification
-from gateway.verify.risk import RISK_PROFILES, assess_risk
+from gateway.verify.risk import assess_risk
 
 if TYPE_CHECKING:
     from gateway.policy.loader import Policy, ResolvedLayer
 
-__all__ = ["Budget", "LayerFactory", "decide", "run_pipeline", "select_layers"]
+__all__ = ["Budget", "LayerFactory", "PlanCache", "decide", "run_pipeline", "select_layers"]
 
 LayerFactory = Callable[["ResolvedLayer"], Layer]
 """Returns the (cached) layer instance for a resolved layer of a policy."""
 
 _CALIBRATOR = Calibrator()
-_NOOP_RESULT = LayerSpan.result
 
 
 @dataclass(slots=True)
@@ -118,7 +118,7 @@ def min_confidence_for(policy: Policy, level: str) -> float:
 
 @dataclass(frozen=True, slots=True)
 class _LevelPlan:
-    """What a policy runs at one risk level; computed once per policy object."""
+    """What a policy runs at one risk level (see :class:`PlanCache`)."""
 
     layers: tuple[ResolvedLayer, ...]
     cap_ms: float | None
@@ -129,37 +129,56 @@ class _LevelPlan:
     """Every layer is ``cpu_only``: run them in the calling task, untimed."""
 
 
-_PLANS: dict[int, tuple[Policy, dict[str, _LevelPlan]]] = {}
-_PLANS_MAX = 256
+def _plan(policy: Policy, level: str) -> _LevelPlan:
+    profile = policy.spec.risk.profiles.get(level)  # type: ignore[call-overload]
+    layers = select_layers(policy, level)
+    return _LevelPlan(
+        layers=layers,
+        cap_ms=float(profile.max_latency_ms) if profile and profile.max_latency_ms else None,
+        max_cost=profile.max_cost if profile else None,
+        min_confidence=min_confidence_for(policy, level),
+        inline=all(getattr(rl.cls, "cpu_only", False) is True for rl in layers))
 
 
-def _level_plan(policy: Policy, level: str) -> _LevelPlan:
-    entry = _PLANS.get(id(policy))
-    if entry is None or entry[0] is not policy:
-        if len(_PLANS) >= _PLANS_MAX:  # reloads make new policy objects: stay bounded
-            _PLANS.clear()
-        entry = _PLANS[id(policy)] = (policy, {})
-    plan = entry[1].get(level)
-    if plan is None:
-        profile = policy.spec.risk.profiles.get(level)  # type: ignore[call-overload]
-        layers = select_layers(policy, level)
-        plan = entry[1][level] = _LevelPlan(
-            layers=layers,
-            cap_ms=float(profile.max_latency_ms) if profile and profile.max_latency_ms else None,
-            max_cost=profile.max_cost if profile else None,
-            min_confidence=min_confidence_for(policy, level),
-            inline=all(getattr(rl.cls, "cpu_only", False) is True for rl in layers))
-    return plan
+class PlanCache:
+    """What each policy version runs at each risk level, computed once (one per
+    verification runtime; :meth:`keep` drops the versions no longer live)."""
+
+    MAX_POLICIES = 256
+
+    def __init__(self) -> None:
+        self._plans: dict[tuple[str, str], dict[str, _LevelPlan]] = {}
+
+    def plan(self, policy: Policy, level: str) -> _LevelPlan:
+        key = (policy.name, policy.version)
+        levels = self._plans.get(key)
+        if levels is None:
+            if len(self._plans) >= self.MAX_POLICIES:  # stay bounded whatever happens
+                self._plans.clear()
+            levels = self._plans[key] = {}
+        plan = levels.get(level)
+        if plan is None:
+            plan = levels[level] = _plan(policy, level)
+        return plan
+
+    def keep(self, live: set[tuple[str, str]]) -> None:
+        """Forget the plans of every (name, version) not in ``live``."""
+        for key in [k for k in self._plans if k not in live]:
+            del self._plans[key]
 
 
 async def run_pipeline(policy: Policy, inp: VerifyInput, *, layer_for: LayerFactory,
                        trace: RequestTrace, telemetry: Telemetry,
-                       budget: Budget | None = None) -> Verification:
-    """Verify ``inp.response_text`` with ``policy``; see the module docstring."""
+                       budget: Budget | None = None,
+                       plans: PlanCache | None = None) -> Verification:
+    """Verify ``inp.response_text`` with ``policy``; see the module docstring.
+
+    ``plans`` keeps what each policy runs per risk level (the runtime's); without it
+    the plan is worked out for this call."""
     spec = policy.spec
     budget = budget or Budget.for_policy(policy)
     level = spec.risk.level if spec.risk.level != "assess" else assess_risk(inp.response_text)
-    plan = _level_plan(policy, level)
+    plan = plans.plan(policy, level) if plans is not None else _plan(policy, level)
     cap_ms, max_cost = plan.cap_ms, plan.max_cost
     if plan.inline:
         outcomes = [await _run_layer(rl, inp, layer_for, trace, budget, cap_ms, max_cost,
@@ -269,7 +288,7 @@ async def _run_layer(rl: ResolvedLayer, inp: VerifyInput, layer_for: LayerFactor
             if out.error is not None:  # the layer's own accounting never came back
                 out.judge_calls, out.cost = usage.calls, usage.cost
         out.latency_ms = (time.perf_counter() - t0) * 1000
-        if type(span).result is not _NOOP_RESULT:  # the no-op span: skip building the dict
+        if span.recording:  # the no-op span: skip building the dict
             span.result(out.to_dict())
     return out
 

@@ -1,32 +1,6 @@
-"""Seed 000: risk levels, risk profiles, and the model-free risk assessor.
+"""Seed 000: the model-free risk assessor.
 
-Risk levels, lowest to highest: ``low``, ``medium``, ``high``, ``critical``.
-
-Risk profiles
--------------
-The seed's profiles name its five model-based layers. We keep those names as
-strings (they are not registered layers yet; :meth:`RiskProfile.runnable`
-keeps only the names a registry knows) and put our model-free layers in front
-of every profile, because they cost about a millisecond and need no judge:
-
-=====================  ===========================================================
-seed layer             our model-free counterpart (runs first, always)
-=====================  ===========================================================
-``semantic-entropy``   ``claims`` — finds the checkable claims entropy would probe
-``fact-decomposition`` ``grounding`` — each answer claim against the request context
-``multi-source``       ``citations`` — cited claims against their sources (+ corpus)
-``self-consistency``   — (model only)
-``nli``                — (model only; may consume ``citations`` ``details["pairs"]``)
-=====================  ===========================================================
-
-=========  ==============================================================  ====  ======  =====
-level      layers                                                          min   ms      cost
-=========  ==============================================================  ====  ======  =====
-low        claims, grounding, citations, semantic-entropy                  0.70  2000    0.001
-medium     … + fact-decomposition                                          0.80  5000    0.01
-high       … + multi-source, self-consistency                              0.90  10000   0.05
-critical   … + nli                                                         0.95  30000   0.1
-=========  ==============================================================  ====  ======  =====
+The levels and their profiles are policy data: :mod:`gateway.policy.profiles`.
 
 Assessor
 --------
@@ -35,7 +9,7 @@ financial; high: code execution / credentials; low: under 100 characters and no
 digit) and returns ``None`` when undecided. The seed then asks an LLM;
 :func:`assess_risk` never calls a model. Precedence: critical and high words
 first; then a regulatory reference found by the claims detector
-(``gateway.layers.claims``, imported lazily; skipped if absent) gives ``high``;
+(:func:`gateway.text.claims.detect_claims`) gives ``high``;
 only then the short-answer shortcut gives ``low``; undecided text is ``medium``,
 raised to ``high`` at ``many_quantitative`` or more quantitative claims.
 
@@ -56,53 +30,12 @@ match the stems as intended (``medic\\w*``, ``diagnos\\w*``, ``prescri\\w*``,
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from types import MappingProxyType
-from typing import Literal
+from collections.abc import Callable
 
-__all__ = [
-    "MODEL_FREE_LAYERS",
-    "RISK_LEVELS",
-    "RISK_PROFILES",
-    "RiskLevel",
-    "RiskProfile",
-    "assess_heuristic",
-    "assess_risk",
-    "claim_types",
-]
+from gateway.policy.profiles import RiskLevel
+from gateway.text.claims import detect_claims
 
-RiskLevel = Literal["low", "medium", "high", "critical"]
-RISK_LEVELS: tuple[RiskLevel, ...] = ("low", "medium", "high", "critical")
-MODEL_FREE_LAYERS: tuple[str, ...] = ("claims", "grounding", "citations")
-
-
-@dataclass(frozen=True, slots=True)
-class RiskProfile:
-    layers: tuple[str, ...]
-    """Layer names to run, model-free first."""
-    min_confidence: float
-    max_latency_ms: int
-    max_cost: float
-    """USD."""
-
-    def runnable(self, known: Iterable[str]) -> tuple[str, ...]:
-        """The profile's layers that ``known`` (e.g. ``registry.known()``) contains."""
-        names = set(known)
-        return tuple(n for n in self.layers if n in names)
-
-
-RISK_PROFILES = MappingProxyType({
-    "low": RiskProfile(MODEL_FREE_LAYERS + ("semantic-entropy",), 0.7, 2_000, 0.001),
-    "medium": RiskProfile(MODEL_FREE_LAYERS + ("semantic-entropy", "fact-decomposition"),
-                          0.8, 5_000, 0.01),
-    "high": RiskProfile(MODEL_FREE_LAYERS + ("semantic-entropy", "fact-decomposition",
-                                             "multi-source", "self-consistency"),
-                        0.9, 10_000, 0.05),
-    "critical": RiskProfile(MODEL_FREE_LAYERS + ("semantic-entropy", "fact-decomposition",
-                                                 "multi-source", "self-consistency", "nli"),
-                            0.95, 30_000, 0.1),
-})
+__all__ = ["assess_heuristic", "assess_risk", "claim_types"]
 
 _CRITICAL = re.compile(
     r"\b(?:diagnos\w*|prescri\w*|medic\w*|dosages?|treatments?)\b"
@@ -129,16 +62,12 @@ def assess_heuristic(text: str) -> RiskLevel | None:
     return None
 
 
-def claim_types(text: str) -> list[str] | None:
-    """Claim types per claim found by ``gateway.layers.claims.detect_claims``.
+def claim_types(text: str) -> list[str]:
+    """Claim types per claim found by :func:`gateway.text.claims.detect_claims`.
 
     One entry per claim and kind (a claim with a regulation and a number gives
-    both). ``None`` when the claims module is not importable.
+    both).
     """
-    try:
-        from gateway.layers.claims import detect_claims
-    except ImportError:
-        return None
     out: list[str] = []
     for claim in detect_claims(text):
         out += [str(t) for t in claim.types]
@@ -149,8 +78,8 @@ def assess_risk(text: str, *, many_quantitative: int = 3,
                 detector: Callable[[str], list[str] | None] = claim_types) -> RiskLevel:
     """A risk level for ``text`` with no model call (see the module docstring).
 
-    ``detector`` returns the claim types in ``text`` (or ``None`` when no claims
-    detector is available); it defaults to :func:`claim_types`.
+    ``detector`` returns the claim types in ``text`` (``None``: no detector, as if
+    it found none); it defaults to :func:`claim_types`.
     """
     level = assess_heuristic(text)
     if level is not None and level != "low":

@@ -6,7 +6,7 @@ Request side
 :func:`read_request` turns a request body into :class:`RequestView`: its
 ``messages`` are chat-shaped (``system`` / ``developer`` / ``user`` / ``assistant`` /
 ``tool`` roles, string or text-part content; :mod:`gateway.wire.responses_input` has
-the mapping), so :func:`gateway.context.extract_context` and every layer read them
+the mapping), so :func:`gateway.sources.context.extract_context` and every layer read them
 exactly as they read a chat completions request: ``instructions`` is a system
 message, ``<context>`` blocks are found in any message, ``function_call_output`` items
 are ``role: tool`` messages keyed by ``call_id``. Built-in tool results the client
@@ -15,7 +15,7 @@ What the request only points at — ``previous_response_id``, ``conversation``,
 ``prompt``, ``item_reference`` / ``compaction`` items — is server-side state the
 gateway never sees: :attr:`RequestView.unseen` names it (for the audit note).
 :func:`check_input` rejects the shapes no Responses server accepts (like
-``gateway.proxy.check_messages`` for chat) before the upstream is called.
+``gateway.wire.messages.check_messages`` for chat) before the upstream is called.
 
 Response side
 -------------

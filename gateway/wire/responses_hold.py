@@ -54,7 +54,7 @@ def _more_text(event: Mapping[str, Any]) -> bool:
 
 
 class TailHold:
-    """Feed each event's ``data`` (as ``gateway.sse.SSEParser`` yields it) to
+    """Feed each event's ``data`` (as ``gateway.wire.sse.SSEParser`` yields it) to
     :meth:`feed` and send what it returns; at the end send what one of
     :meth:`release`, :meth:`append` or :meth:`fail` returns. :attr:`acc` has the
     answer (its ``unreadable`` count, ``truncated``, ``consistent()``)."""

@@ -31,7 +31,7 @@ The mapping (chat shape on the right)::
     {"type": "reasoning", …}                 left out (no chat shape; not grounding)
 
 Roles are kept as sent (``developer`` stays ``developer``:
-:func:`gateway.context.extract_context` reads it as ``system``).
+:func:`gateway.sources.context.extract_context` reads it as ``system``).
 """
 
 from __future__ import annotations

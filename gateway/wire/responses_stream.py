@@ -105,7 +105,7 @@ class ResponsesAccumulator:
         return self.terminal is None and self.error is None
 
     def feed_data(self, data: bytes) -> dict[str, Any] | None:
-        """Fold one event's ``data`` in (as ``gateway.sse.SSEParser`` yields it); the
+        """Fold one event's ``data`` in (as ``gateway.wire.sse.SSEParser`` yields it); the
         parsed event when it is a JSON object with a string ``type``."""
         self.size += len(data)
         if self.size > self.max_bytes and not self.over_cap:

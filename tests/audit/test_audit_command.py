@@ -11,8 +11,8 @@ import openai
 import pytest
 
 from gateway.app import create_app
-from gateway.scripted import ScriptedUpstream
-from gateway.servers import ServerThread
+from gateway.testing.scripted import ScriptedUpstream
+from gateway.testing.servers import ServerThread
 from gateway.settings import load_settings
 
 POLICY = """
@@ -97,7 +97,7 @@ def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
 def unverified_audit(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One verified record and one the gateway wrote for an upstream it could not reach
     (``verdict``/``action`` null, ``note: not verified: upstream_connect_error``)."""
-    from gateway.servers import free_port
+    from gateway.testing.servers import free_port
 
     tmp = tmp_path_factory.mktemp("unverified")
     pdir = tmp / "policies"

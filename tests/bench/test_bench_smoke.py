@@ -16,7 +16,7 @@ from types import ModuleType
 
 import pytest
 
-from gateway.servers import ServerThread
+from gateway.testing.servers import ServerThread
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 

@@ -15,12 +15,12 @@ import orjson
 import pytest
 from serving import GatewayFactory, ServedUpstream
 
-from gateway.context import ContextSpec, extract_context
-from gateway.judge import OpenAIJudge
+from gateway.sources.context import ContextSpec, extract_context
+from gateway.upstream.judge import OpenAIJudge
 from gateway.layers.audit import AuditConfig, AuditLayer
-from gateway.scripted import Rule
+from gateway.testing.scripted import Rule
 from gateway.settings import JudgeConfig
-from gateway.verify.base import (
+from gateway.layers.base import (
     JudgeError,
     JudgeReply,
     LayerResources,
@@ -28,7 +28,7 @@ from gateway.verify.base import (
     LayerUnavailable,
     VerifyInput,
 )
-from gateway.verify.registry import resolve
+from gateway.layers.registry import resolve
 
 pytestmark = pytest.mark.anyio
 

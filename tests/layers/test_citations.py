@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from gateway.context import ContextSpec, GroundingContext, extract_context
-from gateway.corpus import Corpus, SourceMeta
+from gateway.sources.context import ContextSpec, GroundingContext, extract_context
+from gateway.sources.corpus import Corpus, SourceMeta
 from gateway.layers.citations import CitationsConfig, CitationsLayer, extract_pairs
 from gateway.scoring.binding import repair_feedback
-from gateway.verify.base import LayerResources, LayerResult, VerifyInput
-from gateway.verify.registry import resolve
+from gateway.layers.base import LayerResources, LayerResult, VerifyInput
+from gateway.layers.registry import resolve
 
 SUNDARA = {
     "Sundara 54.30": "Hanuman set fire to the city of Lanka with his burning tail.",

@@ -14,13 +14,13 @@ import openai
 import pytest
 from serving import ServedUpstream
 
-from gateway.context import ContextSpec, extract_context
-from gateway.corpus import Corpus, SourceMeta
+from gateway.sources.context import ContextSpec, extract_context
+from gateway.sources.corpus import Corpus, SourceMeta
 from gateway.layers._author_year import ay_key, parse_author_year
 from gateway.layers._citation_pairs import doc_keys
 from gateway.layers.citations import CitationsConfig, CitationsLayer, extract_pairs
-from gateway.scripted import Rule
-from gateway.verify.base import LayerResources, LayerResult, VerifyInput
+from gateway.testing.scripted import Rule
+from gateway.layers.base import LayerResources, LayerResult, VerifyInput
 
 if TYPE_CHECKING:  # tests/conftest.py (not importable by name next to tests/deploy)
     from conftest import GatewayFactory

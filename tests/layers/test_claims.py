@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from gateway.context import GroundingContext
-from gateway.layers.claims import ClaimsConfig, ClaimsLayer, classify, detect_claims
-from gateway.layers.claims import extract_entities
-from gateway.verify.base import LayerResources, LayerResult, VerifyInput
-from gateway.verify.registry import resolve
+from gateway.sources.context import GroundingContext
+from gateway.layers.claims import ClaimsConfig, ClaimsLayer
+from gateway.text.claims import classify, detect_claims, extract_entities
+from gateway.layers.base import LayerResources, LayerResult, VerifyInput
+from gateway.layers.registry import resolve
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "claims_corpus.jsonl"
 GROUPS = {
@@ -142,7 +142,7 @@ def test_layer_without_claims_scores_one() -> None:
 def test_ascii_fast_paths_agree_with_the_case_insensitive_patterns() -> None:
     import random
 
-    from gateway.layers import claims
+    from gateway.text import claims
 
     for fast, slow in ((claims._DURATION_ASCII, claims._DURATION),
                        (claims._OPINION_ASCII, claims._OPINION),

@@ -15,20 +15,20 @@ import orjson
 import pytest
 from serving import ServedUpstream
 
-from gateway.context import ContextSpec, extract_context
-from gateway.corpus import Corpus, SourceMeta
-from gateway.judge import OpenAIJudge
+from gateway.sources.context import ContextSpec, extract_context
+from gateway.sources.corpus import Corpus, SourceMeta
+from gateway.upstream.judge import OpenAIJudge
 from gateway.layers.fact_check import FactCheckConfig, FactCheckLayer
-from gateway.scripted import Rule
+from gateway.testing.scripted import Rule
 from gateway.settings import JudgeConfig
-from gateway.verify.base import (
+from gateway.layers.base import (
     JudgeError,
     LayerResources,
     LayerResult,
     LayerUnavailable,
     VerifyInput,
 )
-from gateway.verify.registry import resolve
+from gateway.layers.registry import resolve
 
 pytestmark = pytest.mark.anyio
 

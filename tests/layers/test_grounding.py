@@ -8,12 +8,12 @@ import asyncio
 import pytest
 from pydantic import ValidationError
 
-from gateway.context import Document, GroundingContext
+from gateway.sources.context import Document, GroundingContext
 from gateway.layers.grounding import GroundingConfig, GroundingLayer, check_answer, check_sentence
-from gateway.textindex import INDEX_KEY, IndexCache, TextIndex, build_index
-from gateway.textutil import split_sentences
-from gateway.verify.base import LayerResources, LayerResult, VerifyInput
-from gateway.verify.registry import resolve
+from gateway.text.index import INDEX_KEY, IndexCache, TextIndex, build_index
+from gateway.text.tokens import split_sentences
+from gateway.layers.base import LayerResources, LayerResult, VerifyInput
+from gateway.layers.registry import resolve
 
 CONTEXT = (
     "Andre Lamont Johnson (born July 11, 1981) is a former American football wide receiver "

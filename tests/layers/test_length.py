@@ -7,10 +7,10 @@ import asyncio
 import pytest
 from pydantic import ValidationError
 
-from gateway.context import GroundingContext
+from gateway.sources.context import GroundingContext
 from gateway.layers.length import LengthConfig, LengthLayer
-from gateway.verify.base import LayerResources, LayerResult, VerifyInput
-from gateway.verify.registry import resolve
+from gateway.layers.base import LayerResources, LayerResult, VerifyInput
+from gateway.layers.registry import resolve
 
 
 def run(answer: str, **config: object) -> LayerResult:

@@ -15,19 +15,19 @@ import openai
 import pytest
 from serving import ServedUpstream
 
-from gateway.context import ContextSpec, extract_context
-from gateway.judge import OpenAIJudge
+from gateway.sources.context import ContextSpec, extract_context
+from gateway.upstream.judge import OpenAIJudge
 from gateway.layers.nli import NliConfig, NliLayer
-from gateway.scripted import Rule
+from gateway.testing.scripted import Rule
 from gateway.settings import JudgeConfig
-from gateway.verify.base import (
+from gateway.layers.base import (
     JudgeError,
     LayerResources,
     LayerResult,
     LayerUnavailable,
     VerifyInput,
 )
-from gateway.verify.registry import resolve
+from gateway.layers.registry import resolve
 
 if TYPE_CHECKING:  # tests/conftest.py (not importable by name next to tests/deploy)
     from conftest import GatewayFactory

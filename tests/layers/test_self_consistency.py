@@ -13,17 +13,17 @@ from typing import Any
 import pytest
 from serving import ServedUpstream
 
-from gateway.context import ContextSpec, extract_context
-from gateway.judge import OpenAIJudge
+from gateway.sources.context import ContextSpec, extract_context
+from gateway.upstream.judge import OpenAIJudge
 from gateway.layers.self_consistency import (
     VARIATIONS,
     SelfConsistencyConfig,
     SelfConsistencyLayer,
 )
-from gateway.scripted import Rule
+from gateway.testing.scripted import Rule
 from gateway.settings import JudgeConfig
-from gateway.verify.base import JudgeError, LayerResources, LayerUnavailable, VerifyInput
-from gateway.verify.registry import resolve
+from gateway.layers.base import JudgeError, LayerResources, LayerUnavailable, VerifyInput
+from gateway.layers.registry import resolve
 
 pytestmark = pytest.mark.anyio
 

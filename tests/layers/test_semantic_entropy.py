@@ -17,19 +17,19 @@ from typing import Any
 import pytest
 from serving import ServedUpstream
 
-from gateway.context import GroundingContext
-from gateway.judge import OpenAIJudge
+from gateway.sources.context import GroundingContext
+from gateway.upstream.judge import OpenAIJudge
 from gateway.layers.semantic_entropy import (
     SemanticEntropyConfig,
     SemanticEntropyLayer,
     cluster,
     normalised_entropy,
 )
-from gateway.scripted import Rule, ScriptedUpstream
-from gateway.servers import ServerThread
+from gateway.testing.scripted import Rule, ScriptedUpstream
+from gateway.testing.servers import ServerThread
 from gateway.settings import JudgeConfig
-from gateway.verify.base import JudgeError, LayerResources, LayerUnavailable, VerifyInput
-from gateway.verify.registry import resolve
+from gateway.layers.base import JudgeError, LayerResources, LayerUnavailable, VerifyInput
+from gateway.layers.registry import resolve
 
 pytestmark = pytest.mark.anyio
 

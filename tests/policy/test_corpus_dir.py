@@ -16,7 +16,7 @@ import openai
 import pytest
 
 from gateway.policy.loader import PolicyError, load_policy_file
-from gateway.scripted import Rule
+from gateway.testing.scripted import Rule
 
 if TYPE_CHECKING:  # tests/conftest.py (not importable by name next to tests/deploy)
     from conftest import GatewayFactory, ServedUpstream

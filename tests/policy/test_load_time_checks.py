@@ -19,7 +19,7 @@ from gateway.settings import Settings
 from gateway.verify.actions import fill_template
 from gateway.verify.outcome import Verification
 from gateway.verify.pipeline import min_confidence_for
-from gateway.verify.risk import RISK_PROFILES
+from gateway.policy.profiles import RISK_PROFILES
 
 Write = Callable[[str, str], Path]
 
@@ -284,7 +284,7 @@ def test_the_served_gateway_reports_an_unrouted_fallback_model_in_readyz(
     import httpx
 
     from gateway.app import create_app
-    from gateway.servers import ServerThread
+    from gateway.testing.servers import ServerThread
     from gateway.settings import load_settings
 
     path = write("a.yaml", REGEN % "llama-3")

@@ -22,7 +22,7 @@ import httpx
 import openai
 import pytest
 
-from gateway.servers import free_port
+from gateway.testing.servers import free_port
 
 if TYPE_CHECKING:  # tests/conftest.py (not importable by name next to tests/deploy)
     from conftest import GatewayFactory

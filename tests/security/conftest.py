@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from engine.conftest import start_gateway  # noqa: F401 - the fixture, reused here
+from modes.conftest import start_gateway  # noqa: F401 - the fixture, reused here
 from security.hostile import HostileUpstream, MiB
 
 CAP = 1 * MiB

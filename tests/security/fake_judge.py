@@ -16,8 +16,8 @@ from typing import Any
 
 import orjson
 
-from gateway.scripted import read_all, serve_lifespan
-from gateway.servers import ServerThread
+from gateway.testing.scripted import read_all, serve_lifespan
+from gateway.testing.servers import ServerThread
 
 __all__ = ["FakeJudge", "serve_judge"]
 

@@ -19,10 +19,10 @@ import orjson
 import pytest
 import yaml
 
-from gateway.context import ContextSpec, extract_context
+from gateway.sources.context import ContextSpec, extract_context
 from gateway.policy.loader import ResolvedLayer, load_policy_text
 from gateway.telemetry import RequestTrace, Telemetry
-from gateway.verify.base import JudgeReply, Layer, LayerResources, VerifyInput
+from gateway.layers.base import JudgeReply, Layer, LayerResources, VerifyInput
 from gateway.verify.pipeline import Budget, run_pipeline
 from security.fake_judge import FakeJudge, serve_judge
 

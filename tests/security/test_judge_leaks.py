@@ -24,7 +24,7 @@ import pytest
 import yaml
 from otlp_receiver import OTLPReceiver
 
-from gateway import semconv as sc
+from gateway.telemetry import semconv as sc
 from gateway.telemetry import create_telemetry
 from security.fake_judge import FakeJudge, serve_judge
 

@@ -22,10 +22,10 @@ import httpx2
 import openai
 import pytest
 
-from engine.conftest import StartGateway
-from engine.support import verity_headers
-from gateway.capped_httpx import capped_transport
-from gateway.proxy import ChatExchange
+from modes.conftest import StartGateway
+from modes.support import verity_headers
+from gateway.upstream._capped_httpx import capped_transport
+from gateway.http.exchange import ChatExchange
 from security.conftest import CAP
 from security.hostile import BOMB, LONG, HostileUpstream, MiB
 
@@ -252,7 +252,7 @@ def test_the_sse_parser_holds_an_unfinished_event_aside_and_splits_anywhere() ->
     # joined on every piece, as before, 32 MiB in 64 KiB pieces cost ~35 s of CPU (an
     # event loop stall) — see docs/benchmarks.md. Here: what it holds, and that any
     # split of a stream parses as the whole does (CRLF, CR and LF line ends).
-    from gateway.sse import SSEParser
+    from gateway.wire.sse import SSEParser
 
     parser = SSEParser()
     assert parser.feed(b"data: ") == []

@@ -17,8 +17,8 @@ from typing import Any
 import openai
 import pytest
 
-from engine.conftest import StartGateway
-from engine.support import verity_headers
+from modes.conftest import StartGateway
+from modes.support import verity_headers
 from security.hostile import HostileUpstream
 
 ASK: Any = [{"role": "user", "content": "Tell me something."}]

@@ -20,7 +20,7 @@ import pytest
 import yaml
 from otlp_receiver import OTLPReceiver
 
-from gateway import semconv as sc
+from gateway.telemetry import semconv as sc
 from gateway.telemetry import create_telemetry
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "policies.md"

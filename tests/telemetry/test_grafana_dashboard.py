@@ -33,8 +33,8 @@ from prom_naming import base_name, label_name, prometheus_names, selections
 from serving import wait_until
 
 from gateway.telemetry import create_telemetry
-from gateway.verify import registry
-from gateway.verify.base import LayerConfig, LayerResources, LayerResult, VerifyInput
+from gateway.layers.registry import BUILTIN, LayerRegistry
+from gateway.layers.base import LayerConfig, LayerResources, LayerResult, VerifyInput
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "helm" / "verity-gateway" / "dashboards" / "verity-gateway.json"
@@ -139,18 +139,14 @@ def queries(dashboard: dict[str, Any]) -> Iterator[tuple[str, str]]:
 
 
 @pytest.fixture
-def layers(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for cls in (CostlyLayer, BrokenLayer, GateLayer):
-        monkeypatch.setitem(registry.LAYERS, cls.name, f"{__name__}:{cls.__name__}")
-    registry.resolve.cache_clear()
+def layers() -> Iterator[LayerRegistry]:
     GATE.set()
-    yield
+    yield BUILTIN.with_layers({cls.name: cls for cls in (CostlyLayer, BrokenLayer, GateLayer)})
     GATE.set()
-    registry.resolve.cache_clear()
 
 
 @pytest.fixture
-def exported(layers: None, make_gateway: Callable[..., Any], otlp_receiver: OTLPReceiver,
+def exported(layers: LayerRegistry, make_gateway: Callable[..., Any], otlp_receiver: OTLPReceiver,
              upstream: Any, tmp_path: Path, make_client: Callable[..., openai.OpenAI],
              monkeypatch: pytest.MonkeyPatch) -> dict[str, set[str]]:
     """Prometheus series name -> labels, of everything a real gateway exported."""
@@ -159,7 +155,8 @@ def exported(layers: None, make_gateway: Callable[..., Any], otlp_receiver: OTLP
         (tmp_path / f"{name}.yaml").write_text(text, encoding="utf-8")
     gw = make_gateway(policies_dir=str(tmp_path), reload_policies=False,
                       shadow={"queue_size": 1, "concurrency": 1, "drain_seconds": 0.2},
-                      app_kwargs={"telemetry": create_telemetry(otlp_receiver.environ())})
+                      app_kwargs={"telemetry": create_telemetry(otlp_receiver.environ()),
+                                  "layers": layers})
     client = make_client(gw)
     engine = gw.app.proxy.engine
     shadow = engine.shadow
@@ -177,15 +174,15 @@ def exported(layers: None, make_gateway: Callable[..., Any], otlp_receiver: OTLP
         # A layer error under on_error: fail_closed blocks the answer.
         assert "failed verification" in str(ask("strict-a").choices[0].message.content)
         # Shadow: a job that fails (a bug in the job, simulated), ...
-        original = engine.candidate
+        original = engine.verifier.candidate
 
         async def failing(*args: Any, **kwargs: Any) -> Any:
             raise RuntimeError("simulated shadow job bug")
 
-        monkeypatch.setattr(engine, "candidate", failing)
+        monkeypatch.setattr(engine.verifier, "candidate", failing)
         ask("scripted-small")
         wait_until(lambda: shadow.failed == 1, message="the shadow job failed")
-        monkeypatch.setattr(engine, "candidate", original)
+        monkeypatch.setattr(engine.verifier, "candidate", original)
         # ... one running (held at the gate), one queued, one dropped: the queue holds 1.
         GATE.clear()
         ask("scripted-small")

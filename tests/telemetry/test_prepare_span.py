@@ -13,10 +13,10 @@ import openai
 import pytest
 from otlp_receiver import OTLPReceiver, RSpan
 
-from gateway import semconv as sc
-from gateway.context import GroundingContext
+from gateway.telemetry import semconv as sc
+from gateway.sources.context import GroundingContext
 from gateway.layers.grounding import GroundingLayer
-from gateway.scripted import Rule
+from gateway.testing.scripted import Rule
 from gateway.telemetry import create_telemetry
 
 CONTEXT = ("Andre Johnson was born on July 11, 1981. He played for the Houston Texans "

@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.sse import StreamAccumulator, StreamSummary
+from gateway.wire.sse import StreamAccumulator, StreamSummary
 
 
 def chunk(content: str | None = None, finish: str | None = None, index: int = 0,

@@ -13,7 +13,7 @@ import pytest
 from aiohttp import web
 from otlp_receiver import OTLPReceiver
 
-from gateway import semconv as sc
+from gateway.telemetry import semconv as sc
 from gateway.telemetry import Telemetry, create_telemetry
 
 SECRET = "sk-judge-DO-NOT-LEAK-77aa11"
@@ -47,6 +47,39 @@ def test_httpx_judge_call_nests_under_layer(lib: ModuleType, otel: Telemetry,
     assert seen[0].headers["traceparent"].split("-")[2] == http.span_id
     url = http.attributes.get(sc.URL_FULL) or http.attributes["http.url"]  # new/old semconv
     assert url == "http://judge.test/v1/chat/completions"
+    assert not [b for b in otlp_receiver.raw_bytes() if SECRET.encode() in b]
+
+
+@pytest.mark.parametrize("lib", [httpx, httpx2], ids=["httpx", "httpx2"])
+def test_judge_http_spans_use_the_current_http_conventions(
+        lib: ModuleType, otel: Telemetry, otlp_receiver: OTLPReceiver) -> None:
+    """The same attributes as the upstream's HTTP spans: ``http.request.method``,
+    ``url.full`` (no query, no userinfo), ``server.*``, ``http.response.status_code``;
+    an error status is the span's ``error.type``."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return lib.Response(503 if request.url.path.endswith("/down") else 200,  # type: ignore[no-any-return]
+                            json={"ok": True})
+
+    async def main() -> None:
+        async with lib.AsyncClient(transport=lib.MockTransport(handler)) as client:
+            otel.instrument_httpx(client)
+            await client.post(f"http://user:{SECRET}@judge.test:8443/v1/chat?key={SECRET}",
+                              json={})
+            await client.get("http://judge.test/v1/down")
+
+    asyncio.run(main())
+    otel.shutdown()
+    post, get = otlp_receiver.span("POST"), otlp_receiver.span("GET")
+    assert post.kind == "CLIENT" and post.attributes[sc.HTTP_REQUEST_METHOD] == "POST"
+    assert post.attributes[sc.URL_FULL] == "http://judge.test:8443/v1/chat"
+    assert (post.attributes[sc.SERVER_ADDRESS], post.attributes[sc.SERVER_PORT]) == (
+        "judge.test", 8443)
+    assert post.attributes[sc.HTTP_RESPONSE_STATUS_CODE] == 200
+    assert sc.ERROR_TYPE not in post.attributes
+    assert get.attributes[sc.HTTP_RESPONSE_STATUS_CODE] == 503
+    assert get.attributes[sc.ERROR_TYPE] == "503" and get.attributes[sc.SERVER_PORT] == 80
+    assert not {"http.method", "http.url", "http.status_code"} & set(post.attributes)
     assert not [b for b in otlp_receiver.raw_bytes() if SECRET.encode() in b]
 
 

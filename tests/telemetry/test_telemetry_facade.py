@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 from otlp_receiver import OTLPReceiver, RSpan
 
-from gateway import semconv as sc
-from gateway.telemetry import RequestTrace, Telemetry, create_telemetry, redact_secrets
+from gateway.telemetry import semconv as sc
+from gateway.redact import redact_secrets
+from gateway.telemetry import RequestTrace, Telemetry, create_telemetry
 
 API_KEY = "sk-test-DO-NOT-LEAK-4f2a9c7e1b"
 CALLER_TRACE = "0af7651916cd43dd8448eb211c80319c"

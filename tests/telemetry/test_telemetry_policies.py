@@ -12,9 +12,9 @@ from typing import Any
 import openai
 from otlp_receiver import OTLPReceiver
 
-from gateway import semconv as sc
-from gateway.scripted import serve_lifespan
-from gateway.servers import ServerThread
+from gateway.telemetry import semconv as sc
+from gateway.testing.scripted import serve_lifespan
+from gateway.testing.servers import ServerThread
 from gateway.telemetry import create_telemetry
 
 LIVE = """
@@ -133,3 +133,22 @@ def test_unverified_shadow_record_has_an_explicit_none_verdict(
     decision = otlp_receiver.span("POST /v1/chat/completions").event(
         sc.EVENT_VERITY_DECISION).attributes
     assert sc.VERITY_VERDICT not in decision  # the event just has none
+
+
+def test_inline_and_shadow_requests_server_spans_name_their_policy_and_mode(
+        make_gateway: Callable[..., Any], otlp_receiver: OTLPReceiver, tmp_path: Path,
+        upstream: Any, make_client: Callable[..., openai.OpenAI]) -> None:
+    """Jaeger's search by policy finds shadow requests as it finds inline ones."""
+    (tmp_path / "live.yaml").write_text(LIVE, encoding="utf-8")
+    (tmp_path / "cand.yaml").write_text(CAND, encoding="utf-8")
+    gw = serve(make_gateway, otlp_receiver, tmp_path)
+    client = make_client(gw)
+    client.chat.completions.create(model="scripted-small",
+                                   messages=[{"role": "user", "content": "hello"}])
+    client.chat.completions.create(model="never-seen",
+                                   messages=[{"role": "user", "content": "hello"}])
+    gw.stop()
+
+    servers = [s for s in otlp_receiver.spans() if s.name == "POST /v1/chat/completions"]
+    assert sorted((s.attributes[sc.VERITY_POLICY], s.attributes[sc.VERITY_MODE])
+                  for s in servers) == [("cand", "inline"), ("live", "shadow")]

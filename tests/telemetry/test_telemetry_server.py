@@ -10,7 +10,7 @@ import openai
 import pytest
 from otlp_receiver import OTLPReceiver
 
-from gateway import semconv as sc
+from gateway.telemetry import semconv as sc
 from gateway.telemetry import Telemetry, create_telemetry
 
 API_KEY = "sk-caller-DO-NOT-LEAK-5e6f7a8b"

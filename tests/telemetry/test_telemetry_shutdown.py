@@ -34,8 +34,8 @@ from opentelemetry.sdk.metrics.export import (
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
-from gateway._otel_impl import OtelTelemetry
-from gateway._otel_setup import Providers
+from gateway.telemetry._otel_impl import OtelTelemetry
+from gateway.telemetry._otel_setup import Providers
 from gateway.telemetry import DEFAULT_FLUSH_SECONDS, Telemetry, create_telemetry
 
 SIGNALS = ("traces", "logs", "metrics")

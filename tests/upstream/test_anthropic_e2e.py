@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from fake_anthropic import TOOL_INPUT, FakeAnthropic
-from gateway.servers import ServerThread
+from gateway.testing.servers import ServerThread
 from serving import CLIENT_KEY, GatewayFactory, ServedGateway
 
 UPSTREAM_KEY = "sk-ant-upstream-secret-0042"

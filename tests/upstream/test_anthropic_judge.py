@@ -11,14 +11,14 @@ from typing import Any
 import pytest
 from fake_anthropic import FakeAnthropic
 
-from gateway.context import GroundingContext
-from gateway.judge import AnthropicJudge
-from gateway.verify.base import JudgeError
+from gateway.sources.context import GroundingContext
+from gateway.upstream.judge import AnthropicJudge
+from gateway.layers.base import JudgeError
 from gateway.layers.semantic_entropy import SemanticEntropyConfig, SemanticEntropyLayer
-from gateway.servers import ServerThread
+from gateway.testing.servers import ServerThread
 from gateway.settings import JudgeConfig
 from gateway.upstream.openai_anthropic import ANTHROPIC_VERSION
-from gateway.verify.base import LayerResources, VerifyInput
+from gateway.layers.base import LayerResources, VerifyInput
 
 pytestmark = pytest.mark.anyio
 

@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from gateway.errors import UpstreamError, UpstreamStreamError
-from gateway.sse import StreamAccumulator
+from gateway.wire.sse import StreamAccumulator
 from gateway.upstream.anthropic_openai import (
     StreamTranslator,
     error_to_openai,

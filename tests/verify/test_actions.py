@@ -14,8 +14,9 @@ from gateway.policy.models import (
     ActionSet, BlockAction, DisclaimerAction, FlagAction, PassAction, RegenerateAction,
 )
 from gateway.verify.actions import (
-    RegenContext, apply_action, apply_static, block_completion, feedback_message, fill_template,
+    RegenContext, apply_action, apply_static, feedback_message, fill_template,
 )
+from gateway.wire.chat import block_completion
 from gateway.verify.outcome import Verification
 
 MESSAGES = [{"role": "user", "content": "Tell me about Atlantis."}]

@@ -10,27 +10,23 @@ from contextlib import contextmanager
 from typing import Any, ClassVar
 
 import pytest
-from engine import support
+from modes import support
 
-from gateway.context import GroundingContext
+from gateway.sources.context import GroundingContext
 from gateway.policy.loader import ResolvedLayer, load_policy_text
 from gateway.policy.models import DecisionSpec
 from gateway.telemetry import LayerSpan, RequestTrace
-from gateway.verify import registry
-from gateway.verify.base import Layer, LayerResources, LayerResult, LayerUnavailable, VerifyInput
+from gateway.layers.registry import LayerRegistry
+from gateway.layers.base import Layer, LayerResources, LayerResult, LayerUnavailable, VerifyInput
 from gateway.verify.outcome import LayerOutcome, Verification
 from gateway.verify.pipeline import Budget, decide, run_pipeline
 
 
-@pytest.fixture(autouse=True)
-def test_layers(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for name, attr in support.TEST_LAYERS.items():
-        monkeypatch.setitem(registry.LAYERS, name, f"{support.__name__}:{attr}")
-    monkeypatch.setitem(registry.LAYERS, "barrier", f"{__name__}:BarrierLayer")
-    monkeypatch.setitem(registry.LAYERS, "unavailable", f"{__name__}:UnavailableLayer")
-    registry.resolve.cache_clear()
-    yield
-    registry.resolve.cache_clear()
+LAYERS: LayerRegistry = support.REGISTRY.with_layers({
+    name: f"{__name__}:{attr}" for name, attr in (
+        ("barrier", "BarrierLayer"), ("unavailable", "UnavailableLayer"), ("cpu", "CpuLayer"),
+        ("picky", "PickyJudgedLayer"))})
+"""The engine tests' layers and this module's."""
 
 
 class BarrierLayer(support.SleepLayer):
@@ -66,6 +62,8 @@ class RecordingTrace(RequestTrace):
         trace = self
 
         class Span(LayerSpan):
+            recording = True
+
             def result(self, outcome: Mapping[str, Any]) -> None:
                 trace.layers.append((name, dict(outcome)))
         yield Span()
@@ -78,7 +76,7 @@ def _factory(rl: ResolvedLayer) -> Layer:
 def verify(policy_yaml: str, answer: str = "A short answer.",
            telemetry: support.RecordingTelemetry | None = None,
            trace: RequestTrace | None = None, budget: Budget | None = None) -> Verification:
-    policy = load_policy_text(policy_yaml, name="p")
+    policy = load_policy_text(policy_yaml, name="p", layers=LAYERS)
     inp = VerifyInput(messages=[{"role": "user", "content": "q"}], response_text=answer,
                       context=GroundingContext())
     return asyncio.run(run_pipeline(policy, inp, layer_for=_factory,
@@ -94,7 +92,7 @@ def test_layers_run_concurrently() -> None:
         BarrierLayer.started = asyncio.Event()
         policy = load_policy_text("""
 layers: [{name: barrier, id: a}, {name: barrier, id: b}]
-""", name="p")
+""", name="p", layers=LAYERS)
         inp = VerifyInput(messages=[], response_text="x", context=GroundingContext())
         return await run_pipeline(policy, inp, layer_for=_factory, trace=RequestTrace(),
                                   telemetry=support.RecordingTelemetry())
@@ -275,7 +273,7 @@ def _run_in_task(policy_yaml: str, budget: Budget | None = None,
     CpuLayer.tasks = []
 
     async def go() -> tuple[Verification, Any]:
-        policy = load_policy_text(policy_yaml, name="p")
+        policy = load_policy_text(policy_yaml, name="p", layers=LAYERS)
         inp = VerifyInput(messages=[], response_text="x", context=GroundingContext())
         if budget is not None:  # the clock starts here, not while the policy was parsed
             budget._t0 = time.monotonic()
@@ -288,8 +286,6 @@ def _run_in_task(policy_yaml: str, budget: Budget | None = None,
 
 def test_cpu_only_layers_run_in_the_calling_task_inside_their_spans(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(registry.LAYERS, "cpu", f"{__name__}:CpuLayer")
-    registry.resolve.cache_clear()
     trace = RecordingTrace()
     v, caller = _run_in_task("layers: [{name: cpu, id: a}, {name: cpu, id: b}]", trace=trace)
     assert CpuLayer.tasks == [caller, caller]
@@ -300,8 +296,6 @@ def test_cpu_only_layers_run_in_the_calling_task_inside_their_spans(
 
 def test_cpu_only_layers_check_the_budget_before_each_layer(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(registry.LAYERS, "cpu", f"{__name__}:CpuLayer")
-    registry.resolve.cache_clear()
     # The first layer starts with (nearly) the whole 100 ms; its 200 ms of work leaves
     # none for the second. Wide margins: this is ordering, not timing.
     monkeypatch.setattr(CpuLayer, "work_s", 0.2)
@@ -313,8 +307,6 @@ def test_cpu_only_layers_check_the_budget_before_each_layer(
 
 def test_a_layer_without_cpu_only_keeps_every_layer_in_its_own_task(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(registry.LAYERS, "cpu", f"{__name__}:CpuLayer")
-    registry.resolve.cache_clear()
     v, caller = _run_in_task("layers: [{name: cpu}, {name: sleep, config: {ms: 1}}]")
     assert len(CpuLayer.tasks) == 1 and CpuLayer.tasks[0] is not caller
     assert v.verdict == "pass"
@@ -343,7 +335,7 @@ class PickyJudgedLayer(support.SkipLayer):
         judge: Any = self.resources.judge
         text = (await judge.complete([{"role": "user", "content": "x"}], model="m")).texts[0]
         if text != "good":
-            from gateway.verify.base import JudgeError
+            from gateway.layers.base import JudgeError
             raise JudgeError(f"unusable reply {text!r}")
         return LayerResult(score=1.0, passed=True)
 
@@ -352,11 +344,9 @@ def test_a_layer_that_fails_on_a_judge_reply_does_not_keep_it_cached(
         monkeypatch: pytest.MonkeyPatch) -> None:
     import httpx
 
-    from gateway.judge import OpenAIJudge
+    from gateway.upstream.judge import OpenAIJudge
     from gateway.settings import JudgeConfig
 
-    monkeypatch.setitem(registry.LAYERS, "picky", f"{__name__}:PickyJudgedLayer")
-    registry.resolve.cache_clear()
     replies = iter(["bad", "good"])
 
     async def handler(request: httpx.Request) -> httpx.Response:
@@ -366,7 +356,7 @@ def test_a_layer_that_fails_on_a_judge_reply_does_not_keep_it_cached(
     async def go() -> list[Verification]:
         judge = OpenAIJudge(JudgeConfig(), "http://judge.test/v1", None,
                             client=httpx.AsyncClient(transport=httpx.MockTransport(handler)))
-        policy = load_policy_text("layers: [{name: picky}]\n", name="p")
+        policy = load_policy_text("layers: [{name: picky}]\n", name="p", layers=LAYERS)
         inp = VerifyInput(messages=[], response_text="x", context=GroundingContext())
 
         def factory(rl: ResolvedLayer) -> Layer:

@@ -13,7 +13,7 @@ from typing import Any
 
 import openai
 
-from gateway.servers import ServerThread
+from gateway.testing.servers import ServerThread
 
 SSE = "text/event-stream"
 JSON = "application/json"

@@ -10,7 +10,7 @@ import httpx2
 import orjson
 import pytest
 from anthropic.types import ErrorResponse
-from anthropic_sdk_check import no_extras
+from wire.anthropic_sdk_check import no_extras
 
 from gateway.errors import (
     AuthenticationFailed,

@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 import pytest
 from anthropic.types import ModelInfo
-from anthropic_sdk_check import message
+from wire.anthropic_sdk_check import message
 from openai.types.chat import ChatCompletion
 
 from gateway.errors import UpstreamError

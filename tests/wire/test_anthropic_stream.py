@@ -10,12 +10,12 @@ from typing import Any
 import anthropic
 import orjson
 import pytest
-from anthropic_sdk_check import check_order, events, final_message, message, no_extras
+from wire.anthropic_sdk_check import check_order, events, final_message, message, no_extras
 from openai.types.chat import ChatCompletionChunk
 
 from gateway.errors import UpstreamTimeout, VerificationBlocked
-from gateway.sse import DONE, encode_event
-from gateway.verify.streaming import synthesize
+from gateway.wire.sse import DONE, encode_event
+from gateway.wire.chat import synthesize
 from gateway.wire.anthropic_response import block_message, chat_to_message
 from gateway.wire.anthropic_stream import (
     PING,

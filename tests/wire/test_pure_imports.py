@@ -17,7 +17,7 @@ PURE = [
     "gateway/wire/anthropic_messages.py", "gateway/wire/anthropic_response.py",
     "gateway/wire/anthropic_stream.py",
 ]
-ALLOWED = {"orjson", "gateway.errors", "gateway.sse", "gateway.upstream.anthropic_openai",
+ALLOWED = {"orjson", "gateway.errors", "gateway.wire.sse", "gateway.upstream.anthropic_openai",
            "gateway.upstream.retry", "gateway.upstream.balancer",
            "gateway.wire.anthropic_errors", "gateway.wire.anthropic_response"}
 

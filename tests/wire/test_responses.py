@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from gateway.context import ContextSpec, extract_context
+from gateway.sources.context import ContextSpec, extract_context
 from gateway.errors import InvalidRequest
-from gateway.verify.actions import answer_text
-from gateway.verify.base import VerifyInput
-from gateway.verify.engine import calls_only, is_completion
+from gateway.wire.chat import answer_text
+from gateway.layers.base import VerifyInput
+from gateway.wire.chat import calls_only, is_completion
 from gateway.wire.responses import (
     as_chat_completion,
     check_input,

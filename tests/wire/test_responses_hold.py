@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from gateway.errors import VerificationBlocked
-from gateway.sse import SSEParser
+from gateway.wire.sse import SSEParser
 from gateway.wire.responses_hold import TailHold
 from wire import samples as S
 from wire.canned import Canned, canned_server

@@ -7,7 +7,7 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.sse import SSEParser
+from gateway.wire.sse import SSEParser
 from gateway.wire.responses import read_response
 from gateway.wire.responses_stream import ResponsesAccumulator, encode_event
 from wire import samples as S

@@ -45,7 +45,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- define "verity-gateway.configDir" -}}/etc/verity/config{{- end }}
 
 {{/*
-The gateway's config file (gateway.yaml). Keys are the gateway's own (gateway/settings.py);
+The gateway's config file (gateway.yaml). Keys are the gateway's own (gateway/settings/schema.py);
 the gateway validates them strictly at start-up. policies_dir is not here: it is set by
 GATEWAY_POLICIES_DIR, which must override the image's own GATEWAY_POLICIES_DIR anyway.
 */}}

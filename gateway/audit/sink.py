@@ -1,0 +1,245 @@
+"""The audit sink: where one record per verification outcome goes.
+
+:class:`AuditSink` is the contract (``write(record)``, ``close()``) and the seam for
+other stores (a later audit store, a queue to one): implement the two methods, and
+have :func:`open_audit_sink` (or the lifespan) choose it. ``write`` is
+called on the event loop for every outcome, so it must never block. A record is
+a mapping, or an object with ``to_dict()`` (the engine hands over its
+``Outcome`` as is and does not touch it afterwards): the sink builds the mapping
+when it needs it — the null sink never does. The default :class:`JsonlAuditSink`
+hands the record to a writer thread that builds, scrubs, encodes and appends it
+to ``settings.audit.path`` (one ``orjson`` line per outcome, created with mode
+0600). The thread wakes on the first record of a batch, lets more arrive for
+``flush_interval`` seconds (0.05 by default: one wake-up and one ``write`` per
+batch, not per record), writes and flushes the batch; :meth:`JsonlAuditSink.flush`
+and :meth:`JsonlAuditSink.close` cut the wait short. :meth:`JsonlAuditSink.close`
+writes what is queued, flushes and joins the thread.
+
+Records are scrubbed before they are written: any mapping key that names a
+credential (``authorization``, ``api_key``, ``api-key``, ``x-api-key``,
+``cookie``) is removed at any depth. Message content appears only when the
+policy turned ``telemetry.record_content`` on (verification decides; see
+``gateway.verify.outcome``): the ``content`` field, and the answer sentences in
+``failed_claims`` (overall, per layer, per regenerate attempt), all through the
+policy's redaction; without it ``failed_claims`` are ``[]`` beside a
+``failed_claim_count``. Layer explanations and ``reasons`` never quote the answer
+(see ``gateway.verify.outcome``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import orjson
+
+__all__ = ["AuditRecord", "AuditSink", "JsonlAuditSink", "MemoryAuditSink", "NullAuditSink",
+           "open_audit_sink", "scrub"]
+
+log = logging.getLogger("gateway.audit")
+
+_SECRET_KEYS = frozenset({"authorization", "api_key", "api-key", "x-api-key", "apikey",
+                          "cookie", "set-cookie", "proxy-authorization"})
+
+
+class _Recordable(Protocol):
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+AuditRecord = Mapping[str, Any] | _Recordable
+"""A record as handed to :meth:`AuditSink.write`: the mapping, or what builds it."""
+
+
+def as_mapping(record: AuditRecord) -> Mapping[str, Any]:
+    return record if isinstance(record, Mapping) else record.to_dict()
+
+
+@runtime_checkable
+class AuditSink(Protocol):
+    """Where outcome records go.
+
+    ``write`` takes ownership of ``record`` (the caller never changes it afterwards)
+    and returns at once: it runs on the event loop, so any I/O happens elsewhere (a
+    thread, a queue). A record written is scrubbed of credential-named keys
+    (:func:`scrub`) before it is stored. ``close`` stores what was written and
+    releases the store; it is called once, at shutdown, off the event loop.
+    """
+
+    def write(self, record: AuditRecord) -> None: ...
+
+    def close(self) -> None: ...
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def scrub(value: Any) -> Any:
+    """A copy of ``value`` without credential-named keys, at any depth."""
+    t = type(value)
+    if t in _SCALARS:
+        return value
+    if t is dict or isinstance(value, Mapping):
+        return {k: v if type(v) in _SCALARS else scrub(v) for k, v in value.items()
+                if not (type(k) is str and k.lower() in _SECRET_KEYS)}
+    if t is list or t is tuple:
+        return [v if type(v) in _SCALARS else scrub(v) for v in value]
+    return value
+
+
+_SHAPES_MAX = 4096
+"""Record shapes (key tuples) a :class:`_ShapeCache` remembers."""
+
+
+class _ShapeCache:
+    """Whether a record holds a credential key, remembered per dict shape (key tuple):
+    records of one shape seen before cost no allocation. Owned by one sink's writer
+    thread."""
+
+    __slots__ = ("_shapes",)
+
+    def __init__(self) -> None:
+        self._shapes: dict[tuple[Any, ...], bool] = {}
+
+    def has_secret(self, value: Any) -> bool:
+        """Whether :func:`scrub` would remove anything from ``value``."""
+        t = type(value)
+        if t is dict:
+            shape = tuple(value)
+            bad = self._shapes.get(shape)
+            if bad is None:
+                bad = any(type(k) is str and k.lower() in _SECRET_KEYS for k in shape)
+                if len(self._shapes) < _SHAPES_MAX:
+                    self._shapes[shape] = bad
+            if bad:
+                return True
+            return any(type(v) not in _SCALARS and self.has_secret(v) for v in value.values())
+        if t is list or t is tuple:
+            return any(type(v) not in _SCALARS and self.has_secret(v) for v in value)
+        return isinstance(value, Mapping)  # another mapping type: let scrub() copy it
+
+    def scrubbed(self, record: Mapping[str, Any]) -> Mapping[str, Any]:
+        """``record`` itself when it holds no credential key (it is encoded right away),
+        else :func:`scrub`'s copy."""
+        return scrub(record) if self.has_secret(record) else record
+
+
+class NullAuditSink:
+    """Discards records (``audit.path: null``)."""
+
+    def write(self, record: AuditRecord) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class MemoryAuditSink:
+    """Keeps records in a list (tests, embedding)."""
+
+    def __init__(self) -> None:
+        self.records: list[dict[str, Any]] = []
+
+    def write(self, record: AuditRecord) -> None:
+        self.records.append(scrub(as_mapping(record)))
+
+    def close(self) -> None:
+        pass
+
+
+_STOP = object()
+
+
+class JsonlAuditSink:
+    """Append-only JSONL file written by a background thread."""
+
+    def __init__(self, path: str | os.PathLike[str], *, flush_interval: float = 0.05) -> None:
+        self.path = Path(path)
+        self.flush_interval = flush_interval
+        self._wake = threading.Event()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        self._file = os.fdopen(fd, "ab")
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._closed = False
+        self._shapes = _ShapeCache()
+        self.written = 0
+        self.errors = 0
+        self._thread = threading.Thread(target=self._run, name="audit-writer", daemon=True)
+        self._thread.start()
+
+    def write(self, record: AuditRecord) -> None:
+        """Queue ``record`` (the caller must not mutate it afterwards); building,
+        scrubbing and encoding happen on the writer thread."""
+        if self._closed:
+            log.warning("audit sink closed; record %s not written",
+                        getattr(record, "audit_id", None) if not isinstance(record, Mapping)
+                        else record.get("audit_id"))
+            return
+        self._queue.put(record)
+
+    def flush(self, timeout: float = 5.0) -> None:
+        """Wait until everything written so far is on disk (tests, shutdown)."""
+        done = threading.Event()
+        self._queue.put(done)
+        self._wake.set()
+        done.wait(timeout)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.put(_STOP)
+        self._wake.set()
+        self._thread.join()
+        self._file.close()
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if self.flush_interval > 0:  # gather a batch: puts meanwhile wake nobody
+                self._wake.wait(self.flush_interval)
+                self._wake.clear()
+            batch = [item]
+            while True:  # take whatever else is already queued: one flush per batch
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            stop = False
+            for entry in batch:
+                if entry is _STOP:
+                    stop = True
+                elif isinstance(entry, threading.Event):
+                    self._flush()
+                    entry.set()
+                else:
+                    try:
+                        self._file.write(orjson.dumps(self._shapes.scrubbed(as_mapping(entry)),
+                                                      default=str)
+                                         + b"\n")
+                        self.written += 1
+                    except Exception:  # the writer thread outlives a bad record
+                        self.errors += 1
+                        log.exception("audit write failed")
+            self._flush()
+            if stop:
+                return
+
+    def _flush(self) -> None:
+        try:
+            self._file.flush()
+        except OSError:
+            self.errors += 1
+            log.exception("audit flush failed")
+
+
+def open_audit_sink(path: str | None) -> AuditSink:
+    """The JSONL sink for ``path``, or a null sink when ``path`` is None/empty."""
+    if not path:
+        return NullAuditSink()
+    return JsonlAuditSink(path)

@@ -1,0 +1,119 @@
+"""The chat completions front door: ``POST /v1/chat/completions``.
+
+Parse and check the request, authenticate and authorize the caller, route its model
+to an upstream, and ask the engine for a policy. With none, the request is pure
+pass-through (:func:`gateway.http.relay.passthrough`: the body goes upstream byte for
+byte, the answer comes back as it arrives). With one, the request is handed to the
+engine (``gateway.modes``) as a :class:`~gateway.http.exchange.ChatExchange`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from gateway.errors import InvalidRequest
+from gateway.http.asgi import DisconnectWatcher, read_body
+from gateway.http.auth import Authenticator
+from gateway.http.exchange import ChatExchange
+from gateway.http.relay import passthrough
+from gateway.telemetry import RequestTrace
+from gateway.types import RequestInfo
+from gateway.upstream.router import Upstreams
+from gateway.wire.messages import check_messages, json_type, parse_object
+
+__all__ = ["CHAT_PATH", "ChatEndpoint", "Engine"]
+
+CHAT_PATH = "/v1/chat/completions"
+
+
+class Engine(Protocol):
+    """The verification engine as the front door sees it (``gateway.modes.dispatch``)."""
+
+    def select(self, info: RequestInfo) -> Any | None:
+        """Return a plan when a policy applies, else ``None`` (pure pass-through)."""
+
+    async def handle(self, exchange: ChatExchange, plan: Any) -> None:
+        """Serve the request (call upstream, verify, act, respond)."""
+
+    def status(self) -> tuple[bool, dict[str, Any]]:
+        """(ready, detail) for ``/readyz``: policies loaded, broken files, queue state."""
+
+
+class ChatEndpoint:
+    """The chat completions endpoint of one app."""
+
+    def __init__(self, upstreams: Upstreams, auth: Authenticator, max_body_bytes: int,
+                 engine: Engine | None = None) -> None:
+        self.upstreams = upstreams
+        self.auth = auth
+        self.max_body_bytes = max_body_bytes
+        self.engine = engine
+
+    async def __call__(self, scope: Mapping[str, Any], receive: Any, send: Any,
+                       trace: RequestTrace) -> int:
+        if scope["method"] != "POST":
+            raise InvalidRequest("Use POST for /v1/chat/completions.")
+        headers = dict(scope["headers"])
+        principal = self.auth.authenticate(headers.get(b"authorization"))
+        self.auth.authorize(principal, "POST", CHAT_PATH)
+        raw_length = headers.get(b"content-length")
+        body = await read_body(receive, self.max_body_bytes,
+                               raw_length.decode() if raw_length is not None else None)
+        payload = parse_object(body)
+        model = payload.get("model")
+        if not isinstance(model, str) or not model:
+            if model is None or model == "":
+                raise InvalidRequest("You must provide a model parameter.", param="model")
+            raise InvalidRequest(f"Invalid type for 'model': expected a string, but got "
+                                 f"{json_type(model)} instead.", param="model",
+                                 code="invalid_type")
+        messages = payload.get("messages")
+        if not isinstance(messages, list):
+            raise InvalidRequest("'messages' must be an array of message objects.",
+                                 param="messages")
+        upstream = self.upstreams.route(model)
+        metadata = payload.get("metadata")
+        requested = headers.get(b"x-verity-policy")
+        info = RequestInfo(
+            model=model, route=CHAT_PATH,
+            headers={k.decode("latin-1"): v.decode("latin-1") for k, v in headers.items()
+                     if k not in (b"authorization", b"api-key", b"cookie")},
+            tenant=principal.tenant if principal else None,
+            key_name=principal.key_name if principal else None,
+            metadata=metadata if isinstance(metadata, dict) else {},
+            requested_policy=requested.decode("latin-1") if requested else None,
+            policy_selection=principal.policy_selection if principal else True,
+            stream=payload.get("stream") is True,
+        )
+        engine = self.engine
+        plan = engine.select(info) if engine is not None else None
+        if plan is not None:
+            # Verification reads the messages: reject the shapes no chat API accepts
+            # before the upstream is called (and bills). Pass-through leaves them to it.
+            check_messages(messages)
+        watcher = DisconnectWatcher(receive)
+        exchange = ChatExchange(scope, receive, send, body, payload, info, upstream,
+                                self.upstreams, principal, trace, watcher)
+        try:
+            if plan is None or engine is None:
+                await passthrough(exchange)
+            else:
+                await engine.handle(exchange, plan)
+        except asyncio.CancelledError:
+            # The watcher's cancel ends here (the engine has written its record); any
+            # other cancel (the server shutting down) still propagates.
+            if not watcher.disconnected or uncancel() > 0:
+                raise
+            return 499
+        finally:
+            watcher.disarm()
+        return exchange.status
+
+
+def uncancel() -> int:
+    """Withdraw the current task's one cancel request (the disconnect watcher's, now
+    handled); return the cancel requests still pending."""
+    task = asyncio.current_task()
+    return task.uncancel() if task is not None else 0

@@ -1,0 +1,144 @@
+"""The ``grounding`` layer's answer score: every sentence checked, then pooled.
+
+:func:`check_answer` runs :func:`~gateway.layers._grounding_sentence.check_analyzed`
+on each answer sentence (citation markers blanked out: they are the citations
+layer's) and pools the checks into the answer's score with the formula in
+:mod:`gateway.layers.grounding`'s docstring; :func:`answer_allowance` is the weak
+evidence a faithful answer of its shape may carry by chance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from math import exp, log
+from typing import TYPE_CHECKING
+
+from gateway.layers._citation_pairs import marker_spans, norm
+from gateway.layers._grounding_sentence import SentenceCheck, check_analyzed
+from gateway.text.answer import AnswerSentence, analyze_answer
+from gateway.text.index import TextIndex
+from gateway.text.tokens import content_words, tokenize
+
+if TYPE_CHECKING:
+    from gateway.layers.grounding import GroundingConfig
+
+__all__ = ["answer_allowance", "check_answer"]
+
+
+class _LazyForms(dict[str, str | None]):
+    """``index.resolve(word)`` for each word looked up, computed on first look-up."""
+
+    def __init__(self, index: TextIndex) -> None:
+        super().__init__()
+        self.index = index
+
+    def __missing__(self, word: str) -> str | None:
+        form = self[word] = self.index.resolve(word)
+        return form
+
+
+def check_answer(
+    answer: str, ctx: TextIndex, question: TextIndex | None, cfg: GroundingConfig,
+    sentences: Sequence[AnswerSentence] | None = None,
+) -> tuple[float, list[SentenceCheck]]:
+    """Score an answer: ``(score in [0, 1], per-sentence checks)``; higher = better grounded.
+
+    ``sentences`` is ``analyze_answer(answer)`` when the caller already has it.
+    """
+    if sentences is None:
+        sentences = analyze_answer(answer)
+    # Citation markers are the citations layer's: the "1" of "[1]" or the "Smith" and
+    # "2020" of "(Smith, 2020)" are nothing the answer states about the context.
+    ids: set[str] = set()
+
+    def known(key: str) -> bool:  # "[a]" cites the document with id "a"
+        if not ids:
+            ids.update(norm(ctx.sentences[d.base].doc_id) for d in ctx.docs)
+        return key in ids
+
+    marked = [marker_spans(s.span.text, known) for s in sentences]
+    sentences = [_without_markers(s, m) if m else s for s, m in zip(sentences, marked, strict=True)]
+    tokens = [tokenize(_blanked(s.span.text, m) if m else s.span.text)
+              for s, m in zip(sentences, marked, strict=True)]
+    word_sets = [content_words(t) for t in tokens]
+    every = set[str]().union(*word_sets)
+    # Each word resolved once per answer; one pass over the context for the postings
+    # of them all.
+    forms = ctx.resolve_all(every)
+    ctx.prefetch(f for f in forms.values() if f is not None)
+    # The question is asked only about words the context lacks or has far away.
+    qforms = _LazyForms(question) if question is not None else None
+    checks = [check_analyzed(s, t, w, ctx, forms, question, qforms, cfg)
+              for s, t, w in zip(sentences, tokens, word_sets, strict=True)]
+    if not checks:
+        return 1.0, []
+    words = sum(c.weight for c in checks)
+    entities = sum(c.n_entities for c in checks)
+    values = sum(c.n_values for c in checks)
+    pooled = (
+        cfg.word_weight * sum(len(c.unsupported_words) + len(c.distant_words) for c in checks)
+        / words
+        + cfg.entity_weight * (sum(len(c.unsupported_entities) for c in checks) / entities
+                               if entities else 0.0)
+        + cfg.number_weight * (sum(len(c.unsupported_values) for c in checks) / values
+                               if values else 0.0)
+        + cfg.contradiction_weight * (1.0 if any(c.status == "contradicted" for c in checks)
+                                      else 0.0)
+    )
+    worst = max(c.risk for c in checks)
+    share_risk = cfg.max_weight * worst + (1.0 - cfg.max_weight) * min(1.0, pooled)
+    # Counts, not shares: a faithful short answer and a faithful long one both have
+    # few words absent from the context *and* the question; what grows with a
+    # fabrication is how many there are, and rare-looking (long) ones weigh more.
+    # Chit-chat sentences ("Hope you enjoy it!") count at opinion_weight.
+    n_unsupported = 0.0
+    rare = 0.0
+    for c in checks:
+        w = cfg.opinion_weight if c.opinion else 1.0
+        n_unsupported += w * len(c.unsupported_words)
+        rare += w * sum(1 for u in c.unsupported_words if len(u) >= cfg.rare_min_length)
+        rare += len(c.unsupported_values)  # a number/date is specific
+    weak = (
+        cfg.share_weight * share_risk
+        + 1.0 - exp(-n_unsupported / cfg.count_scale)
+        + cfg.rare_weight * (1.0 - exp(-rare / cfg.count_scale))
+    )
+    allowance = answer_allowance(answer, ctx, len(checks), cfg)
+    evidence = (
+        cfg.contradiction_boost * (1.0 if any(c.status == "contradicted" for c in checks) else 0.0)
+        + max(0.0, weak - allowance) + cfg.within_allowance_weight * min(weak, allowance)
+    )
+    return exp(-evidence), checks
+
+
+def _blanked(text: str, spans: Sequence[tuple[int, int]]) -> str:
+    for a, b in spans:
+        text = text[:a] + " " * (b - a) + text[b:]
+    return text
+
+
+def _without_markers(s: AnswerSentence, spans: Sequence[tuple[int, int]]) -> AnswerSentence:
+    """``s`` without the entities, dates and numbers that overlap a citation marker."""
+    def outside(start: int, end: int) -> bool:
+        return all(end <= a or b <= start for a, b in spans)
+
+    return AnswerSentence(s.span, tuple(e for e in s.entities if outside(e.start, e.end)),
+                          tuple(d for d in s.dates if outside(d.start, d.end)),
+                          tuple(q for q in s.numbers if outside(q.start, q.end)))
+
+
+def answer_allowance(answer: str, ctx: TextIndex, n_sentences: int,
+                     cfg: GroundingConfig) -> float:
+    """Weak evidence a faithful answer of this shape may carry by chance.
+
+    Grows with the answer/context length ratio (a reply as long as its context must
+    bring in words the context lacks: dialogue turns over a one-line knowledge snippet)
+    and with the number of sentences (unsupported words accumulate over a multi-sentence
+    summary). Only observable request properties: the layer never knows the task.
+    """
+    ctx_chars = sum(len(d.text) for d in ctx.docs)
+    ratio = min(1.0, len(answer) / ctx_chars) if ctx_chars else 1.0
+    return (cfg.length_allowance * ratio
+            + cfg.sentence_allowance * log(max(1, n_sentences)))
+
+

@@ -1,0 +1,141 @@
+"""Grounding context: where a policy finds the text an answer must be faithful to.
+
+A policy's ``context`` section (:class:`ContextSpec`) names the sources:
+
+- ``system`` — the system/developer messages' text;
+- ``blocks`` — delimited blocks inside any message, e.g. ``<context>…</context>``
+  or ``<document id="x">…</document>`` (tags configurable);
+- ``tools`` — tool-result messages (``role: tool``, and the deprecated
+  function-calling results, ``role: function``);
+- ``corpus`` — a configured directory of text / JSONL documents keyed by source id
+  (used to resolve citations; see ``gateway.sources.corpus``).
+
+:func:`extract_context` turns a request's messages into a :class:`GroundingContext`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["ContextSpec", "Document", "GroundingContext", "extract_context", "message_text"]
+
+ContextSource = Literal["system", "blocks", "tools", "corpus"]
+
+
+class ContextSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    sources: tuple[ContextSource, ...] = ("system", "blocks", "tools")
+    block_tags: tuple[str, ...] = Field(default=("context", "document", "source"))
+    """Tag names recognised as delimited context blocks: ``<tag ...>…</tag>``."""
+    corpus_dir: str | None = None
+    """Directory of ``*.txt`` / ``*.md`` (id = file stem) and ``*.jsonl``
+    (``{"id", "text", …metadata}``); see ``gateway.sources.corpus``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    id: str
+    text: str
+    kind: str
+    """``system`` | ``block`` | ``tool`` | ``corpus``."""
+    attrs: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class GroundingContext:
+    documents: list[Document] = field(default_factory=list)
+    corpus: Mapping[str, str] = field(default_factory=dict)
+    """Source id -> text, for citation resolution (not searched for grounding)."""
+    _cache: dict[str, Any] = field(default_factory=dict, repr=False)
+    """Per-request memo shared by layers (e.g. a built index); keyed by layer-chosen name."""
+
+    @property
+    def text(self) -> str:
+        return "\n\n".join(d.text for d in self.documents)
+
+    def __bool__(self) -> bool:
+        return bool(self.documents)
+
+    def memo(self, key: str, build: Any) -> Any:
+        """Return ``build()`` once per request under ``key`` (an index, tokens, …)."""
+        try:
+            return self._cache[key]
+        except KeyError:
+            value = self._cache[key] = build()
+            return value
+
+
+def message_text(message: Mapping[str, Any]) -> str:
+    """A message's text: string content, or its text parts joined (images etc. left out).
+
+    Never raises: anything else (not an object, content of another type, parts that
+    are not text objects) has no text."""
+    if not isinstance(message, Mapping):
+        return ""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, (list, tuple)):
+        return "\n".join(
+            text
+            for part in content
+            if isinstance(part, Mapping) and part.get("type") in ("text", "input_text")
+            and isinstance(text := part.get("text"), str)
+        )
+    return ""
+
+
+def extract_context(
+    messages: Sequence[Mapping[str, Any]],
+    spec: ContextSpec,
+    corpus: Mapping[str, str] | None = None,
+) -> GroundingContext:
+    """Collect the grounding documents named by ``spec`` from ``messages``.
+
+    Never raises on a message's shape: one that is not an object, or has no text, adds
+    nothing (the proxy rejects the invalid shapes before a policy sees them)."""
+    from gateway.sources.blocks import find_blocks  # local: keeps import cost off pass-through
+
+    docs: list[Document] = []
+    n = 0
+    for message in messages:
+        if not isinstance(message, Mapping):
+            continue
+        role = message.get("role")
+        text = message_text(message)
+        if not text:
+            continue
+        blocks = find_blocks(text, spec.block_tags) if "blocks" in spec.sources else []
+        for tag, attrs, body in blocks:
+            n += 1
+            docs.append(Document(id=attrs.get("id") or f"{tag}-{n}", text=body,
+                                 kind="block", attrs=attrs))
+        if role in ("system", "developer") and "system" in spec.sources:
+            # A system message made only of blocks is not counted twice.
+            rest = text
+            if blocks:
+                from gateway.sources.blocks import strip_blocks
+
+                rest = strip_blocks(text, spec.block_tags)
+            if rest.strip():
+                n += 1
+                docs.append(Document(id=f"system-{n}", text=rest, kind="system"))
+        elif role == "tool" and "tools" in spec.sources and not blocks:
+            n += 1
+            docs.append(Document(id=str(message.get("tool_call_id") or f"tool-{n}"),
+                                 text=text, kind="tool"))
+        elif role == "function" and "tools" in spec.sources and not blocks:
+            # A legacy function-calling result: no call id; the function's name (not
+            # unique: one function may be called twice) goes in ``attrs``.
+            n += 1
+            name = message.get("name")
+            docs.append(Document(id=f"function-{n}", text=text, kind="tool",
+                                 attrs={"name": name} if isinstance(name, str) and name
+                                 else {}))
+    # The corpus mapping is shared as is (no per-request copy; keeps ``Corpus.meta``).
+    return GroundingContext(documents=docs, corpus=corpus if corpus is not None else {})

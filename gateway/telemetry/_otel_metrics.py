@@ -1,0 +1,71 @@
+"""The gateway's metric instruments (private).
+
+Owns every instrument the OpenTelemetry implementation records to: the GenAI
+client histograms (token usage, operation duration, time to first chunk), the
+verification histograms and counters (layer duration, layer verdicts, policy
+decisions, judge cost), the named gateway counters of :data:`gateway.telemetry.semconv.COUNTERS`
+(created on first use) and the shadow-queue gauge. Without a meter provider the
+instruments come from a no-op meter, so callers record unconditionally.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from opentelemetry.metrics import CallbackOptions, Meter, MeterProvider, NoOpMeter, Observation
+
+from gateway.telemetry import semconv as sc
+from gateway.telemetry._otel_attrs import clean_attrs
+
+__all__ = ["Instruments"]
+
+
+class Instruments:
+    """The histograms and counters, made once from the meter provider."""
+
+    def __init__(self, provider: MeterProvider | None) -> None:
+        meter: Meter = (provider.get_meter(sc.INSTRUMENTATION_SCOPE)
+                        if provider is not None else NoOpMeter(sc.INSTRUMENTATION_SCOPE))
+        self.meter = meter
+        self.token_usage = meter.create_histogram(
+            sc.METRIC_GEN_AI_TOKEN_USAGE, unit="{token}",
+            description="Number of input and output tokens used.")
+        self.operation_duration = meter.create_histogram(
+            sc.METRIC_GEN_AI_OPERATION_DURATION, unit="s", description="GenAI operation duration.")
+        self.ttfc = meter.create_histogram(
+            sc.METRIC_GEN_AI_TIME_TO_FIRST_CHUNK, unit="s",
+            description="Time to receive the first chunk of a streaming response.")
+        self.layer_duration = meter.create_histogram(
+            sc.METRIC_LAYER_DURATION, unit="s", description="Verification layer duration.")
+        self.layer_verdicts = meter.create_counter(
+            sc.METRIC_LAYER_VERDICTS, unit="{verdict}",
+            description="Verification layer verdicts by policy, mode, layer and verdict.")
+        self.decisions = meter.create_counter(
+            sc.METRIC_DECISIONS, unit="{decision}",
+            description="Policy decisions by policy, mode, verdict and action.")
+        self.judge_cost = meter.create_counter(
+            sc.METRIC_JUDGE_COST, unit="{USD}", description="Judge cost reported by layers.")
+        self._counters: dict[str, Any] = {}
+
+    def count(self, name: str, value: int = 1,
+              attributes: Mapping[str, Any] | None = None) -> None:
+        """Add to a named gateway counter (:data:`gateway.telemetry.semconv.COUNTERS`); attribute
+        keys are exported under their :data:`gateway.telemetry.semconv.COUNTER_ATTRIBUTES` names."""
+        counter = self._counters.get(name)
+        if counter is None:
+            metric, unit, description = sc.COUNTERS.get(name, (f"verity.{name}", "1", ""))
+            counter = self._counters[name] = self.meter.create_counter(
+                metric, unit=unit, description=description)
+        if not attributes:
+            counter.add(value)
+            return
+        names = sc.COUNTER_ATTRIBUTES
+        counter.add(value, clean_attrs((names.get(k, k), v) for k, v in attributes.items()))
+
+    def gauge_shadow_depth(self, depth: Callable[[], int]) -> None:
+        def observe(_options: CallbackOptions) -> Iterable[Observation]:
+            return [Observation(depth())]
+        self.meter.create_observable_gauge(sc.METRIC_SHADOW_QUEUE_DEPTH, callbacks=[observe],
+                                           unit="{request}",
+                                           description="Shadow audits waiting in the queue.")

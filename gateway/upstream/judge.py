@@ -1,0 +1,269 @@
+"""Judges: the models that model-based verification layers call.
+
+Two kinds, one contract (:class:`gateway.layers.base.Judge`):
+
+- :class:`OpenAIJudge` — any OpenAI-compatible ``/chat/completions`` endpoint,
+  over an ``httpx.AsyncClient`` (so the httpx instrumentation traces each call
+  beneath the layer's span). By default this is the first upstream.
+- :class:`AnthropicJudge` — Anthropic's Messages API through the ``anthropic`` SDK.
+  That API accepts ``temperature`` 0–1 (OpenAI's 0–2) and has no ``n``: the judge
+  clamps the temperature into 0–1 (as the ``anthropic`` upstream does) and asks
+  ``n`` times for ``n`` samples.
+
+Both count tokens and cost (``price_per_1k_*``), bound concurrency, and cache
+temperature-0 replies for identical prompts (``JudgeReply.cached``). Library
+errors become :class:`~gateway.layers.base.JudgeError` here, at the boundary.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Coroutine, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import orjson
+from cachetools import LRUCache
+
+from gateway.layers.base import Judge, JudgeError, JudgeReply, reply_served
+from gateway.sources.context import message_text
+from gateway.upstream._capped_httpx import capped_transport
+
+if TYPE_CHECKING:
+    from gateway.settings import JudgeConfig, Settings
+    from gateway.telemetry import Telemetry
+
+__all__ = ["ANTHROPIC_MAX_TEMPERATURE", "AnthropicJudge", "OpenAIJudge", "create_judge"]
+
+ANTHROPIC_MAX_TEMPERATURE = 1.0
+"""The Messages API rejects a ``temperature`` above this (OpenAI's limit is 2)."""
+
+class _CachingJudge:
+    """Shared pricing, concurrency bound and temperature-0 cache."""
+
+    def __init__(self, config: JudgeConfig) -> None:
+        self.config = config
+        self._sem = asyncio.Semaphore(config.max_concurrency)
+        self._cache: LRUCache[str, JudgeReply] | None = (
+            LRUCache(config.cache_size) if config.cache_size else None)
+
+    def _price(self, input_tokens: int, output_tokens: int) -> float:
+        return (input_tokens * self.config.price_per_1k_input
+                + output_tokens * self.config.price_per_1k_output) / 1000
+
+    async def complete(self, messages: Sequence[Mapping[str, Any]], *,
+                       temperature: float = 0.0, max_tokens: int = 512, n: int = 1,
+                       model: str | None = None, override: str | None = None) -> JudgeReply:
+        name = override or self.config.model or model
+        if not name:
+            raise JudgeError("no judge model: set judge.model or pass the request's model")
+        key = None
+        if self._cache is not None and temperature == 0.0:
+            key = hashlib.sha256(orjson.dumps([name, list(messages), max_tokens, n],
+                                              option=orjson.OPT_SORT_KEYS)).hexdigest()
+            hit = self._cache.get(key)
+            if hit is not None:
+                reply_served(self, key)
+                return JudgeReply(texts=list(hit.texts), cost=0.0, cached=True, model=hit.model)
+        reply = await self._call(list(messages), name, temperature, max_tokens, n)
+        del reply.texts[n:]  # some servers return more choices than asked: n means n
+        reply.cost = self._price(reply.input_tokens, reply.output_tokens)
+        if key is not None and self._cache is not None:
+            self._cache[key] = reply
+            reply_served(self, key)
+        return reply
+
+    def forget(self, key: str) -> None:
+        """Drop one cached reply (see :func:`gateway.layers.base.uncache_on_error`)."""
+        if self._cache is not None:
+            self._cache.pop(key, None)
+
+    async def _call(self, messages: list[Mapping[str, Any]], model: str, temperature: float,
+                    max_tokens: int, n: int) -> JudgeReply:
+        """The reply to one ``complete``: one or more HTTP requests, each holding
+        ``self._sem`` (``max_concurrency`` bounds requests in flight, not calls)."""
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def _concurrently(calls: list[Coroutine[Any, Any, JudgeReply]]) -> JudgeReply:
+    """Await ``calls`` at once and merge their replies (texts in call order). The first
+    failure cancels the rest and is raised as itself."""
+    failed: BaseException | None = None
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(c) for c in calls]
+    except ExceptionGroup as eg:  # TaskGroup wraps: callers handle JudgeError
+        failed = eg.exceptions[0]
+    if failed is not None:
+        raise failed  # as itself, with its own __cause__ (the HTTP or SDK error)
+    replies = [t.result() for t in tasks]
+    merged = JudgeReply(texts=[], model=replies[0].model if replies else "")
+    for r in replies:
+        merged.texts += r.texts
+        merged.input_tokens += r.input_tokens
+        merged.output_tokens += r.output_tokens
+    return merged
+
+
+class OpenAIJudge(_CachingJudge):
+    def __init__(self, config: JudgeConfig, base_url: str, api_key: str | None,
+                 client: httpx.AsyncClient | None = None) -> None:
+        super().__init__(config)
+        self.url = base_url.rstrip("/") + "/chat/completions"
+        headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = client or httpx.AsyncClient(
+            timeout=config.timeout, headers=headers,
+            transport=capped_transport(httpx, config.max_response_bytes, limits=httpx.Limits(
+                max_connections=config.max_concurrency,
+                max_keepalive_connections=config.max_concurrency)))
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        return self._client
+
+    async def _call(self, messages: list[Mapping[str, Any]], model: str, temperature: float,
+                    max_tokens: int, n: int) -> JudgeReply:
+        reply = await self._post(messages, model, temperature, max_tokens, n)
+        if len(reply.texts) < n:  # many servers ignore `n`: ask for the rest, at once
+            more = await _concurrently([self._post(messages, model, temperature, max_tokens, 1)
+                                        for _ in range(n - len(reply.texts))])
+            reply.texts += more.texts
+            reply.input_tokens += more.input_tokens
+            reply.output_tokens += more.output_tokens
+        return reply
+
+    async def _post(self, messages: list[Mapping[str, Any]], model: str, temperature: float,
+                    max_tokens: int, n: int) -> JudgeReply:
+        body = {"model": model, "messages": messages, "temperature": temperature,
+                "max_tokens": max_tokens, "n": n}
+        try:
+            async with self._sem:
+                resp = await self._client.post(self.url, content=orjson.dumps(body),
+                                               headers={"content-type": "application/json"})
+        except httpx.TimeoutException as exc:
+            raise JudgeError(f"judge timed out after {self.config.timeout}s") from exc
+        except httpx.HTTPError as exc:
+            raise JudgeError(f"judge request failed: {type(exc).__name__}") from exc
+        if resp.status_code >= 400:
+            raise JudgeError(f"judge answered HTTP {resp.status_code}")
+        try:
+            data = orjson.loads(resp.content)
+            texts = [str((c.get("message") or {}).get("content") or "")
+                     for c in data.get("choices") or ()]
+        except (orjson.JSONDecodeError, AttributeError, TypeError) as exc:
+            raise JudgeError(f"judge reply is not a chat completion "
+                             f"({len(resp.content)} bytes)") from exc
+        if not texts:
+            raise JudgeError("judge reply has no choices")
+        usage = data.get("usage")
+        usage = usage if isinstance(usage, dict) else {}
+        return JudgeReply(texts=texts, input_tokens=_count(usage.get("prompt_tokens")),
+                          output_tokens=_count(usage.get("completion_tokens")),
+                          model=str(data.get("model") or model))
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+def _count(value: Any) -> int:
+    """A token count from a reply's ``usage`` (anything else counts 0: a bad count must
+    not fail a usable reply, nor reach an error message)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+class AnthropicJudge(_CachingJudge):
+    """Anthropic's Messages API at API version ``2023-06-01``, as the ``anthropic``
+    upstream speaks it. The ``anthropic`` SDK 2.x sends ``2026-10-21`` by default,
+    which rejects ``temperature`` (any value, 400), and its ``messages.create`` has no
+    ``temperature`` argument (a ``TypeError``); the judge needs temperature (0 for
+    stable, cacheable verdicts, > 0 for sampling), so it pins the version and sends
+    ``temperature`` in the body. The key also goes out as that version's
+    ``x-api-key`` (the SDK 2.x sends only ``Authorization: Bearer``)."""
+
+    def __init__(self, config: JudgeConfig, api_key: str | None,
+                 base_url: str | None = None) -> None:
+        super().__init__(config)
+        import anthropic
+
+        from gateway.upstream.openai_anthropic import ANTHROPIC_VERSION
+
+        headers = {"anthropic-version": ANTHROPIC_VERSION}
+        if api_key:
+            headers["x-api-key"] = api_key
+        self._anthropic = anthropic
+        import httpx2  # the SDK's own httpx fork
+
+        http = httpx2.AsyncClient(timeout=config.timeout, transport=capped_transport(
+            httpx2, config.max_response_bytes, limits=httpx2.Limits(
+                max_connections=config.max_concurrency,
+                max_keepalive_connections=config.max_concurrency)))
+        self.http = http
+        """The SDK's HTTP client (traced like the OpenAI judge's, see :func:`create_judge`)."""
+        self._client = anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url,
+                                                timeout=config.timeout, max_retries=0,
+                                                default_headers=headers, http_client=http)
+
+    async def _call(self, messages: list[Mapping[str, Any]], model: str, temperature: float,
+                    max_tokens: int, n: int) -> JudgeReply:
+        # The Messages API has no system/developer role: their text is the top-level system.
+        system = "\n\n".join(message_text(m) for m in messages
+                             if m.get("role") in ("system", "developer"))
+        turns = [{"role": m["role"], "content": message_text(m)} for m in messages
+                 if m.get("role") in ("user", "assistant")]
+        # A layer may ask for up to 2 (OpenAI's range); Anthropic rejects more than 1.
+        temperature = min(max(temperature, 0.0), ANTHROPIC_MAX_TEMPERATURE)
+        kwargs: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "messages": turns,
+                                  "extra_body": {"temperature": temperature}}
+        if system:
+            kwargs["system"] = system
+        if n == 1:
+            return await self._create(kwargs, model)
+        # The Messages API has no `n`: n requests, in flight together (each under a slot).
+        return await _concurrently([self._create(kwargs, model) for _ in range(n)])
+
+    async def _create(self, kwargs: dict[str, Any], model: str) -> JudgeReply:
+        try:
+            async with self._sem:
+                msg = await self._client.messages.create(**kwargs)
+        except self._anthropic.APIError as exc:
+            raise JudgeError(f"anthropic judge failed: {type(exc).__name__}") from exc
+        return JudgeReply(texts=["".join(getattr(b, "text", "") for b in msg.content)],
+                          input_tokens=msg.usage.input_tokens,
+                          output_tokens=msg.usage.output_tokens, model=model)
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+
+def create_judge(settings: Settings, telemetry: Telemetry | None = None) -> Judge | None:
+    """The configured judge, or None when there is nothing to call."""
+    import os
+
+    cfg = settings.judge
+    if cfg.base_url:
+        key = os.environ.get(cfg.api_key_env) if cfg.api_key_env else None
+        base_url: str = cfg.base_url
+        kind = cfg.kind or "openai"
+    else:
+        upstream = next((u for u in settings.upstreams if u.name == cfg.upstream),
+                        None) if cfg.upstream else (settings.upstreams[0]
+                                                    if settings.upstreams else None)
+        if upstream is None:
+            return None
+        key, base_url = upstream.api_key(), upstream.base_url
+        kind = cfg.kind or upstream.kind
+    if kind == "anthropic":
+        # The SDK adds /v1/messages itself; our base URLs include /v1.
+        root = base_url.rstrip("/").removesuffix("/v1")
+        anthropic_judge = AnthropicJudge(cfg, key, root)
+        if telemetry is not None:  # its HTTP spans, as the OpenAI judge's
+            telemetry.instrument_httpx(anthropic_judge.http)
+        return anthropic_judge
+    judge = OpenAIJudge(cfg, base_url, key)
+    if telemetry is not None:
+        telemetry.instrument_httpx(judge.client)
+    return judge

@@ -1,0 +1,234 @@
+"""OpenAI-compatible upstreams (``kind: openai``): the HTTP client on the hot path.
+
+One pooled :class:`OpenAIUpstreamClient` per configured upstream (the
+:class:`~gateway.upstream.base.UpstreamClient` contract), created in the app
+lifespan and closed on shutdown. It is built on aiohttp: on this kind of machine
+httpx's connection pool collapses at concurrency 64 against a slow upstream
+(encode/httpx#3215), while aiohttp holds ~1,000 requests/s at ~1 ms CPU per
+request — see ``docs/benchmarks.md``. aiohttp exceptions are converted to the
+gateway's error tree here, at the boundary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable
+
+import aiohttp
+from yarl import URL
+
+from gateway.errors import (
+    UpstreamConnectError,
+    UpstreamStreamError,
+    UpstreamTimeout,
+    UpstreamTooLarge,
+    UpstreamTruncated,
+)
+from gateway.settings import UpstreamConfig
+from gateway.upstream.base import (
+    RawHeaders,
+    UpstreamClient,
+    UpstreamResponse,
+    relayable_headers,
+    too_large,
+    truncated,
+)
+
+__all__ = ["OpenAIResponse", "OpenAIUpstreamClient", "timed_out"]
+
+
+# Request headers never forwarded upstream (hop-by-hop, or set by the client itself).
+# ``expect: 100-continue`` was answered by our own server; forwarded, it would make
+# aiohttp hold the body until upstream sends a 100.
+_DROP_REQUEST = frozenset({
+    b"host", b"connection", b"keep-alive", b"proxy-authorization", b"proxy-connection",
+    b"te", b"trailer", b"transfer-encoding", b"upgrade", b"content-length", b"expect",
+    b"accept-encoding", b"x-verity-policy", b"x-verity-detail",
+})
+# Client credentials for upstream itself, and the headers that pick which account a key
+# acts for; in gateway-keys mode the gateway supplies the upstream's key, so a client's
+# own provider key (Azure's ``api-key``, ``x-api-key``) is not sent along with it, nor
+# may a client point the shared key at another organization or project.
+_CLIENT_CREDENTIALS = frozenset({b"authorization", b"api-key", b"x-api-key",
+                                 b"openai-organization", b"openai-project"})
+class OpenAIResponse(UpstreamResponse):
+    """An aiohttp response whose body has not been read yet. Always ``release()`` it.
+
+    :meth:`read` holds the body, so it stops at ``max_bytes`` (counted as decoded:
+    aiohttp inflates a compressed body in bounded pieces as it is read, so a gzip bomb
+    costs at most ``max_bytes`` plus one piece); :meth:`iter_chunks` passes bytes on
+    uncounted, and a caller that keeps them counts them (:meth:`too_large`).
+    """
+
+    __slots__ = ("_config", "_resp", "headers", "max_bytes", "status")
+
+    def __init__(self, resp: aiohttp.ClientResponse, config: UpstreamConfig) -> None:
+        self._resp = resp
+        self._config = config
+        self.max_bytes = config.max_response_bytes
+        self.status = resp.status
+        self.headers: RawHeaders = relayable_headers(resp.raw_headers)
+
+    @property
+    def content_type(self) -> str:
+        return self._resp.headers.get("content-type", "")
+
+    def header(self, name: str) -> str | None:
+        return self._resp.headers.get(name)
+
+    def too_large(self) -> UpstreamTooLarge:
+        """The error for a body over :attr:`max_bytes` (raised by whoever counted it)."""
+        return too_large(self._config.name, self.max_bytes)
+
+    def truncated(self) -> UpstreamTruncated:
+        """The error for a chat completion stream that ended before its end."""
+        return truncated(self._config.name)
+
+    async def read(self) -> bytes:
+        """The whole body, at most :attr:`max_bytes` (else :class:`UpstreamTooLarge`)."""
+        limit = self.max_bytes
+        declared = self._resp.content_length
+        if declared is not None and declared > limit \
+                and not self._resp.headers.get("content-encoding"):
+            raise self.too_large()
+        content = self._resp.content
+        parts: list[bytes] = []
+        total = 0
+        try:
+            while chunk := await content.readany():
+                total += len(chunk)
+                if total > limit:
+                    raise self.too_large()
+                parts.append(chunk)
+        except TimeoutError as exc:
+            raise timed_out(self._config, exc, "while sending the response") from exc
+        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
+            raise UpstreamStreamError(f"upstream response was cut: {type(exc).__name__}") from exc
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    async def iter_chunks(self) -> AsyncIterator[bytes]:
+        """Yield body bytes as they arrive, never waiting for more: each piece is
+        everything received so far (one write downstream per network read, not one
+        per upstream HTTP chunk)."""
+        content = self._resp.content
+        try:
+            while True:
+                chunk = await content.readany()
+                if not chunk:
+                    return
+                yield chunk
+        except TimeoutError as exc:
+            raise timed_out(self._config, exc, "in the middle of the stream") from exc
+        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
+            raise UpstreamStreamError(f"upstream stream was cut: {type(exc).__name__}") from exc
+
+    def release(self) -> None:
+        self._resp.release()
+
+    def close(self) -> None:
+        """Drop the connection (used when the client went away mid-body)."""
+        self._resp.close()
+
+
+def timed_out(config: UpstreamConfig, exc: BaseException, when: str) -> UpstreamTimeout:
+    """Which of ``config.timeouts`` fired (aiohttp raises a subclass per timeout; the
+    overall one is a plain ``TimeoutError``), named in the message."""
+    t = config.timeouts
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        what = f"no connection within timeouts.connect ({t.connect:g}s)"
+    elif isinstance(exc, aiohttp.ServerTimeoutError):
+        what = f"no data for timeouts.read ({t.read:g}s) {when}"
+    elif t.total is not None:
+        what = f"the exchange went past timeouts.total ({t.total:g}s) {when}"
+    else:
+        what = f"timed out {when}"
+    return UpstreamTimeout(f"upstream {config.name!r}: {what}")
+
+
+class OpenAIUpstreamClient(UpstreamClient):
+    """A pooled aiohttp client for one upstream. Create with :meth:`open`, close with
+    :meth:`aclose`."""
+
+    def __init__(self, config: UpstreamConfig, session: aiohttp.ClientSession) -> None:
+        self.config = config
+        self.base_url = config.base_url
+        base = URL(config.base_url)
+        self.server_address = base.host or ""
+        # Request URLs are built from encoded parts and sent as built (see send()).
+        self._base_encoded = str(base)
+        self._session = session
+        key = config.api_key()
+        self._auth: bytes | None = f"Bearer {key}".encode("latin-1") if key else None
+
+    @classmethod
+    def open(cls, config: UpstreamConfig,
+             trace_configs: list[aiohttp.TraceConfig] | None = None) -> OpenAIUpstreamClient:
+        """``trace_configs``: from ``Telemetry.aiohttp_trace_configs()`` (HTTP spans)."""
+        t = config.timeouts
+        connector = aiohttp.TCPConnector(
+            limit=config.max_connections, limit_per_host=config.max_connections,
+            ttl_dns_cache=300, keepalive_timeout=60, enable_cleanup_closed=False,
+        )
+        session = aiohttp.ClientSession(
+            connector=connector,
+            timeout=aiohttp.ClientTimeout(total=t.total, sock_connect=t.connect,
+                                          sock_read=t.read),
+            # No Accept-Encoding goes out, but an upstream may compress anyway: decode
+            # it here (a no-op for identity bodies), since content-encoding is never
+            # relayed and the engine parses the body.
+            auto_decompress=True, skip_auto_headers=("User-Agent", "Accept-Encoding"),
+            trust_env=False, trace_configs=trace_configs or None,
+        )
+        return cls(config, session)
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        return self._session
+
+    @property
+    def has_own_key(self) -> bool:
+        return self._auth is not None
+
+    def build_headers(self, client_headers: Iterable[tuple[bytes, bytes]],
+                      use_own_key: bool, extra: RawHeaders | None = None) -> dict[str, str]:
+        """Forwardable request headers; ``Authorization`` per the auth mode."""
+        out: dict[str, str] = {}
+        for k, v in client_headers:
+            if k in _DROP_REQUEST or (use_own_key and k in _CLIENT_CREDENTIALS):
+                continue
+            out[k.decode("latin-1")] = v.decode("latin-1")
+        if use_own_key:
+            out.pop("authorization", None)
+            if self._auth is not None:
+                out["authorization"] = self._auth.decode("latin-1")
+        if extra:
+            for k, v in extra:
+                out[k.decode("latin-1")] = v.decode("latin-1")
+        return out
+
+    async def send(self, method: str, path: str, headers: dict[str, str],
+                   body: bytes | AsyncIterator[bytes] | None = None,
+                   query: str = "") -> UpstreamResponse:
+        """Send one request; return as soon as the status line and headers arrive.
+
+        ``path`` and ``query`` are already percent-encoded (a forwarded request's come
+        from :mod:`gateway.http.forward_path`, checked): the URL is sent exactly as given,
+        never decoded, normalised (``..``) or re-encoded on the way."""
+        url = URL(self._base_encoded + path + (f"?{query}" if query else ""), encoded=True)
+        try:
+            resp = await self._session.request(method, url, data=body, headers=headers,
+                                               allow_redirects=False)
+        except TimeoutError as exc:
+            raise timed_out(self.config, exc, "before the response headers") from exc
+        except aiohttp.ClientConnectorError as exc:
+            raise UpstreamConnectError(
+                f"cannot connect to upstream {self.config.name!r}") from exc
+        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
+            raise UpstreamConnectError(
+                f"upstream {self.config.name!r} closed the connection") from exc
+        except aiohttp.ClientError as exc:
+            raise UpstreamConnectError(
+                f"upstream {self.config.name!r} request failed: {type(exc).__name__}") from exc
+        return OpenAIResponse(resp, self.config)
+
+    async def aclose(self) -> None:
+        await self._session.close()

@@ -1,0 +1,158 @@
+"""The one entry point of verification: a job in, a verdict (or a record) out.
+
+:meth:`Verifier.verify` verifies a :class:`~gateway.verify.job.VerificationJob`'s
+answer with its policy — context, layers, calibration, decision — and returns the
+:class:`~gateway.verify.outcome.Verification`. It is pure in the sense that matters:
+no HTTP, no response, no upstream call; everything it needs is in the job and the
+:class:`~gateway.verify.runtime.Runtime`. Inline mode calls it for the answer and
+for each regenerate attempt, the candidate policies go through it, and so does a
+background job:
+
+- :meth:`Verifier.run` — a ``verify`` job whole (shadow): the verdict, the action
+  that *would* have been taken, the content (when the policy records it), the
+  candidates; it fills the job's :class:`~gateway.verify.outcome.Outcome`.
+- :meth:`Verifier.run_candidates` — a ``candidates`` job (after an inline answer):
+  the candidates' outcomes, added to the live record the job carries.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from gateway.layers.base import VerifyInput
+from gateway.policy.loader import Policy
+from gateway.redact import exception_summary, exception_trace
+from gateway.sources.context import extract_context
+from gateway.telemetry import RequestTrace
+from gateway.verify.actions import band_action
+from gateway.verify.content import content_redactor, record_content
+from gateway.verify.job import PolicyRef, VerificationJob
+from gateway.verify.outcome import CandidateOutcome, Outcome, Verification
+from gateway.verify.pipeline import Budget, min_confidence_for, run_pipeline
+from gateway.verify.runtime import Runtime
+from gateway.wire.chat import answer_text, calls_only
+
+__all__ = ["Verifier"]
+
+log = logging.getLogger("gateway.engine")
+
+_NO_TRACE = RequestTrace()
+
+
+def _not_verified(policy: Policy, note: str) -> Verification:
+    """A pass with no layers run (``score: null``): the answer flows unchanged."""
+    level = policy.spec.risk.level
+    level = "low" if level == "assess" else level  # what the assessor says of no text
+    return Verification(risk_level=level, layers=[], verdict="pass", score=None,
+                        min_confidence=min_confidence_for(policy, level), note=note)
+
+
+class Verifier:
+    """Verifies jobs with the policies and resources of one :class:`Runtime`."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def policy(self, ref: PolicyRef) -> Policy | None:
+        return self.runtime.policy(ref)
+
+    async def verify(self, job: VerificationJob, *, policy: Policy | None = None,
+                     trace: RequestTrace | None = None,
+                     budget: Budget | None = None) -> Verification:
+        """Verify ``job.answer`` (choice 0) with the job's policy.
+
+        ``policy`` is that policy when the caller holds it already (inline: the
+        selected one); else it is resolved from the job (``LookupError`` when its
+        version is not known). ``trace`` gets the ``verify`` spans (none without it);
+        ``budget`` is shared by every attempt of one request (a fresh one per call
+        without it).
+        """
+        if policy is None:
+            policy = self.policy(job.policy)
+            if policy is None:
+                raise LookupError(f"policy {job.policy.name!r} version {job.policy.version} "
+                                  "is not loaded")
+        completion = job.answer
+        text = answer_text(completion)
+        if not text and calls_only(completion):  # a tool call: no text to verify
+            return _not_verified(policy, "not verified: the answer is tool calls only")
+        trace = (trace or _NO_TRACE).for_policy(policy.name)  # its spans name the policy
+        runtime = self.runtime
+        context = await runtime.prepared.context(job.audit_id, policy)
+        if context is None:
+            context = extract_context(job.messages, policy.spec.context,
+                                      runtime.corpus(policy))
+        inp = VerifyInput(messages=job.messages, response_text=text, context=context,
+                          model=job.model, metadata=job.metadata)
+        v = await run_pipeline(policy, inp, layer_for=runtime.layer_factory(policy),
+                               trace=trace, telemetry=runtime.telemetry, budget=budget,
+                               plans=runtime.plans)
+        n = len(completion.get("choices") or ())
+        if n > 1:  # n > 1: the verdict is choice 0's alone (docs/policies.md, Runtime)
+            v.note = f"only choice 0 verified; choices 1-{n - 1} of n={n} were not"
+        return v
+
+    async def run(self, job: VerificationJob, trace: RequestTrace,
+                  outcome: Outcome | None = None) -> Outcome:
+        """A ``verify`` job whole: fill ``outcome`` (a new one for the job without it)
+        as it goes — verdict and layers, the band's action (not applied), the content
+        when the policy records it, then each candidate's outcome — and return it.
+        The caller closes the record (:class:`~gateway.verify.record.Recorder`)."""
+        outcome = outcome or Outcome.for_job(job)
+        policy = self.policy(job.policy)
+        if policy is None:
+            outcome.note = (f"not verified: policy version {job.policy.version} is no "
+                            f"longer loaded")
+            return outcome
+        v = await self.verify(job, policy=policy, trace=trace)
+        outcome.record(v)
+        outcome.action = band_action(policy.spec.actions, v.verdict).type
+        record_content(policy, outcome, trace, job.messages, answer_text(job.answer))
+        for ref in job.candidates:
+            outcome.candidates.append(await self.candidate(job, ref, trace))
+        return outcome
+
+    async def run_candidates(self, job: VerificationJob, trace: RequestTrace,
+                             into: list[CandidateOutcome]) -> None:
+        """A ``candidates`` job: each candidate's outcome, appended to ``into`` as it
+        is known (the caller writes :meth:`candidates_record` whatever happens)."""
+        for ref in job.candidates:
+            into.append(await self.candidate(job, ref, trace))
+
+    def candidates_record(self, job: VerificationJob,
+                          candidates: list[CandidateOutcome]) -> dict[str, Any]:
+        """The live record of a ``candidates`` job with ``candidates`` in it (their
+        failed claims through the live policy's content redaction, as the live ones)."""
+        policy = self.policy(job.policy)
+        redact = content_redactor(policy) if policy is not None else None
+        record: dict[str, Any] = dict(job.decided or {})
+        record["candidates"] = [c.to_dict(redact) for c in candidates]
+        return record
+
+    async def candidate(self, job: VerificationJob, ref: PolicyRef,
+                        trace: RequestTrace) -> CandidateOutcome:
+        """Candidate policy ``ref`` on the job's answer: what it would have decided.
+        A broken candidate never affects anything else: its failure is its outcome."""
+        try:
+            cand = self.policy(ref)
+            if cand is None:
+                return CandidateOutcome(ref.name, ref.version,
+                                        error="policy version no longer loaded")
+            # A span of its own: its verify spans are told apart from the live policy's.
+            with trace.candidate(cand.name) as ctrace:
+                v = await self.verify(job.with_policy(ref), policy=cand, trace=ctrace)
+                out = CandidateOutcome(cand.name, cand.version, verdict=v.verdict,
+                                       score=v.score,
+                                       action=band_action(cand.spec.actions, v.verdict).type,
+                                       layers=v.layers)
+                ctrace.decision({"policy": cand.name, "mode": "candidate",
+                                 "verdict": out.verdict, "score": out.score,
+                                 "action": out.action})
+        except Exception as exc:  # a broken candidate never affects anything else
+            # Its type and where, never its message (which may quote the answer).
+            log.error("candidate policy %r failed: %s", ref.name, exception_trace(exc))
+            return CandidateOutcome(ref.name, ref.version, error=exception_summary(exc))
+        return out
+
+

@@ -1,0 +1,84 @@
+"""The request side of the wire: JSON bodies and the chat message checks.
+
+- :func:`parse_object` — a request body that must be a JSON object (400 otherwise);
+- :func:`check_messages` — the message shapes no OpenAI-compatible chat API
+  accepts, refused before the upstream is called when a policy will read them;
+- :func:`json_type` — how OpenAI's errors name a JSON value's type;
+- :func:`maybe_json` — a body parsed if it is JSON (None otherwise).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from gateway.errors import InvalidJSON, InvalidRequest
+
+__all__ = ["check_messages", "json_type", "maybe_json", "parse_object"]
+
+
+def check_messages(messages: list[Any]) -> None:
+    """Raise :class:`InvalidRequest` (400, ``param: messages[i]…``) for a message no
+    OpenAI-compatible chat API accepts: not an object, no ``role`` or a ``role`` that is
+    not a string, or ``content`` that is neither a string, an array nor null.
+
+    Deliberately no stricter: unknown role names (some servers accept their own),
+    content parts, ``name``, ``tool_calls`` and extra keys are the upstream's to judge.
+    """
+    for i, message in enumerate(messages):
+        if type(message) is not dict:
+            raise InvalidRequest(f"Invalid type for 'messages[{i}]': expected an object, but "
+                                 f"got {json_type(message)} instead.",
+                                 param=f"messages[{i}]", code="invalid_type")
+        role = message.get("role")
+        if type(role) is not str:
+            if "role" not in message:
+                raise InvalidRequest(f"Missing required parameter: 'messages[{i}].role'.",
+                                     param=f"messages[{i}].role",
+                                     code="missing_required_parameter")
+            raise InvalidRequest(f"Invalid type for 'messages[{i}].role': expected a string, "
+                                 f"but got {json_type(role)} instead.",
+                                 param=f"messages[{i}].role", code="invalid_type")
+        content = message.get("content")
+        if content is not None and type(content) is not str and type(content) is not list:
+            raise InvalidRequest(f"Invalid type for 'messages[{i}].content': expected a "
+                                 f"string or an array of content parts, but got "
+                                 f"{json_type(content)} instead.",
+                                 param=f"messages[{i}].content", code="invalid_type")
+
+
+def json_type(value: Any) -> str:
+    """How OpenAI's errors name a JSON value's type ("an integer", "null", …)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
+def parse_object(body: bytes) -> dict[str, Any]:
+    """The request body as a JSON object (400 ``invalid_json`` / ``invalid_request_error``)."""
+    try:
+        payload = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidJSON(f"We could not parse the JSON body of your request: {exc}") from None
+    if not isinstance(payload, dict):
+        raise InvalidRequest("The request body must be a JSON object.")
+    return payload
+
+
+def maybe_json(data: bytes) -> Any:
+    """``data`` parsed as JSON, or None when it is not JSON."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None

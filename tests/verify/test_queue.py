@@ -1,0 +1,99 @@
+"""The shadow queue: bounded, never blocking, drained with a deadline on close."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from modes.support import RecordingTelemetry
+from gateway.settings import ShadowConfig
+from gateway.verify.queue import ShadowJob, ShadowQueue
+
+pytestmark = pytest.mark.anyio
+
+
+def _queue(size: int = 2, workers: int = 1, drain: float = 5.0
+           ) -> tuple[ShadowQueue, RecordingTelemetry]:
+    tel = RecordingTelemetry()
+    q = ShadowQueue(ShadowConfig(queue_size=size, concurrency=workers, drain_seconds=drain), tel)
+    q.start()
+    return q, tel
+
+
+async def test_jobs_run_on_workers() -> None:
+    q, tel = _queue()
+    done: list[int] = []
+
+    async def job(i: int) -> None:
+        done.append(i)
+
+    for i in range(2):
+        assert q.submit(ShadowJob(lambda i=i: job(i)))  # type: ignore[misc]
+    await q.close()
+    assert sorted(done) == [0, 1] and q.completed == 2 and tel.total("shadow.enqueued") == 2
+
+
+async def test_overflow_is_dropped_and_counted_without_waiting() -> None:
+    q, tel = _queue(size=1)
+    gate = asyncio.Event()
+    started = asyncio.Event()
+    drops: list[str] = []
+
+    async def hold() -> None:
+        started.set()
+        await gate.wait()
+
+    assert q.submit(ShadowJob(hold))
+    await started.wait()  # the worker holds job 1
+    assert q.submit(ShadowJob(hold))  # fills the queue
+    assert q.depth == 1
+    for _ in range(3):  # submit() is synchronous: it cannot block
+        assert not q.submit(ShadowJob(hold, drops.append))
+    assert drops == ["dropped"] * 3 and q.dropped == 3 and tel.total("shadow.dropped") == 3
+    assert q.status()["dropped"] == 3 and q.status()["capacity"] == 1
+    gate.set()
+    await q.close()
+    assert q.completed == 2
+
+
+async def test_close_cancels_after_the_drain_deadline() -> None:
+    q, tel = _queue(size=5, drain=0)
+    started = asyncio.Event()
+    cancelled: list[str] = []
+    drops: list[str] = []
+
+    async def forever() -> None:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.append("running")
+            raise
+
+    q.submit(ShadowJob(forever, drops.append))
+    await started.wait()
+    q.submit(ShadowJob(forever, drops.append))
+    await q.close()
+    assert cancelled == ["running"] and drops == ["cancelled"]
+    assert q.cancelled == 2 and tel.total("shadow.cancelled") == 2
+    assert not q.submit(ShadowJob(forever, drops.append))  # closed: dropped
+    assert drops == ["cancelled", "dropped"]
+
+
+async def test_failing_job_is_counted_and_does_not_stop_the_worker(
+        caplog: pytest.LogCaptureFixture) -> None:
+    q, tel = _queue()
+    ran: list[str] = []
+
+    async def bad() -> None:
+        raise ValueError("nope")
+
+    async def good() -> None:
+        ran.append("good")
+
+    q.submit(ShadowJob(bad))
+    q.submit(ShadowJob(good))
+    await q.close()
+    assert ran == ["good"] and q.failed == 1 and tel.total("shadow.failed") == 1
+    assert "shadow job failed" in caplog.text
