@@ -27,6 +27,7 @@ from typing import Any
 import orjson
 
 from gateway.errors import UpstreamError, UpstreamStreamError, error_body
+from gateway.wire.anthropic_tables import ERROR_TYPES, FINISH_REASONS
 from gateway.wire.sse import DONE, SSEParser, encode_event
 
 __all__ = [
@@ -34,25 +35,6 @@ __all__ = [
     "message_to_chat", "models_to_openai", "stream_error", "usage_to_openai",
 ]
 
-FINISH_REASONS = {
-    "end_turn": "stop", "stop_sequence": "stop", "pause_turn": "stop",
-    "max_tokens": "length", "model_context_window_exceeded": "length",
-    "tool_use": "tool_calls", "refusal": "content_filter",
-}
-
-# Anthropic error type -> (OpenAI error type, code).
-_ERROR_TYPES: dict[str, tuple[str, str | None]] = {
-    "invalid_request_error": ("invalid_request_error", None),
-    "authentication_error": ("authentication_error", "invalid_api_key"),
-    "permission_error": ("permission_denied", "permission_denied"),
-    "not_found_error": ("invalid_request_error", "not_found"),
-    "request_too_large": ("invalid_request_error", "request_too_large"),
-    "rate_limit_error": ("rate_limit_error", "rate_limit_exceeded"),
-    "billing_error": ("billing_error", "billing_error"),
-    "api_error": ("server_error", "upstream_error"),
-    "overloaded_error": ("service_unavailable", "overloaded"),
-    "timeout_error": ("upstream_error", "upstream_timeout"),
-}
 
 
 # ---- response -----------------------------------------------------------------------------
@@ -118,7 +100,7 @@ def map_status(status: int) -> int:
 def _error(status: int, err: Any) -> dict[str, Any]:
     atype = err.get("type") if isinstance(err, dict) else None
     message = err.get("message") if isinstance(err, dict) else None
-    otype, code = _ERROR_TYPES.get(atype or "", ("upstream_error" if status >= 500
+    otype, code = ERROR_TYPES.get(atype or "", ("upstream_error" if status >= 500
                                                  else "invalid_request_error", atype))
     return error_body(str(message or f"anthropic upstream answered {status}"), otype, code)
 
@@ -144,7 +126,7 @@ def stream_error(event: dict[str, Any]) -> UpstreamError:
         err = {}
     atype = str(err.get("type") or "api_error")
     status = 503 if atype == "overloaded_error" else 502
-    code = _ERROR_TYPES.get(atype, ("", atype))[1] or atype
+    code = ERROR_TYPES.get(atype, ("", atype))[1] or atype
     return UpstreamError(str(err.get("message") or "anthropic stream error"), code=code,
                          status=status)
 

@@ -24,7 +24,7 @@ status type                      here also for
 The status a client gets is the gateway's own (a 503 stays a 503: the Anthropic SDK
 raises ``ServiceUnavailableError`` and retries it, as it does a 529). The type is taken
 from the OpenAI error's ``(type, code)`` where that pair is one the anthropic upstream's
-translator produces (:data:`gateway.upstream.anthropic_openai._ERROR_TYPES`, read
+translator produces (:data:`gateway.wire.anthropic_tables.ERROR_TYPES`, read
 backwards, so both directions share one table), else from the status.
 
 - :func:`error_body` / :func:`error_type` — the body and the type for a status.
@@ -41,7 +41,7 @@ from typing import Any
 import orjson
 
 from gateway.errors import GatewayError
-from gateway.upstream.anthropic_openai import _ERROR_TYPES
+from gateway.wire.anthropic_tables import ERROR_TYPES
 
 __all__ = ["ERROR_TYPES_BY_STATUS", "error_body", "error_event", "error_from_gateway",
            "error_from_openai", "error_type"]
@@ -54,7 +54,7 @@ ERROR_TYPES_BY_STATUS: Mapping[int, str] = {
 }
 
 _BY_OPENAI: Mapping[tuple[str, str | None], str] = {
-    pair: atype for atype, pair in _ERROR_TYPES.items() if pair[1] is not None}
+    pair: atype for atype, pair in ERROR_TYPES.items() if pair[1] is not None}
 """(OpenAI type, code) -> Anthropic type, for the pairs that name one type only."""
 
 _SNIPPET = 200

@@ -7,7 +7,7 @@ side is :mod:`gateway.wire.anthropic_messages`, streams
 - :func:`chat_to_message` — choice 0 -> a Message: content (or ``refusal``) -> a text
   block, ``tool_calls`` -> ``tool_use`` blocks (arguments that are not a JSON object ->
   ``{}``), ``finish_reason`` -> ``stop_reason`` (:data:`STOP_REASONS`: the inverse of
-  :data:`gateway.upstream.anthropic_openai.FINISH_REASONS`, so both directions share one
+  :data:`gateway.wire.anthropic_tables.FINISH_REASONS`, so both directions share one
   table), usage -> Anthropic usage (:func:`usage_to_anthropic`). ``reasoning_content``
   is not carried: a thinking block needs a signature only Anthropic can make.
 - :func:`block_message` — a blocked answer: the block message as the only text block,
@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 
 from gateway.errors import UpstreamError
-from gateway.upstream.anthropic_openai import FINISH_REASONS
+from gateway.wire.anthropic_tables import FINISH_REASONS
 
 __all__ = [
     "STOP_REASONS", "block_message", "chat_to_message", "message_id", "models_to_anthropic",

@@ -39,9 +39,9 @@ from typing import Any
 import orjson
 
 from gateway.errors import GatewayError, UpstreamError, UpstreamStreamError, UpstreamTruncated
-from gateway.wire.sse import SSEParser
 from gateway.wire.anthropic_errors import error_body, error_event, error_from_gateway, error_type
 from gateway.wire.anthropic_response import message_id, stop_reason, usage_to_anthropic
+from gateway.wire.sse import SSEParser
 
 __all__ = [
     "PING", "ChatStreamToMessages", "encode_event", "message_end_events", "message_events",

@@ -17,7 +17,7 @@ PURE = [
     "gateway/wire/anthropic_messages.py", "gateway/wire/anthropic_response.py",
     "gateway/wire/anthropic_stream.py",
 ]
-ALLOWED = {"orjson", "gateway.errors", "gateway.wire.sse", "gateway.upstream.anthropic_openai",
+ALLOWED = {"orjson", "gateway.errors", "gateway.wire.sse", "gateway.wire.anthropic_tables",
            "gateway.upstream.retry", "gateway.upstream.balancer",
            "gateway.wire.anthropic_errors", "gateway.wire.anthropic_response"}
 
@@ -40,4 +40,4 @@ def test_only_pure_imports(module: str) -> None:
 
 
 def test_the_check_can_fail() -> None:
-    assert "aiohttp" in imports(ROOT / "gateway/upstream/client.py")
+    assert "aiohttp" in imports(ROOT / "gateway/upstream/openai.py")
