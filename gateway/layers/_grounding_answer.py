@@ -14,7 +14,7 @@ from math import exp, log
 from typing import TYPE_CHECKING
 
 from gateway.layers._citation_pairs import marker_spans, norm
-from gateway.layers._grounding_sentence import SentenceCheck, check_analyzed
+from gateway.layers._grounding_sentence import SentenceCheck, check_analyzed, question_facts
 from gateway.text.answer import AnswerSentence, analyze_answer
 from gateway.text.index import TextIndex
 from gateway.text.tokens import content_words, tokenize
@@ -68,7 +68,8 @@ def check_answer(
     ctx.prefetch(f for f in forms.values() if f is not None)
     # The question is asked only about words the context lacks or has far away.
     qforms = _LazyForms(question) if question is not None else None
-    checks = [check_analyzed(s, t, w, ctx, forms, question, qforms, cfg)
+    qfacts = question_facts(question)
+    checks = [check_analyzed(s, t, w, ctx, forms, question, qforms, cfg, qfacts)
               for s, t, w in zip(sentences, tokens, word_sets, strict=True)]
     if not checks:
         return 1.0, []

@@ -15,8 +15,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from gateway.layers._grounding_facts import FactCheck, FactOptions, QuestionFacts, check_facts
 from gateway.text.answer import AnswerSentence
-from gateway.text.index import TextIndex
+from gateway.text.context_facts import context_facts
+from gateway.text.frames import clauses
+from gateway.text.index import Match, TextIndex
+from gateway.text.measures import sentence_measures
+from gateway.text.names import name_key, names_in
 from gateway.text.quantities import extract_quantities
 from gateway.text.tokens import (
     Span,
@@ -53,6 +58,8 @@ class SentenceCheck:
     """First/second person, no entity, number or date: chit-chat (weak evidence)."""
     source_id: str | None
     source_span: str | None
+    facts: list[FactCheck] | None = None
+    """The values, dates and names checked (see ``_grounding_facts``)."""
 
 
 # Possibility modals right before a negation: "this may not happen" hedges, it does not
@@ -77,6 +84,25 @@ def _in_name(start: int, end: int, entities: Sequence[Span]) -> bool:
     return any(e.start <= start and end <= e.end for e in entities)
 
 
+def question_facts(question: TextIndex | None) -> QuestionFacts | None:
+    """The question's values, dates and names (read once per answer)."""
+    if question is None:
+        return None
+    out = QuestionFacts()
+    for s in question.sentences:
+        dates, numbers = extract_quantities(s.text)
+        out.measures += sentence_measures(s.text, numbers, dates)
+        out.dates += dates
+        out.names += [k for k in (name_key(e.text) for e in entity_candidates(s.text)) if k]
+    return out
+
+
+def fact_options(cfg: GroundingConfig) -> FactOptions:
+    return FactOptions(window=cfg.contradiction_window, bind_min=cfg.bind_min,
+                       bind_ratio=cfg.bind_ratio, bind_margin=cfg.bind_margin,
+                       substitute_min=cfg.substitute_min)
+
+
 def check_sentence(
     text: str, ctx: TextIndex, question: TextIndex | None, cfg: GroundingConfig,
     entities: Sequence[Span] | None = None,
@@ -92,14 +118,15 @@ def check_sentence(
     tokens = tokenize(text)
     words = content_words(tokens)
     return check_analyzed(sentence, tokens, words, ctx, ctx.resolve_all(words),
-                  question, question.resolve_all(words) if question is not None else None, cfg)
+                          question, question.resolve_all(words) if question is not None
+                          else None, cfg, question_facts(question))
 
 
 def check_analyzed(
     sentence: AnswerSentence, tokens: list[str], words: set[str],
     ctx: TextIndex, forms: Mapping[str, str | None],
     question: TextIndex | None, qforms: Mapping[str, str | None] | None,
-    cfg: GroundingConfig,
+    cfg: GroundingConfig, qfacts: QuestionFacts | None = None,
 ) -> SentenceCheck:
     """:func:`check_sentence` on an analyzed sentence; ``forms`` / ``qforms`` are
     ``resolve_all`` of (at least) ``words`` on the context / question index."""
@@ -131,31 +158,33 @@ def check_analyzed(
             and not (qforms is not None and qforms[w] is not None)
         )
 
-    bad_values: list[str] = []
-    contradicted_value = False
     dates, numbers = sentence.dates, sentence.numbers
-    n_values = len(dates) + len(numbers)
-    # A value the context lacks contradicts it where a best-matching sentence states
-    # another of the same kind ("completed in 1899" vs "It was completed in 1889").
-    # Several of them: in a short context the best match is often a sibling sentence
-    # ("The Eiffel Tower is 330 m tall.") and the value sits in the next one.
-    near_ids = [m.sentence for m in matches[:cfg.contradiction_window]]
-    for d in dates:
-        if not (ctx.has_date(d) or (question is not None and question.has_date(d))):
-            bad_values.append(d.text)
-            if any(ctx.dates_of(i) for i in near_ids) and not (
-                    not any(ch.isdigit() for ch in d.text) and _in_name(d.start, d.end, entities)):
-                contradicted_value = True
-    for q in numbers:
-        if not (ctx.has_number(q) or (question is not None and question.has_number(q))):
-            bad_values.append(q.text)
-            if near_ids and not (
-                not any(ch.isdigit() for ch in q.text) and _in_name(q.start, q.end, entities)
-            ) and any(
-                n.kind == q.kind and (not q.unit or n.unit == q.unit)
-                for i in near_ids for n in ctx.numbers_of(i)
-            ):
-                contradicted_value = True
+    cf = context_facts(ctx)
+    names = names_in(text, entities, cf.proper()) if cf.proper() else list(entities)
+    measures = sentence_measures(text, numbers, dates)
+    aligned = _aligned(text, words, matches, ctx, forms)
+    facts = check_facts(text, measures, dates, names, ctx, cf, aligned, fact_options(cfg),
+                        qfacts)
+    n_values = len(dates) + len(measures)
+    bad_values = [f.text for f in facts if f.kind != "name"
+                  and f.status in ("unsupported", "contradicted")]
+    contradicted_value = any(f.status == "contradicted" for f in facts)
+    found_names = {f.text for f in facts if f.kind == "name" and f.status != "unsupported"}
+    if found_names:
+        bad_entities = [e for e in bad_entities if e not in found_names]
+    bad_entities += [f.text for f in facts if f.kind == "name" and f.status == "unsupported"
+                     and f.text not in bad_entities]
+    entities = tuple(names)
+    if facts:
+        # The words of a found value ("330 *metres*") are the value's, not claims of their own.
+        unit_words = _words_in(text, [(m.start, m.end) for m in measures
+                                      if any(f.text == m.text and f.status in
+                                             ("supported", "question", "derived")
+                                             for f in facts)])
+        if unit_words:
+            missing = [w for w in missing if w not in unit_words]
+            missing_set = set(missing)
+            far = [w for w in far if w not in unit_words]
 
     flip = (
         best is not None and match is not None
@@ -184,7 +213,32 @@ def check_analyzed(
         negation_flip=flip, opinion=_personal_opinion(tokens, len(entities), n_values),
         source_id=best.doc_id if best is not None else None,
         source_span=best.text if best is not None else None,
+        facts=facts,
     )
+
+
+def _aligned(text: str, words: set[str], matches: Sequence[Match], ctx: TextIndex,
+             forms: Mapping[str, str | None]) -> list[int]:
+    """Context sentences this one aligns with: its best matches, then each clause's two
+    best (a summary sentence merges facts from several places)."""
+    out = [m.sentence for m in matches]
+    parts = clauses(text)
+    if len(parts) > 1:
+        for a, b in parts:
+            cw = content_words(tokenize(text[a:b])) & words
+            if len(cw) < 2:
+                continue
+            for m in ctx.best_matches(cw, 2, forms):
+                if m.sentence not in out:
+                    out.append(m.sentence)
+    return out
+
+
+def _words_in(text: str, spans: Sequence[tuple[int, int]]) -> set[str]:
+    out: set[str] = set()
+    for a, b in spans:
+        out.update(tokenize(text[a:b]))
+    return out
 
 
 def _negation_flip(text: str, words: set[str], ctx_text: str, ctx_negated: bool,

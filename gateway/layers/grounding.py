@@ -104,6 +104,16 @@ class GroundingConfig(LayerConfig):
     contradiction_window: int = Field(2, ge=1)
     """A number or date the context lacks is *contradicted* (not just unsupported) when
     one of this many best-matching context sentences states another value of its kind."""
+    bind_min: float = Field(1.5, ge=0.0)
+    """Frame similarity (IDF-weighted shared words around a fact) a context slot holding
+    *another* value or name needs before it can contradict the answer's (wrong event,
+    swapped name)."""
+    bind_ratio: float = Field(1.4, ge=1.0)
+    bind_margin: float = Field(0.3, ge=0.0)
+    """That slot must beat ``bind_ratio`` x the best slot holding the answer's own value
+    (or date) plus ``bind_margin``."""
+    substitute_min: float = Field(2.0, ge=0.0)
+    """Frame similarity for a name the context lacks to count as put in another's place."""
     local_window: int = Field(3, ge=0)
     """Words must occur in one of this many best-matching context sentences (0: anywhere)."""
     use_question: bool = True
@@ -119,6 +129,7 @@ def _reason(c: SentenceCheck) -> str:
     parts = []
     if c.negation_flip:
         parts.append("negation differs from the best-matching context sentence")
+    parts += [f.why for f in c.facts or () if f.status == "contradicted" and f.why]
     if c.unsupported_values:
         parts.append("values not in context: " + ", ".join(c.unsupported_values))
     if c.unsupported_entities:

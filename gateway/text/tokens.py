@@ -39,6 +39,7 @@ __all__ = [
     "entity_candidates",
     "has_camel_glue",
     "has_negation",
+    "irregular_group",
     "negation_cues",
     "punct_to_space",
     "split_sentences",
@@ -187,6 +188,13 @@ _IRREGULAR_GROUPS = (
 _IRREGULAR: dict[str, str] = {
     form: group for group in _IRREGULAR_GROUPS for form in group.split()
 }
+
+
+def irregular_group(word: str) -> str | None:
+    """The first form of ``word``'s irregular group ("began" -> "begin", "men" -> "man"),
+    or ``None`` when it has none."""
+    group = _IRREGULAR.get(word)
+    return group.split(None, 1)[0] if group is not None else None
 
 
 @dataclass(slots=True, unsafe_hash=True)

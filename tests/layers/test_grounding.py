@@ -336,9 +336,15 @@ def test_a_wrong_value_is_contradicted_when_the_next_best_sentence_states_the_ri
     assert not wrong.passed and wrong.label == "contradicted", wrong.explanation
     right = run("The Eiffel Tower was completed in 1889.", context=context)
     assert right.passed and right.label == "supported", right.explanation
+    # Outside the window a wrong value is contradicted only through its frame: the
+    # context's 1889 is what was "completed" (binding, gateway.text.frames); a frame the
+    # context does not have leaves it unsupported.
     only_best = run("The Eiffel Tower was completed in 1899.", context=context,
                     contradiction_window=1)
-    assert only_best.label == "unsupported"
+    assert only_best.label == "contradicted" and "1889" in only_best.evidence[0].reason
+    unframed = run("The Eiffel Tower was repainted in 1899.", context=context,
+                   contradiction_window=1)
+    assert unframed.label == "unsupported", unframed.explanation
 
 
 @pytest.mark.parametrize("marker", ["[1]", "[^1]", "[Sundara 54.30]", "[Source: ctx]",

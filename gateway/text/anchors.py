@@ -1,0 +1,67 @@
+"""Anchors: the words right next to a name, compared position by position.
+
+A name put in another's place in a copied sentence keeps that sentence's words on
+at least one side: "*Lyon* is the capital of France" / "*Paris* is the capital and
+largest city"; "will join *Bluefin's* board" / "will join *Northwind's* board".
+:func:`anchor` counts, for the ``WIDTH`` tokens on each side of two mentions, the
+positions where both texts have the same token (stemmed; function words and
+punctuation included, since "of" and "," carry the structure), and
+:func:`anchored` says whether that is a copy rather than chance: two positions on one
+side, or one on each side, and at least one of them a content word. Pure.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from gateway.text.stem import stem
+from gateway.text.tokens import STOPWORDS
+
+__all__ = ["WIDTH", "Anchor", "anchor", "anchored"]
+
+WIDTH = 3
+_TOK = re.compile(r"[^\W_]+|[^\w\s]")
+
+
+@dataclass(frozen=True, slots=True)
+class Anchor:
+    left: int
+    right: int
+    content: int
+    """Matched positions holding a content word."""
+
+
+def _side(text: str, start: int, end: int, left: bool) -> list[str]:
+    if left:
+        toks = _TOK.findall(text[max(0, start - 80):start])
+        toks = toks[-WIDTH:][::-1]
+    else:
+        toks = _TOK.findall(text[end:end + 80])
+        if toks[:2] in (["'", "s"], ["’", "s"]):
+            toks = toks[2:]
+        toks = toks[:WIDTH]
+    return [stem(t.lower()) if t[0].isalnum() else t for t in toks]
+
+
+def anchor(a_text: str, a_start: int, a_end: int,
+           c_text: str, c_start: int, c_end: int) -> Anchor:
+    """Position-wise matches around mention ``a`` (in ``a_text``) and ``c``."""
+    left = right = content = 0
+    for is_left in (True, False):
+        xs = _side(a_text, a_start, a_end, is_left)
+        ys = _side(c_text, c_start, c_end, is_left)
+        for x, y in zip(xs, ys, strict=False):
+            if x == y:
+                if is_left:
+                    left += 1
+                else:
+                    right += 1
+                if x[0].isalnum() and x not in STOPWORDS and not x.isdigit():
+                    content += 1
+    return Anchor(left, right, content)
+
+
+def anchored(a: Anchor) -> bool:
+    """A copy's anchor: two positions on one side or one on each, one a content word."""
+    return a.content >= 1 and (a.left >= 2 or a.right >= 2 or (a.left and a.right) > 0)
