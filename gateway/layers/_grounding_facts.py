@@ -62,6 +62,7 @@ class FactCheck:
     question states it, and the context does not contradict it there) and ``derived``
     (computed from context values) count as supported."""
     why: str = ""
+    sim: float = 0.0
     binding: bool = False
     """Contradicted by binding (wrong event / swapped or substituted name), not by a
     value the context states in the same place."""
@@ -166,7 +167,8 @@ def _check_measure(f: Fact, a: Measure, cf: ContextFacts, aligned: Sequence[int]
             c = best[1].measure
             assert c is not None
             return FactCheck(a.text, "value", "contradicted",
-                             f"{a.text}: the context states {c.text} there", binding=True)
+                             f"{a.text}: the context states {c.text} there", binding=True,
+                             sim=best[0])
         return FactCheck(a.text, "value", "unsupported")
     return _bind(f, a.text, "value", cf, [c for _, c in conflicts],
                  [sid for sid, _ in matches[:MAX_SAME]],
@@ -198,7 +200,8 @@ def _check_date(f: Fact, d: DateRef, cf: ContextFacts, aligned: Sequence[int],
             c = best[1].date
             assert c is not None
             return FactCheck(d.text, "date", "contradicted",
-                             f"{d.text}: the context states {c.text} there", binding=True)
+                             f"{d.text}: the context states {c.text} there", binding=True,
+                             sim=best[0])
         return FactCheck(d.text, "date", "unsupported")
     return _bind(f, d.text, "date", cf, conflicts, matches[:MAX_SAME],
                  lambda c: c.date is not None and date_matches(d, [c.date]), opts, topic)

@@ -16,12 +16,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gateway.layers._grounding_facts import FactCheck, FactOptions, QuestionFacts, check_facts
+from gateway.layers._grounding_polarity import clause_flip
 from gateway.text.answer import AnswerSentence
 from gateway.text.context_facts import context_facts
 from gateway.text.frames import clauses
 from gateway.text.index import Match, TextIndex
 from gateway.text.measures import sentence_measures
 from gateway.text.names import name_key, names_in
+from gateway.text.polarity import contrast_spans, leading_particle
 from gateway.text.quantities import extract_quantities
 from gateway.text.tokens import (
     Span,
@@ -60,6 +62,8 @@ class SentenceCheck:
     source_span: str | None
     facts: list[FactCheck] | None = None
     """The values, dates and names checked (see ``_grounding_facts``)."""
+    negated_clause: str | None = None
+    """The context clause whose polarity differs (``negation_flip``)."""
 
 
 # Possibility modals right before a negation: "this may not happen" hedges, it does not
@@ -75,8 +79,22 @@ def _asserted_negation(text: str) -> bool:
     return any(not _HEDGE_BEFORE.search(text[: m.start()]) for m in negation_cues(text))
 
 
+_FIRST_PERSON = frozenset(["i", "i'm", "im", "me", "my", "mine", "we", "our", "us"])
+
+
 def _personal_opinion(tokens: Sequence[str], n_entities: int, n_values: int) -> bool:
     return n_entities == 0 and n_values == 0 and not _PERSONAL.isdisjoint(tokens)
+
+
+def _speaker(tokens: Sequence[str], n_entities: int, n_values: int) -> str | None:
+    """``"first"`` for a fact-free sentence about the speaker ("I do not like comedies":
+    an opinion, never a flip), ``"second"`` for one addressed to the user ("you do not
+    need to…": checked when a context clause covers it well), else ``None``."""
+    if n_entities or n_values:
+        return None
+    if not _FIRST_PERSON.isdisjoint(tokens):
+        return "first"
+    return "second" if not _PERSONAL.isdisjoint(tokens) else None
 
 
 def _in_name(start: int, end: int, entities: Sequence[Span]) -> bool:
@@ -132,10 +150,14 @@ def check_analyzed(
     ``resolve_all`` of (at least) ``words`` on the context / question index."""
     text = sentence.span.text
     entities = sentence.entities
+    _stance, claim_start = leading_particle(text)
+    contrasts = contrast_spans(text)
+    rejected = _words_in(text, contrasts) if contrasts else set()
     if qforms is None:
-        missing = sorted(w for w in words if forms[w] is None)
+        missing = sorted(w for w in words if forms[w] is None and w not in rejected)
     else:
-        missing = sorted(w for w in words if forms[w] is None and qforms[w] is None)
+        missing = sorted(w for w in words if forms[w] is None and qforms[w] is None
+                         and w not in rejected)
     missing_set = set(missing)
 
     bad_entities: list[str] = []
@@ -155,7 +177,7 @@ def check_analyzed(
         far = sorted(
             w for w in words
             if w not in missing_set and near.isdisjoint(variants(w))
-            and not (qforms is not None and qforms[w] is not None)
+            and not (qforms is not None and qforms[w] is not None) and w not in rejected
         )
 
     dates, numbers = sentence.dates, sentence.numbers
@@ -164,7 +186,7 @@ def check_analyzed(
     measures = sentence_measures(text, numbers, dates)
     aligned = _aligned(text, words, matches, ctx, forms)
     facts = check_facts(text, measures, dates, names, ctx, cf, aligned, fact_options(cfg),
-                        qfacts)
+                        qfacts, skip=contrasts)
     n_values = len(dates) + len(measures)
     bad_values = [f.text for f in facts if f.kind != "name"
                   and f.status in ("unsupported", "contradicted")]
@@ -186,12 +208,11 @@ def check_analyzed(
             missing_set = set(missing)
             far = [w for w in far if w not in unit_words]
 
-    flip = (
-        best is not None and match is not None
-        and not _personal_opinion(tokens, len(entities), n_values)
-        and _negation_flip(text, words, best.text, ctx.negated(match.sentence),
-                           match.coverage, cfg.negation_min_coverage)
-    )
+    flipped = clause_flip(text, claim_start, contrasts, cf,
+                          [m.sentence for m in matches[:cfg.contradiction_window]],
+                          cfg.negation_min_coverage,
+                          _speaker(tokens, len(entities), n_values))
+    flip = flipped is not None
     contradicted = flip or contradicted_value
     risk = (
         cfg.word_weight * ((len(missing) + len(far)) / len(words) if words else 0.0)
@@ -213,7 +234,7 @@ def check_analyzed(
         negation_flip=flip, opinion=_personal_opinion(tokens, len(entities), n_values),
         source_id=best.doc_id if best is not None else None,
         source_span=best.text if best is not None else None,
-        facts=facts,
+        facts=facts, negated_clause=flipped,
     )
 
 
@@ -239,23 +260,3 @@ def _words_in(text: str, spans: Sequence[tuple[int, int]]) -> set[str]:
     for a, b in spans:
         out.update(tokenize(text[a:b]))
     return out
-
-
-def _negation_flip(text: str, words: set[str], ctx_text: str, ctx_negated: bool,
-                   coverage: float, min_coverage: float) -> bool:
-    """One side negated, the other not, on the same proposition.
-
-    The answer adding a negation to a well-covered context sentence counts. The
-    context's negation counts only when its sentence is not much longer than the
-    answer's (a long context sentence usually negates some clause the answer left out).
-    """
-    if len(words) < 3 or coverage < min_coverage:
-        return False
-    negated = _asserted_negation(text)
-    if negated == ctx_negated:
-        return False
-    if negated:
-        return True
-    return len(content_words(tokenize(ctx_text))) <= 1.5 * len(words)
-
-

@@ -128,7 +128,8 @@ class GroundingConfig(LayerConfig):
 def _reason(c: SentenceCheck) -> str:
     parts = []
     if c.negation_flip:
-        parts.append("negation differs from the best-matching context sentence")
+        parts.append("negation differs from the context's "
+                     f"\"{(c.negated_clause or '')[:120]}\"")
     parts += [f.why for f in c.facts or () if f.status == "contradicted" and f.why]
     if c.unsupported_values:
         parts.append("values not in context: " + ", ".join(c.unsupported_values))

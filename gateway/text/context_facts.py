@@ -28,6 +28,7 @@ from gateway.text.frames import Filler, Slot, make_slots
 from gateway.text.index import TextIndex
 from gateway.text.measures import COUNT, Measure, sentence_measures
 from gateway.text.names import name_key, names_in, proper_words
+from gateway.text.polarity import Clause, clause_polarity, contrast_spans
 from gateway.text.quantities import DateRef, Quantity
 from gateway.text.stem import stem
 from gateway.text.tokens import STOPWORDS, Span, entity_candidates
@@ -116,6 +117,9 @@ class ContextFacts:
         self._slots: dict[int, list[Fact]] = {}
         self._idf: dict[str, float] = {}
         self._dated: list[tuple[int, DateRef]] | None = None
+        self._clauses: dict[int, list[Clause]] = {}
+        self._stem_idf: dict[str, float] = {}
+        self._stem_tokens: dict[str, list[str]] | None = None
         self._bases = [d.base for d in index.docs]
 
     def proper(self) -> frozenset[str]:
@@ -197,6 +201,14 @@ class ContextFacts:
             got = self._names[sid] = names_in(text, entity_candidates(text), self.proper())
         return got
 
+    def clauses(self, sid: int) -> list[Clause]:
+        """The clauses of sentence ``sid`` with their stems and negation."""
+        got = self._clauses.get(sid)
+        if got is None:
+            text = self.index.sentences[sid].text
+            got = self._clauses[sid] = clause_polarity(text, contrast_spans(text))
+        return got
+
     def slots(self, sid: int) -> list[Fact]:
         """Every fact of sentence ``sid`` with its frame."""
         got = self._slots.get(sid)
@@ -220,6 +232,22 @@ class ContextFacts:
                 continue
             df = len(self.index.posting(tok)) or 1
             idf[key] = log((n + 1) / df) + 1.0
+
+    def stem_idf(self, key: str) -> float:
+        """IDF of a word stem over the context's sentences (a stem it lacks: the maximum)."""
+        got = self._stem_idf.get(key)
+        if got is None:
+            if self._stem_tokens is None:
+                by: dict[str, list[str]] = {}
+                for tok in self.index.vocab:
+                    if tok not in STOPWORDS:
+                        by.setdefault(stem(tok), []).append(tok)
+                self._stem_tokens = by
+            n = len(self.index.sentences)
+            df = max((len(self.index.posting(t)) for t in self._stem_tokens.get(key, ())),
+                     default=0)
+            got = self._stem_idf[key] = log((n + 1) / max(1, df)) + 1.0
+        return got
 
     def idf(self, key: str) -> float:
         """IDF of a frame key (values and dates: ``VALUE_IDF``)."""

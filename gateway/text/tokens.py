@@ -67,6 +67,7 @@ thing things something anything everything nothing one ones lot lots kind sort w
 many several various another others still already again always never often sometimes
 here there now today yesterday tomorrow also too very much more most less least
 good great nice cool awesome fun interesting favorite favourite
+about approximately approx around roughly nearly almost circa
 """.split())
 # fmt: on
 
@@ -161,7 +162,8 @@ _OPENERS: frozenset[str] = STOPWORDS | frozenset(
     "fortunately interestingly apparently recently currently today yesterday tomorrow "
     "many most some several few all both each every this that these those there here it "
     "his her their our my your its one two three four five first second last next another "
-    "in on at by for from with of to as".split()
+    "in on at by for from with of to as about approximately around roughly nearly almost "
+    "just over under up only".split()
 )
 
 
