@@ -68,7 +68,7 @@ def check_answer(
     ctx.prefetch(f for f in forms.values() if f is not None)
     # The question is asked only about words the context lacks or has far away.
     qforms = _LazyForms(question) if question is not None else None
-    qfacts = question_facts(question)
+    qfacts = question_facts(question, ctx, cfg)
     checks = [check_analyzed(s, t, w, ctx, forms, question, qforms, cfg, qfacts)
               for s, t, w in zip(sentences, tokens, word_sets, strict=True)]
     if not checks:

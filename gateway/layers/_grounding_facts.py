@@ -33,13 +33,22 @@ from dataclasses import dataclass, field
 
 from gateway.text.anchors import Anchor, anchor, anchored
 from gateway.text.context_facts import ContextFacts, Fact, sentence_slots
+from gateway.text.derive import derivations, operands_of
 from gateway.text.frames import slot_similarity
 from gateway.text.index import TextIndex
-from gateway.text.measures import CONFLICT, COUNT, MATCH, Measure, relation
+from gateway.text.measures import (
+    CONFLICT,
+    COUNT,
+    MATCH,
+    Measure,
+    relation,
+    sentence_measures,
+    years_as_measures,
+)
 from gateway.text.names import acronym_of, name_class, name_key, same_name
-from gateway.text.quantities import DateRef, date_matches
+from gateway.text.quantities import DateRef, date_matches, extract_quantities
 from gateway.text.stem import stem
-from gateway.text.tokens import Span
+from gateway.text.tokens import Span, entity_candidates, split_sentences
 
 __all__ = ["FactCheck", "FactOptions", "QuestionFacts", "check_facts"]
 
@@ -75,6 +84,49 @@ class QuestionFacts:
     measures: list[Measure] = field(default_factory=list)
     dates: list[DateRef] = field(default_factory=list)
     names: list[frozenset[str]] = field(default_factory=list)
+    false: list[Measure] = field(default_factory=list)
+    """Values the question asserts and the context contradicts ("The rent is €1,650")."""
+
+    def support(self, a: Measure) -> bool:
+        """Whether a value the question states, and the context does not contradict,
+        matches ``a``."""
+        return any(relation(a, q) == MATCH for q in self.measures
+                   if not any(q is f for f in self.false))
+
+
+_HYPOTHETICAL = re.compile(r"(?:\b(?:an?|per|each|every|say|if|like|of|suppose)\s*|[$£€¥])$",
+                           re.IGNORECASE)
+
+
+def question_facts(text: str, cf: ContextFacts, opts: FactOptions) -> QuestionFacts:
+    """The question's facts; a value it asserts ("The rent is €1,650") that the context
+    states otherwise in the same frame is marked false (a premise, not evidence)."""
+    out = QuestionFacts()
+    for span in split_sentences(text):
+        s = span.text
+        dates, numbers = extract_quantities(s)
+        measures = sentence_measures(s, numbers, dates)
+        dates = years_as_measures(s, dates)[0]
+        names = entity_candidates(s)
+        out.measures += measures
+        out.dates += dates
+        out.names += [k for k in (name_key(n.text) for n in names) if k]
+        for f in sentence_slots(s, measures, dates, names):
+            m = f.measure
+            if m is None or _HYPOTHETICAL.search(s[max(0, m.start - 9):m.start].rstrip()
+                                                  + (" " if m.start else "")):
+                continue
+            cands = cf.by_dim().get(m.base_dim, ())
+            if any(relation(m, c) == MATCH for _, c in cands):
+                continue
+            rivals = [c for sid in sorted({sid for sid, c in cands
+                                           if relation(m, c) == CONFLICT})[:MAX_SAME]
+                      for c in cf.slots(sid)
+                      if c.measure is not None and relation(m, c.measure) == CONFLICT]
+            best = _best(cf, f, rivals, ())
+            if best is not None and best[0] >= opts.bind_min:
+                out.false.append(m)
+    return out
 
 
 @dataclass(slots=True)
@@ -152,10 +204,12 @@ def _check_measure(f: Fact, a: Measure, cf: ContextFacts, aligned: Sequence[int]
                  and _noun_ok(a, c.measure, nouns)
                  and not any(relation(o, c.measure) == MATCH for o in others)]
     if not matches:
+        derived = _derived(a, cf, aligned, others, question)
+        if derived is not None:
+            return derived
         near = set(aligned[:opts.window])
         direct = [c for sid, c in conflicts if sid in near]
-        if question is not None and any(relation(a, q) == MATCH for q in question.measures) \
-                and not direct:
+        if question is not None and question.support(a) and not direct:
             return FactCheck(a.text, "value", "question")
         if direct:
             c = direct[0].measure
@@ -174,6 +228,32 @@ def _check_measure(f: Fact, a: Measure, cf: ContextFacts, aligned: Sequence[int]
                  [sid for sid, _ in matches[:MAX_SAME]],
                  lambda c: c.measure is not None and relation(a, c.measure) == MATCH,
                  opts, topic)
+
+
+DERIVE_FROM = 5
+"""Aligned context sentences whose values may be operands of a derived value."""
+
+
+def _derived(a: Measure, cf: ContextFacts, aligned: Sequence[int], others: Sequence[Measure],
+             question: QuestionFacts | None) -> FactCheck | None:
+    """``a`` computed from stated values: ``derived``; computed only from a value of the
+    question that the context contradicts: ``contradicted`` (a false premise accepted)."""
+    sids = list(aligned[:DERIVE_FROM])
+    ops = operands_of([m for sid in sids for m in cf.measures(sid)], "context")
+    ops += operands_of(others, "answer")
+    if question is not None:
+        ops += operands_of(question.measures, "question")
+    dates = [d for sid in sids for d in cf.dates(sid)]
+    found = derivations(a, ops, dates)
+    if not found:
+        return None
+    false = {m.text for m in question.false} if question is not None else set()
+    if all(any(o.origin == "question" and o.text in false for o in d.operands) for d in found):
+        bad = next(o.text for o in found[0].operands if o.text in false)
+        return FactCheck(a.text, "value", "contradicted",
+                         f"{a.text} follows from the question's {bad}, which the context "
+                         "contradicts")
+    return FactCheck(a.text, "value", "derived")
 
 
 def _check_date(f: Fact, d: DateRef, cf: ContextFacts, aligned: Sequence[int],

@@ -16,13 +16,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gateway.layers._grounding_facts import FactCheck, FactOptions, QuestionFacts, check_facts
+from gateway.layers._grounding_facts import question_facts as read_question
 from gateway.layers._grounding_polarity import clause_flip
 from gateway.text.answer import AnswerSentence
 from gateway.text.context_facts import context_facts
 from gateway.text.frames import clauses
 from gateway.text.index import Match, TextIndex
-from gateway.text.measures import sentence_measures
-from gateway.text.names import name_key, names_in
+from gateway.text.measures import sentence_measures, years_as_measures
+from gateway.text.names import names_in
 from gateway.text.polarity import contrast_spans, leading_particle
 from gateway.text.quantities import extract_quantities
 from gateway.text.tokens import (
@@ -102,17 +103,13 @@ def _in_name(start: int, end: int, entities: Sequence[Span]) -> bool:
     return any(e.start <= start and end <= e.end for e in entities)
 
 
-def question_facts(question: TextIndex | None) -> QuestionFacts | None:
+def question_facts(question: TextIndex | None, ctx: TextIndex,
+                   cfg: GroundingConfig) -> QuestionFacts | None:
     """The question's values, dates and names (read once per answer)."""
     if question is None:
         return None
-    out = QuestionFacts()
-    for s in question.sentences:
-        dates, numbers = extract_quantities(s.text)
-        out.measures += sentence_measures(s.text, numbers, dates)
-        out.dates += dates
-        out.names += [k for k in (name_key(e.text) for e in entity_candidates(s.text)) if k]
-    return out
+    return read_question(" ".join(s.text for s in question.sentences), context_facts(ctx),
+                         fact_options(cfg))
 
 
 def fact_options(cfg: GroundingConfig) -> FactOptions:
@@ -137,7 +134,7 @@ def check_sentence(
     words = content_words(tokens)
     return check_analyzed(sentence, tokens, words, ctx, ctx.resolve_all(words),
                           question, question.resolve_all(words) if question is not None
-                          else None, cfg, question_facts(question))
+                          else None, cfg, question_facts(question, ctx, cfg))
 
 
 def check_analyzed(
@@ -184,6 +181,7 @@ def check_analyzed(
     cf = context_facts(ctx)
     names = names_in(text, entities, cf.proper()) if cf.proper() else list(entities)
     measures = sentence_measures(text, numbers, dates)
+    dates = tuple(years_as_measures(text, dates)[0])
     aligned = _aligned(text, words, matches, ctx, forms)
     facts = check_facts(text, measures, dates, names, ctx, cf, aligned, fact_options(cfg),
                         qfacts, skip=contrasts)

@@ -26,7 +26,7 @@ from math import log
 
 from gateway.text.frames import Filler, Slot, make_slots
 from gateway.text.index import TextIndex
-from gateway.text.measures import COUNT, Measure, sentence_measures
+from gateway.text.measures import COUNT, Measure, sentence_measures, years_as_measures
 from gateway.text.names import name_key, names_in, proper_words
 from gateway.text.polarity import Clause, clause_polarity, contrast_spans
 from gateway.text.quantities import DateRef, Quantity
@@ -69,8 +69,10 @@ def sentence_slots(text: str, measures: Sequence[Measure], dates: Sequence[DateR
     11") belongs to the name; a count without a noun or unit inside a date is dropped."""
     fillers: list[Filler] = []
     made: list[tuple[str, object]] = []
-    # A date wins over a name written with it ("January 1887" is no entity).
-    names = [n for n in names if not any(n.start < d.end and d.start < n.end for d in dates)]
+    # A date wins over a name written with it ("January 1887" is no entity), and so does
+    # a measure over a unit symbol read as a name ("80 Nm", "18 V").
+    names = [n for n in names if not any(n.start < d.end and d.start < n.end for d in dates)
+             and not any(m.start <= n.start and n.end <= m.end for m in measures)]
     spans = [(n.start, n.end) for n in names]
 
     def inside(s: int, e: int) -> bool:
@@ -138,7 +140,7 @@ class ContextFacts:
         got = self._measures.get(sid)
         if got is None:
             numbers, dates = self.index.numbers_of(sid), self.index.dates_of(sid)
-            if not numbers:
+            if not numbers and not dates:
                 got = []
             else:
                 off = self._offset(sid)
@@ -158,7 +160,8 @@ class ContextFacts:
         if not dates:
             return []
         off = self._offset(sid)
-        return [_shift(d, off) for d in dates]
+        return years_as_measures(self.index.sentences[sid].text,
+                                 [_shift(d, off) for d in dates])[0]
 
     def by_dim(self) -> dict[str, list[tuple[int, Measure]]]:
         """Every measure of the context, grouped by its dimension (without a rate's

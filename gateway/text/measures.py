@@ -31,7 +31,7 @@ from gateway.text.quantities import DateRef, Quantity
 from gateway.text.units import Unit, read_unit, unit_named
 
 __all__ = ["CONFLICT", "MATCH", "UNRELATED", "Measure", "measure_of", "relation",
-           "sentence_measures", "value_text"]
+           "sentence_measures", "value_text", "years_as_measures"]
 
 MATCH, CONFLICT, UNRELATED = 1, -1, 0
 
@@ -80,7 +80,7 @@ _LOWER = re.compile(
     r"higher\s+than|longer\s+than|beyond)|>|≥|>=)\s*$", re.IGNORECASE)
 _UPPER = re.compile(
     r"(?:\b(?:(?:no|not)\s+more\s+than|up\s+to|under|below|less\s+than|fewer\s+than|"
-    r"at\s+most|within|a\s+maximum\s+of|maximum(?:\s+of)?|max\.?|no\s+later\s+than|"
+    r"at\s+most|within|inside|a\s+maximum\s+of|maximum(?:\s+of)?|max\.?|no\s+later\s+than|"
     r"shorter\s+than|lower\s+than|not\s+exceeding|a\s+max(?:imum)?\s+of)|<|≤|<=)\s*$",
     re.IGNORECASE)
 _NOT_MORE = re.compile(r"\b(?:not|never|no)\b(?:\s+\w+){0,2}\s+(?:more|over|above|exceed\w*|"
@@ -243,10 +243,34 @@ def _extras(text: str, taken: Sequence[tuple[int, int]]) -> list[Measure]:
     return out
 
 
+def years_as_measures(text: str, dates: Sequence[DateRef]) -> tuple[list[DateRef],
+                                                                     list[Measure]]:
+    """A bare "year" followed by a unit is a quantity: "up to 1000 V", "1500 kg"."""
+    kept: list[DateRef] = []
+    out: list[Measure] = []
+    for d in dates:
+        if d.month is None and d.day is None and not d.decade and d.year is not None:
+            got = read_unit(text, d.end)
+            if got is not None and not got[0].dim.startswith("time"):
+                unit, end = got
+                approx, bound = _qualifier(text, d.start, end)
+                v = float(d.year)
+                out.append(Measure(v, v * unit.factor, unit.dim, unit, "", text[d.start:end],
+                                   d.start, end, _sig_int(d.year), approx, bound))
+                continue
+        kept.append(d)
+    return kept, out
+
+
+def _sig_int(n: int) -> int:
+    return len(str(abs(n)).strip("0")) or 1
+
+
 def sentence_measures(text: str, numbers: Iterable[Quantity],
                       dates: Iterable[DateRef] = ()) -> list[Measure]:
     """Every measure of ``text`` (whose ``numbers`` and ``dates`` were found in it), in
-    text order: clock times replace the numbers they are written with."""
+    text order: clock times replace the numbers they are written with; a "year" with a
+    unit after it (:func:`years_as_measures`) is a measure, the caller drops it as a date."""
     clocks = _clocks(text) if (":" in text or "m" in text or "noon" in text
                                or "midnight" in text) else []
     out: list[Measure] = []
@@ -256,10 +280,13 @@ def sentence_measures(text: str, numbers: Iterable[Quantity],
         out.append(measure_of(text, q))
     if len(out) > 1:
         _inherit_ranges(text, out)
+    dates = list(dates)
+    dates, years = years_as_measures(text, dates)
+    out += years
     taken = [(m.start, m.end) for m in out] + [(d.start, d.end) for d in dates] + \
         [(c.start, c.end) for c in clocks]
     extra = _extras(text, taken) + clocks
-    if extra:
+    if extra or years:
         out = sorted(out + extra, key=lambda m: m.start)
     return out
 
@@ -312,7 +339,7 @@ def relation(a: Measure, c: Measure) -> int:
             a.approx and a.sig <= 2 and abs(a.value - c.value) <= 0.1 * abs(c.value))
         if same:
             return CONFLICT if a.bound and c.bound and a.bound != c.bound else MATCH
-        if a.bound == 1 and not c.bound and c.value > a.value and a.sig <= 2:
+        if not c.bound and _within_bound(a, c.value):
             return MATCH
         return CONFLICT
     factor_a = a.unit.factor if a.unit is not None else 1.0
@@ -328,9 +355,18 @@ def relation(a: Measure, c: Measure) -> int:
         if a.bound and c.bound and a.bound != c.bound:
             return CONFLICT  # "over $50" vs "under $50"
         return MATCH
-    if a.bound == 1 and not c.bound and cv > a.value and a.sig <= 2:
-        return MATCH  # "more than $100 billion" for $120 billion
+    if not c.bound and not converted and _within_bound(a, cv):
+        return MATCH  # "more than $100 billion" for $120 billion, "within 2 hours" for 97 min
     return CONFLICT
+
+
+def _within_bound(a: Measure, cv: float) -> bool:
+    """A bound the context's value satisfies, and that is no wild understatement."""
+    if a.bound == 1:
+        return a.value < cv <= 2 * a.value
+    if a.bound == -1:
+        return 0.5 * a.value <= cv < a.value
+    return False
 
 
 def _per_factor(m: Measure) -> float:

@@ -131,7 +131,7 @@ _TABLE: tuple[tuple[str, float, str, bool, str, str], ...] = (
     ("length/time", 0.514444, "kn", False, "kn kt kts", "knot knots"),
     ("temperature", 1.0, "°C", False, "°C ℃ ºC", "celsius centigrade"),
     ("temperature_f", 1.0, "°F", False, "°F ℉ ºF", "fahrenheit"),
-    ("temperature_k", 1.0, "K", False, "K", "kelvin"),
+    ("temperature_k", 1.0, "K", False, "", "kelvin"),
     ("currency:$", 1.0, "$", False, "USD US$", "dollar dollars"),
     ("currency:$", 0.01, "¢", False, "¢", "cent cents"),
     ("currency:€", 1.0, "€", False, "EUR", "euro euros"),
