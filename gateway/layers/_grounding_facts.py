@@ -169,7 +169,8 @@ def check_facts(
         if any(a <= s.start and s.end <= b for a, b in skip):
             continue
         if f.measure is not None:
-            others = [m for m in measures if m is not f.measure]
+            others = [m for m in measures if m is not f.measure
+                      and not any(a <= m.start and m.end <= b for a, b in skip)]
             out.append(_check_measure(f, f.measure, cf, aligned, opts, question, topic,
                                       others))
         elif f.date is not None:
@@ -216,7 +217,8 @@ def _check_measure(f: Fact, a: Measure, cf: ContextFacts, aligned: Sequence[int]
             assert c is not None
             return FactCheck(a.text, "value", "contradicted",
                              f"{a.text}: the context states {c.text}")
-        best = _best(cf, f, [c for _, c in conflicts], topic)
+        # A value the context lacks is bound by its own frame only (not the question's).
+        best = _best(cf, f, [c for _, c in conflicts], ())
         if best is not None and best[0] >= opts.bind_min:
             c = best[1].measure
             assert c is not None
@@ -275,7 +277,7 @@ def _check_date(f: Fact, d: DateRef, cf: ContextFacts, aligned: Sequence[int],
             assert c is not None
             return FactCheck(d.text, "date", "contradicted",
                              f"{d.text}: the context states {c.text}")
-        best = _best(cf, f, conflicts, topic)
+        best = _best(cf, f, conflicts, ())
         if best is not None and best[0] >= opts.bind_min:
             c = best[1].date
             assert c is not None
@@ -439,7 +441,10 @@ def _bind(f: Fact, text: str, kind: str, cf: ContextFacts, competitors: Sequence
     if comp is None or comp[0] < opts.bind_min:
         return FactCheck(text, kind, "supported")
     same = _best_same(cf, f, same_sids, is_same, topic)
-    if comp[0] >= opts.bind_ratio * same + opts.bind_margin:
+    ratio = opts.bind_ratio
+    if topic and _sim(cf, f, comp[1], ()) < opts.bind_min:
+        ratio = 2 * opts.bind_ratio  # bound through the question's words only: weaker
+    if comp[0] >= ratio * same + opts.bind_margin:
         other = comp[1]
         what = (other.measure.text if other.measure is not None else
                 other.date.text if other.date is not None else

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from gateway.text.antonyms import opposed
 from gateway.text.context_facts import ContextFacts
 from gateway.text.polarity import Clause, clause_polarity, flip_by_prefix
 
@@ -33,11 +34,13 @@ def _coverage(a: Clause, c: Clause, idf: Callable[[str], float]) -> float:
     prefix negation counting as the word); 0 when more than one of its lower-case words
     (what it says about its names) is missing, or any when it has fewer than three."""
     have = c.stems | c.neg_stems
-    missing_plain = sum(1 for s in a.plain if s not in have)
+    missing_plain = sum(1 for s in a.plain if s not in have and s not in a.dir_stems)
     if missing_plain > (1 if len(a.plain) >= 3 else 0):
         return 0.0
     total = hit = 0.0
     for s in a.stems:
+        if s in a.dir_stems and s not in have:
+            continue  # "fell" against "up": the direction is compared on its own
         w = idf(s)
         total += w
         if s in have:
@@ -53,6 +56,10 @@ def clause_flip(text: str, start: int, skip: list[tuple[int, int]], cf: ContextF
         return None
     context = [c for sid in sids for c in cf.clauses(sid)]
     texts = {id(c): cf.index.sentences[sid].text for sid in sids for c in cf.clauses(sid)}
+    # Directions are compared with the clause's whole sentence: "revenue of $4.2 billion,
+    # up 8 %" puts the direction in a clause of its own.
+    dirs = {id(c): frozenset().union(*(d.dirs for d in cf.clauses(sid)))
+            for sid in sids for c in cf.clauses(sid)}
     for a in clause_polarity(text, skip, start):
         if len(a.stems) < 2:
             continue
@@ -66,6 +73,9 @@ def clause_flip(text: str, start: int, skip: list[tuple[int, int]], cf: ContextF
         cov, _, c = best
         if personal == "second" and cov < _OPINION_COVERAGE:
             continue
+        group = opposed(a.dirs, dirs[id(c)])
+        if group is not None:
+            return texts[id(c)][c.start:c.end]
         differ = (a.negated != c.negated) != flip_by_prefix(a, c)
         if not differ:
             continue

@@ -24,6 +24,7 @@ from gateway.text.frames import clauses
 from gateway.text.index import Match, TextIndex
 from gateway.text.measures import sentence_measures, years_as_measures
 from gateway.text.names import names_in
+from gateway.text.phatic import PHATIC_WORDS, is_phatic
 from gateway.text.polarity import contrast_spans, leading_particle
 from gateway.text.quantities import extract_quantities
 from gateway.text.tokens import (
@@ -65,6 +66,10 @@ class SentenceCheck:
     """The values, dates and names checked (see ``_grounding_facts``)."""
     negated_clause: str | None = None
     """The context clause whose polarity differs (``negation_flip``)."""
+    premise: str | None = None
+    """Why its opening "Yes"/"No" contradicts the context (``_grounding_premise``)."""
+    anchored: bool = False
+    """It states values or names, and the context has every one of them."""
 
 
 # Possibility modals right before a negation: "this may not happen" hedges, it does not
@@ -120,7 +125,7 @@ def fact_options(cfg: GroundingConfig) -> FactOptions:
 
 def check_sentence(
     text: str, ctx: TextIndex, question: TextIndex | None, cfg: GroundingConfig,
-    entities: Sequence[Span] | None = None,
+    entities: Sequence[Span] | None = None, *, opinions: bool = True,
 ) -> SentenceCheck:
     """Check one answer sentence against the context index (and question index).
 
@@ -134,7 +139,8 @@ def check_sentence(
     words = content_words(tokens)
     return check_analyzed(sentence, tokens, words, ctx, ctx.resolve_all(words),
                           question, question.resolve_all(words) if question is not None
-                          else None, cfg, question_facts(question, ctx, cfg))
+                          else None, cfg, question_facts(question, ctx, cfg),
+                          opinions=opinions)
 
 
 def check_analyzed(
@@ -142,6 +148,7 @@ def check_analyzed(
     ctx: TextIndex, forms: Mapping[str, str | None],
     question: TextIndex | None, qforms: Mapping[str, str | None] | None,
     cfg: GroundingConfig, qfacts: QuestionFacts | None = None,
+    topic: Sequence[tuple[str, float]] = (), *, opinions: bool = True,
 ) -> SentenceCheck:
     """:func:`check_sentence` on an analyzed sentence; ``forms`` / ``qforms`` are
     ``resolve_all`` of (at least) ``words`` on the context / question index."""
@@ -182,10 +189,16 @@ def check_analyzed(
     names = names_in(text, entities, cf.proper()) if cf.proper() else list(entities)
     measures = sentence_measures(text, numbers, dates)
     dates = tuple(years_as_measures(text, dates)[0])
-    aligned = _aligned(text, words, matches, ctx, forms)
+    aligned = _aligned(text, words, matches, ctx, forms, _question_words(question) if topic else frozenset())
     facts = check_facts(text, measures, dates, names, ctx, cf, aligned, fact_options(cfg),
-                        qfacts, skip=contrasts)
+                        qfacts, topic, skip=contrasts)
     n_values = len(dates) + len(measures)
+    if len(ctx.sentences) > cfg.long_context_sentences:
+        # In a long document a competing slot turns up by chance: binding (wrong event,
+        # swapped name) is only weak evidence there, like an unsupported value.
+        for f in facts:
+            if f.status == "contradicted" and f.binding:
+                f.status = "unsupported"
     bad_values = [f.text for f in facts if f.kind != "name"
                   and f.status in ("unsupported", "contradicted")]
     contradicted_value = any(f.status == "contradicted" for f in facts)
@@ -197,19 +210,31 @@ def check_analyzed(
     entities = tuple(names)
     if facts:
         # The words of a found value ("330 *metres*") are the value's, not claims of their own.
-        unit_words = _words_in(text, [(m.start, m.end) for m in measures
-                                      if any(f.text == m.text and f.status in
+        found = [m for m in measures if any(f.text == m.text and f.status in
                                              ("supported", "question", "derived")
-                                             for f in facts)])
+                                             for f in facts)]
+        unit_words = _words_in(text, [(m.start, m.end) for m in found])
+        unit_words |= {m.noun for m in found if m.noun}  # "eight *people*" ~ "8 persons"
         if unit_words:
             missing = [w for w in missing if w not in unit_words]
             missing_set = set(missing)
             far = [w for w in far if w not in unit_words]
 
+    # Friendly formulas ("Glad it helped!", "Safe travels.") state nothing: their own
+    # words are no claims, the rest of such a sentence weighs like an opinion.
+    phatic = (n_values == 0 and not bad_entities and not contradicted_value
+              and is_phatic(words - rejected))
+    if phatic:
+        missing = [w for w in missing if w not in PHATIC_WORDS]
+        far = [w for w in far if w not in PHATIC_WORDS]
+        missing_set = set(missing)
+    # A sentence whose values and names are all found is anchored in the context: words
+    # it adds are most likely paraphrase ("finished on 31 March 1889").
+    anchored = bool(facts) and all(f.status in ("supported", "derived") for f in facts)
     flipped = clause_flip(text, claim_start, contrasts, cf,
                           [m.sentence for m in matches[:cfg.contradiction_window]],
                           cfg.negation_min_coverage,
-                          _speaker(tokens, len(entities), n_values))
+                          _speaker(tokens, len(entities), n_values) if opinions else None)
     flip = flipped is not None
     contradicted = flip or contradicted_value
     risk = (
@@ -229,7 +254,9 @@ def check_analyzed(
         text=text, status=status, risk=risk, weight=max(1, len(words)),
         unsupported_words=missing, distant_words=far, unsupported_entities=bad_entities,
         unsupported_values=bad_values, n_entities=len(entities), n_values=n_values,
-        negation_flip=flip, opinion=_personal_opinion(tokens, len(entities), n_values),
+        negation_flip=flip,
+        opinion=phatic or _personal_opinion(tokens, len(entities), n_values),
+        anchored=anchored,
         source_id=best.doc_id if best is not None else None,
         source_span=best.text if best is not None else None,
         facts=facts, negated_clause=flipped,
@@ -237,10 +264,17 @@ def check_analyzed(
 
 
 def _aligned(text: str, words: set[str], matches: Sequence[Match], ctx: TextIndex,
-             forms: Mapping[str, str | None]) -> list[int]:
+             forms: Mapping[str, str | None],
+             asked: set[str] | frozenset[str] = frozenset()) -> list[int]:
     """Context sentences this one aligns with: its best matches, then each clause's two
-    best (a summary sentence merges facts from several places)."""
+    best (a summary sentence merges facts from several places); for a short answer also
+    the two best for its words with the question's ("Around 1450." to "When was the
+    Bible completed?")."""
     out = [m.sentence for m in matches]
+    if asked:
+        for m in ctx.best_matches(words | asked, 2):
+            if m.sentence not in out:
+                out.append(m.sentence)
     parts = clauses(text)
     if len(parts) > 1:
         for a, b in parts:
@@ -251,6 +285,13 @@ def _aligned(text: str, words: set[str], matches: Sequence[Match], ctx: TextInde
                 if m.sentence not in out:
                     out.append(m.sentence)
     return out
+
+
+def _question_words(question: TextIndex | None) -> frozenset[str]:
+    """The content words of the question's last sentence."""
+    if question is None or not question.sentences:
+        return frozenset()
+    return frozenset(content_words(question.sentences[-1].tokens))
 
 
 def _words_in(text: str, spans: Sequence[tuple[int, int]]) -> set[str]:

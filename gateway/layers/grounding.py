@@ -83,6 +83,8 @@ class GroundingConfig(LayerConfig):
     """Unsupported-word counts saturate on this scale: ``1 - exp(-count / count_scale)``."""
     rare_weight: float = Field(0.5, ge=0.0)
     """Extra weight of unsupported *long* words (rare-looking: names, terms)."""
+    name_rarity: float = Field(0.0, ge=0.0)
+    """Each unsupported name counts this much among the rare-looking specifics."""
     rare_min_length: int = Field(7, ge=1)
     """Letters from which an unsupported word counts as rare-looking."""
     contradiction_boost: float = Field(2.0, ge=0.0)
@@ -91,6 +93,9 @@ class GroundingConfig(LayerConfig):
     opinion_weight: float = Field(0.25, ge=0.0, le=1.0)
     """Weight of unsupported words in first/second-person sentences without entities,
     numbers or dates ("I hope you enjoy it"): chit-chat, weak evidence."""
+    anchored_word_weight: float = Field(0.5, ge=0.0, le=1.0)
+    """Weight of unsupported words in a sentence whose values and names the context all
+    has (mostly paraphrase: "finished on 31 March 1889")."""
     length_allowance: float = Field(1.5, ge=0.0)
     """Evidence a faithful answer may carry by chance, per unit of answer/context length
     ratio (characters, capped at 1): an answer as long as its context must add words."""
@@ -114,6 +119,12 @@ class GroundingConfig(LayerConfig):
     (or date) plus ``bind_margin``."""
     substitute_min: float = Field(2.0, ge=0.0)
     """Frame similarity for a name the context lacks to count as put in another's place."""
+    long_context_boost: float = Field(0.0, ge=0.0)
+    """``contradiction_boost`` for a context of more than ``long_context_sentences``."""
+    long_context_sentences: int = Field(12, ge=1)
+    """Above this many context sentences binding contradictions (a value on another
+    event, a swapped or substituted name) count as weak evidence only: in a long
+    document a competing slot turns up by chance (HaluEval dev summaries: 5 of 9)."""
     local_window: int = Field(3, ge=0)
     """Words must occur in one of this many best-matching context sentences (0: anywhere)."""
     use_question: bool = True
@@ -131,6 +142,8 @@ def _reason(c: SentenceCheck) -> str:
         parts.append("negation differs from the context's "
                      f"\"{(c.negated_clause or '')[:120]}\"")
     parts += [f.why for f in c.facts or () if f.status == "contradicted" and f.why]
+    if c.premise:
+        parts.append(c.premise)
     if c.unsupported_values:
         parts.append("values not in context: " + ", ".join(c.unsupported_values))
     if c.unsupported_entities:

@@ -6,8 +6,8 @@ largest city"; "will join *Bluefin's* board" / "will join *Northwind's* board".
 :func:`anchor` counts, for the ``WIDTH`` tokens on each side of two mentions, the
 positions where both texts have the same token (stemmed; function words and
 punctuation included, since "of" and "," carry the structure), and
-:func:`anchored` says whether that is a copy rather than chance: two positions on one
-side, or one on each side, and at least one of them a content word. Pure.
+:func:`anchored` says whether that is a copy rather than chance: two matched content
+words, or three matched positions of which one holds a content word. Pure.
 """
 
 from __future__ import annotations
@@ -63,5 +63,5 @@ def anchor(a_text: str, a_start: int, a_end: int,
 
 
 def anchored(a: Anchor) -> bool:
-    """A copy's anchor: two positions on one side or one on each, one a content word."""
-    return a.content >= 1 and (a.left >= 2 or a.right >= 2 or (a.left and a.right) > 0)
+    """A copy's anchor: two content words, or three positions with one content word."""
+    return a.content >= 2 or (a.content >= 1 and a.left + a.right >= 3)

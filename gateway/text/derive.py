@@ -64,7 +64,8 @@ def _states(a: Measure, value_base: float) -> bool:
         return False
     if abs(v - a.value) <= 0.005 * a.value:
         return True
-    return _round_sig(v, max(1, a.sig)) == a.value
+    # Rounded to the answer's precision, but a round "1000" is no rounding of 1,150.
+    return a.sig >= 2 and _round_sig(v, a.sig) == a.value and abs(v - a.value) <= 0.05 * v
 
 
 def operands_of(measures: Sequence[Measure], origin: str) -> list[Operand]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from gateway.text.tokens import PLACES, STOPWORDS, Span, entity_candidates
+from gateway.text.tokens import OPENERS, PLACES, STOPWORDS, Span, entity_candidates, tokenize
 
 __all__ = ["acronym_of", "name_class", "name_key", "names_in", "proper_words", "same_name"]
 
@@ -29,16 +29,13 @@ _KEY_DROP = frozenset(["s", "the", "a", "an", "of", "and", "de", "la", "le"])
 
 
 def proper_words(text: str) -> frozenset[str]:
-    """Lower-cased words ``text`` writes capitalized after a sentence's first word, and
-    never in lower case."""
+    """Lower-cased words ``text`` only ever writes capitalized ("Velmoxin", "Helix",
+    "Marseille"), openers ("However", "The") and stopwords aside."""
     lower = {m.group(1) for m in _LOW.finditer(text)}
     out = set()
     for m in _CAP.finditer(text):
-        w = m.group(1)
-        low = w.lower()
-        if low in lower or low in STOPWORDS:
-            continue
-        if _SENT_START.search(text, max(0, m.start() - 3), m.start()):
+        low = m.group(1).lower()
+        if low in lower or low in OPENERS or low in STOPWORDS:
             continue
         out.add(low)
     return frozenset(out)
@@ -65,7 +62,7 @@ def names_in(sentence: str, entities: Sequence[Span], proper: frozenset[str]) ->
 
 def name_key(text: str) -> frozenset[str]:
     """The comparable words of a mention: lower case, no possessive, initial or article."""
-    words = re.findall(r"[^\W_]+", text.lower().replace("’s", "").replace("'s", ""))
+    words = tokenize(re.sub(r"['’]s\b", "", text))  # "SolarGrid" -> solar, grid
     return frozenset(w for w in words if len(w) > 1 and w not in _KEY_DROP)
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from gateway.text.antonyms import directions, is_direction_word
 from gateway.text.frames import clauses
 from gateway.text.stem import stem
 from gateway.text.tokens import NUMBER_WORDS, STOPWORDS, negation_cues, tokenize
@@ -91,6 +92,10 @@ class Clause:
     """It asserts a negation cue (hedged "may not" and rejected alternatives aside)."""
     neg_stems: frozenset[str]
     """Stems negated by a prefix: "unbraked" -> "brak", "non-refundable" -> "refund"."""
+    dirs: frozenset[tuple[str, int]] = frozenset()
+    """Which side of each opposition it takes (:func:`gateway.text.antonyms.directions`)."""
+    dir_stems: frozenset[str] = frozenset()
+    """Stems of its direction words (a reversed direction is no missing word)."""
 
 
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?")
@@ -133,7 +138,8 @@ def clause_polarity(text: str, skip: list[tuple[int, int]] | None = None,
             if base is not None:
                 neg.add(base)
         out.append(Clause(a, b, frozenset(stem(w) for w in words), plain, frozenset(words),
-                          any(a <= c < b for c in cues), frozenset(neg)))
+                          any(a <= c < b for c in cues), frozenset(neg), directions(piece),
+                          frozenset(stem(w) for w in words if is_direction_word(w))))
     return out
 
 

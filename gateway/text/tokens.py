@@ -30,6 +30,7 @@ from functools import lru_cache
 __all__ = [
     "NEGATIONS",
     "NUMBER_WORDS",
+    "OPENERS",
     "PLACES",
     "STOPWORDS",
     "TO_SPACE",
@@ -144,6 +145,7 @@ _SENT_END = re.compile(
     r"|\n\s*"
 )
 _WORD_BEFORE = re.compile(r"([\w.]+)[.!?][\"')\]’”]*$")
+_UNIT_BEFORE = re.compile(r"\d\s?[°º]?$")
 
 _CAP_WORD = r"(?:[A-Z][\w’'&.-]*\w\.?|[A-Z]\.?)"
 _CONNECT = r"(?:of|of the|de|da|del|der|van|von|la|le|du|bin|al)"
@@ -155,7 +157,7 @@ _CONNECT_RE = re.compile(_CONNECT)
 _NONSPACE = re.compile(r"\S+")
 _LEADING_PUNCT = " \t\"'([‘“-"
 # Words that are capitalized only because they open a sentence or an utterance.
-_OPENERS: frozenset[str] = STOPWORDS | frozenset(
+OPENERS: frozenset[str] = STOPWORDS | frozenset(
     "gladly hope sorry thanks great well sure absolutely exactly right wow yes no oh "
     "after before during since while although because if when where according however "
     "also additionally furthermore moreover besides instead meanwhile overall unfortunately "
@@ -254,7 +256,11 @@ def _split_ok(text: str, cut: int, end: int) -> bool:
     if word == "al" and text[max(0, cut - 7):cut - 3].lower().endswith("et "):
         return False  # "Smith et al. (2020) found", "et al. Their study"
     # "J. K. Rowling" / "Craig T. Nelson": a lone capital before the dot is an initial.
-    return not (len(word) == 1 and word.isupper())
+    if len(word) == 1 and word.isupper():
+        # A unit symbol after a number ends a sentence: "rated at 230 V. The range…",
+        # "up to 60 °C. Store…"; elsewhere a lone capital is an initial.
+        return _UNIT_BEFORE.search(text, max(0, cut - 8), cut - 2) is not None
+    return True
 
 
 def _append_span(out: list[Span], text: str, start: int, end: int) -> None:
@@ -356,7 +362,7 @@ def entity_candidates(sentence: str) -> list[Span]:
         at_start = opening = not sentence[:base].strip(_LEADING_PUNCT)
         while words:
             first = sentence[words[0][0]:words[0][1]].lower()
-            if first in STOPWORDS or (at_start and first in _OPENERS):
+            if first in STOPWORDS or (at_start and first in OPENERS):
                 words.pop(0)
                 at_start = False
                 continue
