@@ -41,14 +41,18 @@ class _LazyForms(dict[str, str | None]):
 
 def check_answer(
     answer: str, ctx: TextIndex, question: TextIndex | None, cfg: GroundingConfig,
-    sentences: Sequence[AnswerSentence] | None = None,
+    sentences: Sequence[AnswerSentence] | None = None, shape: str | None = None,
 ) -> tuple[float, list[SentenceCheck]]:
     """Score an answer: ``(score in [0, 1], per-sentence checks)``; higher = better grounded.
 
-    ``sentences`` is ``analyze_answer(answer)`` when the caller already has it.
+    ``sentences`` is ``analyze_answer(answer)`` when the caller already has it; ``shape``
+    the request's (``_grounding_shape``; ``None``: ``document`` for a long context, else
+    ``passage``), which picks the evidence scale and whether contradictions are strong.
     """
     if sentences is None:
         sentences = analyze_answer(answer)
+    if shape is None:
+        shape = "document" if len(ctx.sentences) > cfg.long_context_sentences else "passage"
     # Citation markers are the citations layer's: the "1" of "[1]" or the "Smith" and
     # "2020" of "(Smith, 2020)" are nothing the answer states about the context.
     ids: set[str] = set()
@@ -106,10 +110,11 @@ def check_answer(
     rare = 0.0
     # A reply as long as its context must bring in names of its own (a dialogue turn over
     # a one-line snippet); a short answer to a long passage has no such excuse.
-    name_rarity = cfg.name_rarity * (1.0 - _length_ratio(answer, ctx))
+    name_rarity = cfg.name_rarity if shape == "passage" else 0.0
     for c in checks:
         w = (cfg.opinion_weight if c.opinion else
-             cfg.anchored_word_weight if c.anchored and c.status != "contradicted" else 1.0)
+             cfg.anchored_word_weight if c.anchored and c.status != "contradicted"
+             and shape == "passage" else 1.0)
         n_unsupported += w * len(c.unsupported_words)
         rare += w * sum(1 for u in c.unsupported_words if len(u) >= cfg.rare_min_length)
         rare += len(c.unsupported_values)  # a number/date is specific
@@ -122,13 +127,12 @@ def check_answer(
     allowance = answer_allowance(answer, ctx, len(checks), cfg)
     # A long document offers a competing value, name or clause by chance: there a
     # contradiction is weak evidence (in the share above), never strong on its own.
-    long_context = len(ctx.sentences) > cfg.long_context_sentences
-    boost = cfg.long_context_boost if long_context else cfg.contradiction_boost
+    boost = cfg.long_context_boost if shape == "document" else cfg.contradiction_boost
     evidence = (
         boost * (1.0 if any(c.status == "contradicted" for c in checks) else 0.0)
         + max(0.0, weak - allowance) + cfg.within_allowance_weight * min(weak, allowance)
     )
-    return exp(-evidence), checks
+    return exp(-evidence * cfg.shape_scale.get(shape, 1.0)), checks
 
 
 TOPIC_WEIGHT = 0.5

@@ -51,6 +51,7 @@ from pydantic import Field
 
 from gateway.layers._grounding_answer import answer_allowance, check_answer
 from gateway.layers._grounding_sentence import SentenceCheck, check_sentence
+from gateway.layers._grounding_shape import request_shape
 from gateway.layers.base import Evidence, LayerConfig, LayerResources, LayerResult, VerifyInput
 from gateway.sources.context import GroundingContext
 from gateway.text.answer import answer_sentences
@@ -83,8 +84,10 @@ class GroundingConfig(LayerConfig):
     """Unsupported-word counts saturate on this scale: ``1 - exp(-count / count_scale)``."""
     rare_weight: float = Field(0.5, ge=0.0)
     """Extra weight of unsupported *long* words (rare-looking: names, terms)."""
-    name_rarity: float = Field(0.0, ge=0.0)
-    """Each unsupported name counts this much among the rare-looking specifics."""
+    name_rarity: float = Field(4.0, ge=0.0)
+    """Each unsupported name counts this much among the rare-looking specifics, in the
+    ``passage`` shape (a conversation brings in names of its own; a document's summary
+    renames freely)."""
     rare_min_length: int = Field(7, ge=1)
     """Letters from which an unsupported word counts as rare-looking."""
     contradiction_boost: float = Field(2.0, ge=0.0)
@@ -95,7 +98,8 @@ class GroundingConfig(LayerConfig):
     numbers or dates ("I hope you enjoy it"): chit-chat, weak evidence."""
     anchored_word_weight: float = Field(0.5, ge=0.0, le=1.0)
     """Weight of unsupported words in a sentence whose values and names the context all
-    has (mostly paraphrase: "finished on 31 March 1889")."""
+    has (mostly paraphrase: "finished on 31 March 1889"), in the ``passage`` shape (a
+    document's summary names what it found there and still makes things up)."""
     length_allowance: float = Field(1.5, ge=0.0)
     """Evidence a faithful answer may carry by chance, per unit of answer/context length
     ratio (characters, capped at 1): an answer as long as its context must add words."""
@@ -119,6 +123,11 @@ class GroundingConfig(LayerConfig):
     (or date) plus ``bind_margin``."""
     substitute_min: float = Field(2.0, ge=0.0)
     """Frame similarity for a name the context lacks to count as put in another's place."""
+    shape_scale: dict[str, float] = Field(
+        default_factory=lambda: {"passage": 1.49, "conversation": 0.468, "document": 0.632})
+    """Evidence scale per request shape (``_grounding_shape``: passage, conversation,
+    document): per-task calibration, so that ``threshold`` flags about the same share of
+    faithful answers in each (fitted with cross-validation, docs/layers.md)."""
     long_context_boost: float = Field(0.0, ge=0.0)
     """``contradiction_boost`` for a context of more than ``long_context_sentences``."""
     long_context_sentences: int = Field(12, ge=1)
@@ -185,8 +194,10 @@ class GroundingLayer:
         ctx = context_index(inp.context, self._indexes)
         question_text = inp.question if cfg.use_question else ""
         question = build_index([("question", question_text)]) if question_text else None
+        shape = request_shape(inp.messages, inp.question, len(ctx.sentences),
+                              cfg.long_context_sentences)
         score, checks = check_answer(inp.response_text, ctx, question, cfg,
-                                     answer_sentences(inp.context, inp.response_text))
+                                     answer_sentences(inp.context, inp.response_text), shape)
         counts = {s: sum(1 for c in checks if c.status == s)
                   for s in ("supported", "unsupported", "contradicted")}
         failed = [c for c in checks if c.status != "supported"]
@@ -211,5 +222,5 @@ class GroundingLayer:
             ),
             evidence=evidence,
             failed_claims=[c.text for c in failed],
-            details={"sentences": len(checks), **counts},
+            details={"sentences": len(checks), "shape": shape, **counts},
         )

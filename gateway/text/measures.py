@@ -91,9 +91,12 @@ _AFTER_UPPER = re.compile(r"\s*(?:or\s+(?:less|fewer|under|below)|at\s+most|max(
                           re.IGNORECASE)
 _NUM_PART = re.compile(r"[$£€¥]?\s?\.?\d[\d,]*(?:\.\d+)?")
 _ORDINAL = re.compile(r"(?:st|nd|rd|th)\b", re.IGNORECASE)
-_CLOCK = re.compile(r"\b([01]?\d|2[0-3])[:.]([0-5]\d)\s*([ap]\.?m\.?)?(?![\d.,]*\d)|"
+_CLOCK = re.compile(r"\b([01]?\d|2[0-3])(?::([0-5]\d)\s*([ap]\.?m\.?)?|\.([0-5]\d)\s*([ap]\.?m\.?))"
+                    r"(?![\d.,]*\d)|"
                     r"\b(1[0-2]|0?[1-9])\s*([ap]\.?m\.?)(?=\W|$)|\b(noon|midnight)\b",
                     re.IGNORECASE)
+# Groups: 1 hour, 2 minutes, 3 am/pm (h:mm); 1, 4 minutes, 5 am/pm (h.mm am); 6 hour,
+# 7 am/pm (h am); 8 noon/midnight.
 _RANGE_TO = re.compile(r"\s*(?:to|-|–|—|and|or)\s*$")
 _WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
 _ARTICLE_UNIT = re.compile(
@@ -193,17 +196,21 @@ def _inherit_ranges(text: str, out: list[Measure]) -> None:
 def _clocks(text: str) -> list[Measure]:
     out = []
     for m in _CLOCK.finditer(text):
-        if m.group(6):
-            value = 12.0 if m.group(6).lower() == "noon" else 0.0
-        elif m.group(4):
-            h = int(m.group(4)) % 12
-            value = float(h + (12 if m.group(5)[0].lower() == "p" else 0))
+        if m.group(8):
+            value = 12.0 if m.group(8).lower() == "noon" else 0.0
+        elif m.group(6):
+            h = int(m.group(6)) % 12
+            value = float(h + (12 if m.group(7)[0].lower() == "p" else 0))
         else:
-            h, mi = int(m.group(1)), int(m.group(2))
-            if m.group(3) and m.group(3)[0].lower() == "p" and h < 12:
+            h = int(m.group(1))
+            mi = int(m.group(2) or m.group(4))
+            ampm = m.group(3) or m.group(5)
+            if ampm and ampm[0].lower() == "p" and h < 12:
                 h += 12
             value = h + mi / 60
-        out.append(Measure(value, value, "clock", None, "", m.group(0), m.start(), m.end(), 4))
+        got = m.group(0).rstrip()
+        out.append(Measure(value, value, "clock", None, "", got, m.start(), m.start() + len(got),
+                           4))
     return out
 
 

@@ -252,7 +252,8 @@ def _split_ok(text: str, cut: int, end: int) -> bool:
             return True
         word = before.group(1)
     if word.lower().rstrip(".") in _ABBREV:
-        return False
+        # "No." abbreviates "number" only before one ("No. 5"); "No. The leaflet…" ends.
+        return word.lower() == "no" and not nxt[0].isdigit()
     if word == "al" and text[max(0, cut - 7):cut - 3].lower().endswith("et "):
         return False  # "Smith et al. (2020) found", "et al. Their study"
     # "J. K. Rowling" / "Craig T. Nelson": a lone capital before the dot is an initial.

@@ -218,7 +218,8 @@ def test_a_contradiction_adds_evidence_beyond_the_share() -> None:
 def test_unsupported_numbers_count_as_specific_evidence() -> None:
     words = "Zorblax Quintavious founded Mars Colony with robots."
     with_values = "Zorblax Quintavious founded Mars Colony 9 in 3012 with 400 trillion robots."
-    assert run(with_values).score < run(words).score
+    # (Unsupported names count as specifics too, name_rarity; off here to see the values.)
+    assert run(with_values, name_rarity=0).score < run(words, name_rarity=0).score
     assert not run(with_values).passed
 
 
