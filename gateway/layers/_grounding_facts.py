@@ -143,6 +143,9 @@ class FactOptions:
     """Frame similarity for a name the context lacks to count as substituted."""
     name_ratio: float = 2.0
     """A name is swapped only when the competing slot frames it this many times better."""
+    binding: bool = True
+    """Compare frames (wrong event, swapped name). Off for a long document, where it is
+    weak evidence anyway: only direct conflicts in the window are looked for."""
     copy_coverage: float = 0.75
     """Share of the answer sentence's other words a context sentence must hold before a
     name the context lacks counts as put in place of that sentence's name."""
@@ -161,7 +164,7 @@ def check_facts(
 ) -> list[FactCheck]:
     """Check the facts of one answer sentence (``aligned``: context sentence ids, best
     match first; ``skip``: spans that state no claim, e.g. a rejected alternative)."""
-    facts = sentence_slots(text, measures, dates, names)
+    facts = sentence_slots(text, measures, dates, names, frames=opts.binding)
     out: list[FactCheck] = []
     in_answer = {m.text for m in measures} | {d.text for d in dates}
     for f in facts:
@@ -197,6 +200,8 @@ def _noun_ok(a: Measure, c: Measure, nouns: set[str]) -> bool:
 def _check_measure(f: Fact, a: Measure, cf: ContextFacts, aligned: Sequence[int],
                    opts: FactOptions, question: QuestionFacts | None,
                    topic: Sequence[tuple[str, float]], others: Sequence[Measure]) -> FactCheck:
+    if not opts.binding:
+        return _check_measure_plain(a, cf, aligned, opts, question, others)
     matches = [(sid, c) for sid, c in cf.by_dim().get(a.base_dim, ()) if relation(a, c) == MATCH]
     nouns = {stem(a.noun)} if a.noun else set()
     nouns |= {stem(c.noun) for _, c in matches if c.noun}
@@ -232,6 +237,27 @@ def _check_measure(f: Fact, a: Measure, cf: ContextFacts, aligned: Sequence[int]
                  opts, topic)
 
 
+def _check_measure_plain(a: Measure, cf: ContextFacts, aligned: Sequence[int],
+                         opts: FactOptions, question: QuestionFacts | None,
+                         others: Sequence[Measure]) -> FactCheck:
+    """Found anywhere, derived, or contradicted by a value of its kind in the window."""
+    if any(relation(a, c) == MATCH for _, c in cf.by_dim().get(a.base_dim, ())):
+        return FactCheck(a.text, "value", "supported")
+    derived = _derived(a, cf, aligned, others, question)
+    if derived is not None:
+        return derived
+    nouns = {stem(a.noun)} if a.noun else set()
+    direct = [c for sid in aligned[:opts.window] for c in cf.measures(sid)
+              if relation(a, c) == CONFLICT and _noun_ok(a, c, nouns)
+              and not any(relation(o, c) == MATCH for o in others)]
+    if question is not None and question.support(a) and not direct:
+        return FactCheck(a.text, "value", "question")
+    if direct:
+        return FactCheck(a.text, "value", "contradicted",
+                         f"{a.text}: the context states {direct[0].text}")
+    return FactCheck(a.text, "value", "unsupported")
+
+
 DERIVE_FROM = 5
 """Aligned context sentences whose values may be operands of a derived value."""
 
@@ -262,6 +288,17 @@ def _check_date(f: Fact, d: DateRef, cf: ContextFacts, aligned: Sequence[int],
                 opts: FactOptions, question: QuestionFacts | None,
                 topic: Sequence[tuple[str, float]], in_answer: set[str]) -> FactCheck:
     matches = [sid for sid, c in cf.dated() if date_matches(d, [c])]
+    if not opts.binding:
+        if matches:
+            return FactCheck(d.text, "date", "supported")
+        direct_dates = [c for sid in aligned[:opts.window] for c in cf.dates(sid)
+                        if not date_matches(d, [c]) and _comparable(d, c)]
+        if question is not None and date_matches(d, question.dates) and not direct_dates:
+            return FactCheck(d.text, "date", "question")
+        if direct_dates:
+            return FactCheck(d.text, "date", "contradicted",
+                             f"{d.text}: the context states {direct_dates[0].text}")
+        return FactCheck(d.text, "date", "unsupported")
     conflicts = [c for _, c in _aligned_facts(cf, aligned)
                  if c.date is not None and not date_matches(d, [c.date])
                  and _comparable(d, c.date) and c.date.text not in in_answer]
@@ -303,8 +340,15 @@ def _check_name(a_text: str, f: Fact, cf: ContextFacts, aligned: Sequence[int], 
     text = f.name.text
     cls = name_class(key)
     sids = cf.name_sids(key)
-    same_sids = [sid for sid in sids if any(
-        c.name is not None and same_name(key, c.key) for c in cf.slots(sid))]
+    if not opts.binding:
+        # No frames compared: found when a sentence holds all of its words (as before).
+        if sids or cls == "time" and any(
+                d.month in {_MONTHS.get(w) for w in key} for _, d in cf.dated()):
+            return FactCheck(text, "name", "supported")
+        if question is not None and any(same_name(key, q) for q in question.names):
+            return FactCheck(text, "name", "question")
+        return FactCheck(text, "name", "unsupported")
+    same_sids = [sid for sid in sids if any(same_name(key, k) for k in cf.name_keys(sid))]
     others = [c for _, c in _aligned_facts(cf, aligned)
               if c.name is not None and c.key and not same_name(key, c.key)
               and name_class(c.key) == cls and not acronym_of(text, c.name.text)

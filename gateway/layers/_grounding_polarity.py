@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 
 from gateway.text.antonyms import opposed
 from gateway.text.context_facts import ContextFacts
-from gateway.text.polarity import Clause, clause_polarity, flip_by_prefix
+from gateway.text.polarity import Clause, clause_polarity, flip_by_prefix, polar
 
 __all__ = ["clause_flip"]
 
@@ -48,11 +48,32 @@ def _coverage(a: Clause, c: Clause, idf: Callable[[str], float]) -> float:
     return hit / total if total else 0.0
 
 
+def _rough_coverage(a: Clause, have: frozenset[str]) -> float:
+    """Share of the answer clause's stems a whole context sentence has (an upper bound
+    of any of its clauses' IDF-weighted coverage, give or take prefixes and directions)."""
+    if not a.stems:
+        return 0.0
+    hit = sum(1 for s in a.stems if s in have or s in a.dir_stems or s in a.neg_stems)
+    return hit / len(a.stems) + 0.25  # slack: IDF weighting may favour the hits
+
+
 def clause_flip(text: str, start: int, skip: list[tuple[int, int]], cf: ContextFacts,
                 sids: Sequence[int], min_coverage: float, personal: str | None) -> str | None:
     """The context clause an answer clause negates (or is negated by), else ``None``.
     ``personal``: ``"first"`` (an opinion: never) or ``"second"`` person."""
     if not sids or personal == "first":
+        return None
+    # Nothing to flip when neither side has a negation, a negating prefix or a direction
+    # word (most sentences): the clause analysis is skipped.
+    answer_polar = polar(text[start:])
+    if not answer_polar and not any(cf.polar(sid) for sid in sids):
+        return None
+    mine = [a for a in clause_polarity(text, skip, start) if len(a.stems) >= 2]
+    # A context sentence whose words cover no answer clause well enough cannot hold the
+    # clause that flips it: its clauses are not analysed.
+    sids = [sid for sid in sids if (answer_polar or cf.polar(sid))
+            and any(_rough_coverage(a, cf.sentence_stems(sid)) >= min_coverage for a in mine)]
+    if not sids:
         return None
     context = [c for sid in sids for c in cf.clauses(sid)]
     texts = {id(c): cf.index.sentences[sid].text for sid in sids for c in cf.clauses(sid)}
@@ -60,9 +81,7 @@ def clause_flip(text: str, start: int, skip: list[tuple[int, int]], cf: ContextF
     # up 8 %" puts the direction in a clause of its own.
     dirs = {id(c): frozenset().union(*(d.dirs for d in cf.clauses(sid)))
             for sid in sids for c in cf.clauses(sid)}
-    for a in clause_polarity(text, skip, start):
-        if len(a.stems) < 2:
-            continue
+    for a in mine:
         best: tuple[float, int, Clause] | None = None
         for c in context:
             cov = _coverage(a, c, cf.stem_idf)

@@ -117,10 +117,10 @@ def question_facts(question: TextIndex | None, ctx: TextIndex,
                          fact_options(cfg))
 
 
-def fact_options(cfg: GroundingConfig) -> FactOptions:
+def fact_options(cfg: GroundingConfig, binding: bool = True) -> FactOptions:
     return FactOptions(window=cfg.contradiction_window, bind_min=cfg.bind_min,
                        bind_ratio=cfg.bind_ratio, bind_margin=cfg.bind_margin,
-                       substitute_min=cfg.substitute_min)
+                       substitute_min=cfg.substitute_min, binding=binding)
 
 
 def check_sentence(
@@ -189,16 +189,15 @@ def check_analyzed(
     names = names_in(text, entities, cf.proper()) if cf.proper() else list(entities)
     measures = sentence_measures(text, numbers, dates)
     dates = tuple(years_as_measures(text, dates)[0])
-    aligned = _aligned(text, words, matches, ctx, forms, _question_words(question) if topic else frozenset())
-    facts = check_facts(text, measures, dates, names, ctx, cf, aligned, fact_options(cfg),
-                        qfacts, topic, skip=contrasts)
-    n_values = len(dates) + len(measures)
     if len(ctx.sentences) > cfg.long_context_sentences:
-        # In a long document a competing slot turns up by chance: binding (wrong event,
-        # swapped name) is only weak evidence there, like an unsupported value.
-        for f in facts:
-            if f.status == "contradicted" and f.binding:
-                f.status = "unsupported"
+        aligned = [m.sentence for m in matches]  # a document: no frames compared
+    else:
+        aligned = _aligned(text, words, matches, ctx, forms,
+                           _question_words(question) if topic else frozenset())
+    document = len(ctx.sentences) > cfg.long_context_sentences
+    facts = check_facts(text, measures, dates, names, ctx, cf, aligned,
+                        fact_options(cfg, binding=not document), qfacts, topic, skip=contrasts)
+    n_values = len(dates) + len(measures)
     bad_values = [f.text for f in facts if f.kind != "name"
                   and f.status in ("unsupported", "contradicted")]
     contradicted_value = any(f.status == "contradicted" for f in facts)

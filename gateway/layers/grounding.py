@@ -55,6 +55,7 @@ from gateway.layers._grounding_shape import request_shape
 from gateway.layers.base import Evidence, LayerConfig, LayerResources, LayerResult, VerifyInput
 from gateway.sources.context import GroundingContext
 from gateway.text.answer import answer_sentences
+from gateway.text.context_facts import context_facts
 from gateway.text.index import IndexCache, build_index, context_index
 
 __all__ = ["GroundingConfig", "GroundingLayer", "SentenceCheck", "answer_allowance",
@@ -183,6 +184,7 @@ class GroundingLayer:
             index = context_index(context, self._indexes)
             index.facts()
             index.prefetch_all()
+            context_facts(index).prepare()  # measures by dimension, dates, proper names
 
     async def verify(self, inp: VerifyInput) -> LayerResult:
         cfg = self.config

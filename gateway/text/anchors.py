@@ -4,8 +4,9 @@ A name put in another's place in a copied sentence keeps that sentence's words o
 at least one side: "*Lyon* is the capital of France" / "*Paris* is the capital and
 largest city"; "will join *Bluefin's* board" / "will join *Northwind's* board".
 :func:`anchor` counts, for the ``WIDTH`` tokens on each side of two mentions, the
-positions where both texts have the same token (stemmed; function words and
-punctuation included, since "of" and "," carry the structure), and
+positions where both texts have the same word (stemmed; function words included,
+since "of" and "is the" carry the structure; punctuation left out, so an apposition's
+comma does not shift the rest), and
 :func:`anchored` says whether that is a copy rather than chance: two matched content
 words, or three matched positions of which one holds a content word. Pure.
 """
@@ -21,7 +22,7 @@ from gateway.text.tokens import STOPWORDS
 __all__ = ["WIDTH", "Anchor", "anchor", "anchored"]
 
 WIDTH = 3
-_TOK = re.compile(r"[^\W_]+|[^\w\s]")
+_TOK = re.compile(r"[^\W_]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,10 +38,10 @@ def _side(text: str, start: int, end: int, left: bool) -> list[str]:
         toks = _TOK.findall(text[max(0, start - 80):start])
         toks = toks[-WIDTH:][::-1]
     else:
-        toks = _TOK.findall(text[end:end + 80])
-        if toks[:2] in (["'", "s"], ["’", "s"]):
-            toks = toks[2:]
-        toks = toks[:WIDTH]
+        rest = text[end:end + 80]
+        if rest[:2] in ("'s", "’s"):
+            rest = rest[2:]
+        toks = _TOK.findall(rest)[:WIDTH]
     return [stem(t.lower()) if t[0].isalnum() else t for t in toks]
 
 

@@ -46,6 +46,7 @@ _INDEX: dict[str, tuple[str, int]] = {
     w: (g, side) for g, sides in _GROUPS.items() for side, words in enumerate(sides)
     for w in words}
 _WORD = re.compile(r"[a-z]+")
+_DIGIT = re.compile(r"\d")
 # "up 8 %" / "down 3 %": only before a number (elsewhere "up" is "set up", "up to").
 _UPDOWN = re.compile(r"\b(up|down)\s+(?=[$£€¥]?\d)")
 # Words of a group that are no direction in these phrases.
@@ -67,7 +68,7 @@ def is_direction_word(word: str) -> bool:
 def directions(text: str) -> frozenset[tuple[str, int]]:
     """The (group, side) pairs a clause's words take."""
     low = _NOT_DIRECTION.sub(" ", text.lower())
-    numeric = any(ch.isdigit() for ch in low)
+    numeric = _DIGIT.search(low) is not None
     out = {_INDEX[w] for w in _WORD.findall(low) if w in _INDEX
            and (numeric or _INDEX[w][0] not in _NEEDS_NUMBER)}
     for m in _UPDOWN.finditer(low):

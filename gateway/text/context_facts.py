@@ -28,7 +28,7 @@ from gateway.text.frames import Filler, Slot, make_slots
 from gateway.text.index import TextIndex
 from gateway.text.measures import COUNT, Measure, sentence_measures, years_as_measures
 from gateway.text.names import name_key, names_in, proper_words
-from gateway.text.polarity import Clause, clause_polarity, contrast_spans
+from gateway.text.polarity import Clause, clause_polarity, contrast_spans, polar
 from gateway.text.quantities import DateRef, Quantity
 from gateway.text.stem import stem
 from gateway.text.tokens import STOPWORDS, Span, entity_candidates
@@ -64,9 +64,10 @@ def date_key(d: DateRef) -> str:
 
 
 def sentence_slots(text: str, measures: Sequence[Measure], dates: Sequence[DateRef],
-                   names: Sequence[Span]) -> list[Fact]:
-    """The facts of one sentence with their frames. A number inside a name ("Apollo
-    11") belongs to the name; a count without a noun or unit inside a date is dropped."""
+                   names: Sequence[Span], frames: bool = True) -> list[Fact]:
+    """The facts of one sentence with their frames (``frames=False``: empty ones). A
+    number inside a name ("Apollo 11") belongs to the name; a count without a noun or
+    unit inside a date is dropped."""
     fillers: list[Filler] = []
     made: list[tuple[str, object]] = []
     # A date wins over a name written with it ("January 1887" is no entity), and so does
@@ -92,7 +93,7 @@ def sentence_slots(text: str, measures: Sequence[Measure], dates: Sequence[DateR
             continue
         fillers.append(Filler(m.start, m.end, "value", measure_key(m)))
         made.append(("measure", m))
-    slots = make_slots(text, fillers)
+    slots = make_slots(text, fillers) if frames else [Slot(f) for f in fillers]
     out: list[Fact] = []
     for slot, (kind, obj) in zip(slots, made, strict=True):
         if kind == "name":
@@ -121,6 +122,9 @@ class ContextFacts:
         self._dated: list[tuple[int, DateRef]] | None = None
         self._clauses: dict[int, list[Clause]] = {}
         self._stem_idf: dict[str, float] = {}
+        self._polar: dict[int, bool] = {}
+        self._sentence_stems: dict[int, frozenset[str]] = {}
+        self._name_keys: dict[int, list[frozenset[str]]] = {}
         self._stem_tokens: dict[str, list[str]] | None = None
         self._bases = [d.base for d in index.docs]
 
@@ -197,11 +201,33 @@ class ContextFacts:
                 return []
         return sorted(sids or ())
 
+    def name_keys(self, sid: int) -> list[frozenset[str]]:
+        """The :func:`~gateway.text.names.name_key` of each name of sentence ``sid``."""
+        got = self._name_keys.get(sid)
+        if got is None:
+            got = self._name_keys[sid] = [name_key(n.text) for n in self.names(sid)]
+        return got
+
     def names(self, sid: int) -> list[Span]:
         got = self._names.get(sid)
         if got is None:
             text = self.index.sentences[sid].text
             got = self._names[sid] = names_in(text, entity_candidates(text), self.proper())
+        return got
+
+    def sentence_stems(self, sid: int) -> frozenset[str]:
+        """Stems of sentence ``sid``'s words (function words left out)."""
+        got = self._sentence_stems.get(sid)
+        if got is None:
+            got = self._sentence_stems[sid] = frozenset(
+                stem(t) for t in self.index.sentences[sid].tokens if t not in STOPWORDS)
+        return got
+
+    def polar(self, sid: int) -> bool:
+        """Whether sentence ``sid`` has a negation, negating prefix or direction word."""
+        got = self._polar.get(sid)
+        if got is None:
+            got = self._polar[sid] = polar(self.index.sentences[sid].text)
         return got
 
     def clauses(self, sid: int) -> list[Clause]:
@@ -240,17 +266,21 @@ class ContextFacts:
         """IDF of a word stem over the context's sentences (a stem it lacks: the maximum)."""
         got = self._stem_idf.get(key)
         if got is None:
-            if self._stem_tokens is None:
-                by: dict[str, list[str]] = {}
-                for tok in self.index.vocab:
-                    if tok not in STOPWORDS:
-                        by.setdefault(stem(tok), []).append(tok)
-                self._stem_tokens = by
             n = len(self.index.sentences)
-            df = max((len(self.index.posting(t)) for t in self._stem_tokens.get(key, ())),
+            df = max((len(self.index.posting(t)) for t in self._stems().get(key, ())),
                      default=0)
             got = self._stem_idf[key] = log((n + 1) / max(1, df)) + 1.0
         return got
+
+    def _stems(self) -> dict[str, list[str]]:
+        """Stem -> the context's words with that stem (built once)."""
+        if self._stem_tokens is None:
+            by: dict[str, list[str]] = {}
+            for tok in self.index.vocab:
+                if tok not in STOPWORDS:
+                    by.setdefault(stem(tok), []).append(tok)
+            self._stem_tokens = by
+        return self._stem_tokens
 
     def idf(self, key: str) -> float:
         """IDF of a frame key (values and dates: ``VALUE_IDF``)."""
@@ -263,6 +293,7 @@ class ContextFacts:
         self.by_dim()
         self.dated()
         self.proper()
+        self._stems()
 
 
 def _shift(d: DateRef, off: int) -> DateRef:

@@ -386,14 +386,18 @@ def _per_factor(m: Measure) -> float:
 
 
 def _unit_kinds_clash(a: Measure, c: Measure) -> bool:
-    """The same number written with incompatible units: "5 mg" vs "5 ml", "15 patients"
+    """The same number written in a confusable unit: "5 mg" vs "5 ml", "15 patients"
     vs "15 %", "3 %" vs "three patients" — a unit error, not another quantity."""
-    kinds = {a.base_dim, c.base_dim}
-    if kinds <= {COUNT, "percent"} and len(kinds) == 2:
-        return True
-    physical = {"length", "mass", "time", "volume", "area", "power", "energy", "voltage",
-                "current", "charge", "data", "frequency", "pressure", "torque"}
-    return a.base_dim in physical and c.base_dim in physical
+    kinds = frozenset((a.base_dim, c.base_dim))
+    return kinds in _CONFUSABLE
+
+
+_CONFUSABLE = frozenset(frozenset(p) for p in (
+    (COUNT, "percent"), ("mass", "volume"), ("power", "energy"), ("charge", "energy"),
+    ("data", "bitrate"), ("length", "area")))
+"""Kinds one unit slip turns into each other ("5 mg" for "5 ml", "15 patients" for
+"15 %", "45 W" for "45 Wh"); other pairs with the same number ("3 kg", "3 days") are
+different facts, not a unit error."""
 
 
 def value_text(m: Measure) -> str:

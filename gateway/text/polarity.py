@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from gateway.text.antonyms import directions, is_direction_word
 from gateway.text.frames import clauses
 from gateway.text.stem import stem
-from gateway.text.tokens import NUMBER_WORDS, STOPWORDS, negation_cues, tokenize
+from gateway.text.tokens import NUMBER_WORDS, STOPWORDS, has_camel_glue, negation_cues
 
 __all__ = ["Clause", "clause_polarity", "contrast_spans", "flip_by_prefix", "leading_particle",
-           "prefix_negated"]
+           "polar", "prefix_negated"]
 
 _YES = re.compile(
     r"^[\s\"“'‘(]*(?:yes|yeah|yep|yup|correct|that(?:['’]s|\s+is)\s+(?:right|correct|true)|"
@@ -112,35 +112,78 @@ def clause_polarity(text: str, skip: list[tuple[int, int]] | None = None,
     inside ``skip`` spans (contrasts) do not count."""
     skip = skip or []
     cues = [m.start() for m in negation_cues(text)
-            if m.start() >= start and not _HEDGE_BEFORE.search(text[:m.start()])
+            if m.start() >= start
+            and not _HEDGE_BEFORE.search(text, max(0, m.start() - 12), m.start())
             and not any(a <= m.start() < b for a, b in skip)]
+    # Words once for the sentence (letters and digits; "-" and "'" split, as tokenize):
+    # (offset, as written).
+    found = [(m.start(), m.group(0)) for m in _PART.finditer(text, start)]
+    if skip:
+        found = [(o, w) for o, w in found if not any(a <= o < b for a, b in skip)]
+    if has_camel_glue(text):  # "SolarGrid" is two words, as tokenize() has it
+        split: list[tuple[int, str]] = []
+        for off, w in found:
+            cuts = [0, *(p.start() for p in _GLUE.finditer(w)), len(w)]
+            split += [(off + x, w[x:y]) for x, y in zip(cuts, cuts[1:], strict=False) if y > x]
+        found = split
     out = []
+    k = 0
     for a, b in clauses(text[start:]):
         a += start
         b += start
-        piece = text[a:b]
-        for s, e in skip:  # a rejected alternative's words are no part of the claim
-            if a <= s < b:
-                piece = piece[: s - a] + " " * (min(b, e) - s) + piece[min(b, e) - a:]
-        raw = [m.group(0) for m in _WORD.finditer(piece.replace("-", " "))]
-        toks = tokenize(piece)
-        words = _content(toks)
+        while k < len(found) and found[k][0] < a:
+            k += 1
+        j = k
+        while j < len(found) and found[j][0] < b:
+            j += 1
+        raw = [w for _, w in found[k:j]]
+        k = j
+        low = [w.lower() for w in raw]
+        words = [w for w in low if w not in STOPWORDS and w not in NUMBER_WORDS
+                 and len(w) > 1 and not w[0].isdigit()]
         if not words:
             continue
-        plain = frozenset(stem(w.lower()) for w in raw if w[:1].islower()
-                          and w.lower() in words)
+        wset = frozenset(words)
+        stems = {w: stem(w) for w in wset}
+        plain = frozenset(stems[w] for w in raw if w in stems)  # lower-case as written
         neg: set[str] = set()
-        for i, t in enumerate(toks[:-1]):
-            if t == "non":
-                neg.add(stem(toks[i + 1]))
-        for w in words:
-            base = _prefix_base(w)
-            if base is not None:
-                neg.add(base)
-        out.append(Clause(a, b, frozenset(stem(w) for w in words), plain, frozenset(words),
-                          any(a <= c < b for c in cues), frozenset(neg), directions(piece),
-                          frozenset(stem(w) for w in words if is_direction_word(w))))
+        for i in range(len(low) - 1):
+            if low[i] == "non":
+                neg.add(stem(low[i + 1]))
+        for w in wset:
+            if w[0] in "uindI":
+                base = _prefix_base(w)
+                if base is not None:
+                    neg.add(base)
+        dir_words = [w for w in wset if is_direction_word(w)]
+        has_dir = any(is_direction_word(w) for w in low) or "up" in low or "down" in low
+        out.append(Clause(a, b, frozenset(stems.values()), plain, wset,
+                          any(a <= c < b for c in cues), frozenset(neg),
+                          directions(_blank(text, a, b, skip)) if has_dir else frozenset(),
+                          frozenset(stems[w] for w in dir_words)))
     return out
+
+
+_PART = re.compile(r"[^\W_]+")
+_GLUE = re.compile(r"(?<=[a-z])(?=[A-Z][a-z])")
+
+
+def _blank(text: str, a: int, b: int, skip: list[tuple[int, int]]) -> str:
+    piece = text[a:b]
+    for s, e in skip:  # a rejected alternative's words are no part of the claim
+        if a <= s < b:
+            piece = piece[: s - a] + " " * (min(b, e) - s) + piece[min(b, e) - a:]
+    return piece
+
+
+_POLAR = re.compile(r"(?=[ncwu])(?:\b(?:not|no|never|none|nobody|nothing|neither|nor|cannot|"
+                    r"without|non)\b|n[’']t\b|\bun\w{4,}(?:ed|able|ible)\b)", re.IGNORECASE)
+
+
+def polar(text: str) -> bool:
+    """Whether ``text`` may take a polarity or a direction at all (a negation cue, a
+    "non-"/"un…" word, a direction word): a cheap test before the clause analysis."""
+    return _POLAR.search(text) is not None or bool(directions(text))
 
 
 def _prefix_base(word: str) -> str | None:

@@ -28,6 +28,10 @@ _SUFFIXES: tuple[tuple[str, int, str], ...] = (
     ("ful", 3, ""), ("ly", 3, ""), ("ed", 3, ""), ("er", 3, ""), ("es", 3, ""),
     ("al", 4, ""), ("s", 3, ""),
 )
+_BY_SUFFIX: dict[str, tuple[int, str]] = {}
+for _suffix, _keep, _repl in _SUFFIXES:
+    _BY_SUFFIX.setdefault(_suffix, (_keep, _repl))
+_LONGEST = max(len(x) for x in _BY_SUFFIX)
 _KEEP = frozenset("news series species always perhaps bus gas yes this was has is its "
                   "thus plus less unless across princess business process".split())
 _IRREGULAR_EXTRA = {"daily": "day", "annually": "year", "annual": "year", "weekly": "week",
@@ -49,15 +53,22 @@ def stem(word: str) -> str:
     group = irregular_group(w)
     if group is not None:
         return group
-    for suffix, keep, repl in _SUFFIXES:
-        if w.endswith(suffix) and len(w) - len(suffix) >= keep:
-            if suffix == "s" and w.endswith(("ss", "us", "is")):
-                continue
-            if suffix == "es" and not w.endswith(("ses", "xes", "zes", "ches", "shes", "oes")):
-                w = w[:-1]  # "closes" -> "close" -> "clos"
-                break
-            w = w[: len(w) - len(suffix)] + repl
+    n = len(w)
+    for size in range(min(_LONGEST, n - 1), 0, -1):  # longest suffix first, dict look-ups
+        rule = _BY_SUFFIX.get(w[-size:])
+        if rule is None:
+            continue
+        keep, repl = rule
+        if n - size < keep:
+            continue
+        suffix = w[-size:]
+        if suffix == "s" and w.endswith(("ss", "us", "is")):
+            continue
+        if suffix == "es" and not w.endswith(("ses", "xes", "zes", "ches", "shes", "oes")):
+            w = w[:-1]  # "closes" -> "close" -> "clos"
             break
+        w = w[: n - size] + repl
+        break
     if len(w) > 4 and w[-1] == w[-2] and w[-1] not in "lsz":
         w = w[:-1]  # "stopped" -> "stopp" -> "stop"
     if len(w) > 3 and w.endswith("e"):

@@ -164,7 +164,7 @@ _SQUARE = {"length": ("area", 2), "area": ("area", 1)}
 _DEGREES = re.compile(r"\s?(?:°|º|deg(?:rees?)?\.?)\s?([CFK])\b|\s?(?:degrees?|°|º)\s+"
                       r"(celsius|centigrade|fahrenheit)\b|\s?(?:°|º)|\s+degrees?\b", re.IGNORECASE)
 _TOKEN = re.compile(r"[ \t\u00a0]?-?[ \t\u00a0]?([A-Za-zµμ°℃℉ºΩ$€£¥¢'′″\"][A-Za-z0-9µμ²³·/$€£¥]*)")
-_PER = re.compile(r"\s*(?:per|/|a|an|each|every)\s*(?=\S)", re.IGNORECASE)
+_PER = re.compile(r"\s*(?:(?:per|an|a|each|every)\b|/)\s*(?=\S)", re.IGNORECASE)
 
 
 def unit_named(word: str) -> Unit | None:
