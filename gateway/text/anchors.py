@@ -31,6 +31,9 @@ class Anchor:
     right: int
     content: int
     """Matched positions holding a content word."""
+    whole: bool = False
+    """Every word on one side of the answer's mention matched, at least two ("Hein
+    Jacobsson *completed it*." against "…Hybertsson *completed it*.")."""
 
 
 def _side(text: str, start: int, end: int, left: bool) -> list[str]:
@@ -49,20 +52,26 @@ def anchor(a_text: str, a_start: int, a_end: int,
            c_text: str, c_start: int, c_end: int) -> Anchor:
     """Position-wise matches around mention ``a`` (in ``a_text``) and ``c``."""
     left = right = content = 0
+    whole = False
     for is_left in (True, False):
         xs = _side(a_text, a_start, a_end, is_left)
         ys = _side(c_text, c_start, c_end, is_left)
+        hits = 0
         for x, y in zip(xs, ys, strict=False):
             if x == y:
-                if is_left:
-                    left += 1
-                else:
-                    right += 1
+                hits += 1
                 if x[0].isalnum() and x not in STOPWORDS and not x.isdigit():
                     content += 1
-    return Anchor(left, right, content)
+        if is_left:
+            left = hits
+        else:
+            right = hits
+        if len(xs) >= 2 and hits == len(xs) and len(xs) < WIDTH:
+            whole = True
+    return Anchor(left, right, content, whole)
 
 
 def anchored(a: Anchor) -> bool:
-    """A copy's anchor: two content words, or three positions with one content word."""
-    return a.content >= 2 or (a.content >= 1 and a.left + a.right >= 3)
+    """A copy's anchor: two content words, three positions with one content word, or a
+    whole side of the answer (two words or more, one of them content) copied."""
+    return a.content >= 2 or (a.content >= 1 and (a.left + a.right >= 3 or a.whole))

@@ -4,13 +4,14 @@ A faithful answer may state what the context implies rather than says: "15 % of 
 120 patients, *18 people*"; "two months' rent of €1,450, *€2,900*"; "4.25 % a year in
 two instalments, *2.125 %* each"; "landed *four days* after the 16 July launch" (20 July).
 :func:`derivations` tries the small arithmetic such answers use — a product or
-quotient of two stated values, a percentage of one, a sum or difference of two of the
-same kind, the days between two dates — over a small pool of operands (the values of
+quotient of a stated value and a stated multiplier, a percentage of a value, the days
+between two dates — over a small pool of operands (the values of
 the context sentences the answer aligns with, the answer sentence's own, and the
 question's) and returns how the answer's value can be obtained.
 
 Only stated operands are used (never an arbitrary constant), so "480,000" is not
-"48,000 x 10". Tolerance follows the answer's precision (rounding to its significant
+"48,000 x 10". Sums and differences are not tried: over a handful of durations or
+amounts almost any small number is one ("6 hours" = 2 h + 4 h). Tolerance follows the answer's precision (rounding to its significant
 digits), never a hedge's looser one: a derivation is a weaker support. Pure.
 """
 
@@ -103,11 +104,6 @@ def derivations(a: Measure, operands: Sequence[Operand],
                     out.append(Derivation("quotient", (p, q)))
             if p.dim == "percent" and q.dim == dim and plain and _states(a, p.value * q.value / 100):
                 out.append(Derivation("share", (p, q)))
-        if x.dim == y.dim == dim:
-            if _states(a, x.value + y.value):
-                out.append(Derivation("sum", (x, y)))
-            elif _states(a, abs(x.value - y.value)):
-                out.append(Derivation("difference", (x, y)))
     if dim == "time" and len(dates) >= 2:
         years = [d.year for d in dates if d.year is not None]
         default = years[0] if years else None

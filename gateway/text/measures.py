@@ -314,8 +314,8 @@ def _close(a: Measure, cv: float, converted: bool, fuzzy: bool) -> bool:
     if (converted or a.approx or v >= 1000 or fuzzy) and _round_sig(cv, a.sig) == v:
         return True
     rel = abs(v - cv) / abs(cv)
-    if a.approx and (a.sig <= 2 or fuzzy) and rel <= 0.10:
-        return True
+    if a.approx and fuzzy and rel <= 0.10:
+        return True  # "about a month and a half" for 6 weeks
     if fuzzy and rel <= 0.03:
         return True
     return converted and rel <= 0.01
@@ -342,8 +342,7 @@ def relation(a: Measure, c: Measure) -> int:
     if a.dim in (COUNT, "ordinal", "clock"):
         # Counts of different nouns may be different things ("12 reports", "2 burns").
         same = abs(a.value - c.value) <= 1e-9 * max(1.0, abs(c.value)) or (
-            (a.approx or a.value >= 1000) and _round_sig(c.value, a.sig) == a.value) or (
-            a.approx and a.sig <= 2 and abs(a.value - c.value) <= 0.1 * abs(c.value))
+            (a.approx or a.value >= 1000) and _round_sig(c.value, a.sig) == a.value)
         if same:
             return CONFLICT if a.bound and c.bound and a.bound != c.bound else MATCH
         if not c.bound and _within_bound(a, c.value):
