@@ -63,7 +63,7 @@ def _states(a: Measure, value_base: float) -> bool:
     v = value_base / factor
     if v <= 0 or a.value <= 0:
         return False
-    if abs(v - a.value) <= 0.005 * a.value:
+    if abs(v - a.value) <= 1e-9 * a.value:
         return True
     # Rounded to the answer's precision, but a round "1000" is no rounding of 1,150.
     return a.sig >= 2 and _round_sig(v, a.sig) == a.value and abs(v - a.value) <= 0.05 * v

@@ -60,6 +60,8 @@ class Measure:
     bound: int = 0
     """+1: a lower bound ("more than", "over", "at least"); -1: an upper bound ("up to",
     "under", "no more than"); 0: the value itself."""
+    ceiling: bool = False
+    """An upper bound that states the maximum itself ("up to", "a maximum of")."""
 
     @property
     def base_dim(self) -> str:
@@ -86,6 +88,8 @@ _UPPER = re.compile(
 _NOT_MORE = re.compile(r"\b(?:not|never|no)\b(?:\s+\w+){0,2}\s+(?:more|over|above|exceed\w*|"
                        r"longer|later)\b[^.;]*$|n[’']t(?:\s+\w+){0,2}\s+(?:more|over|above|"
                        r"exceed\w*)\b[^.;]*$", re.IGNORECASE)
+_CEILING = re.compile(r"\b(?:up\s+to|a\s+maximum\s+of|maximum(?:\s+of)?|max\.?)\s*$",
+                      re.IGNORECASE)
 _AFTER_LOWER = re.compile(r"\s*(?:or\s+more|and\s+(?:above|over|up)|or\s+longer|\+)", re.I)
 _AFTER_UPPER = re.compile(r"\s*(?:or\s+(?:less|fewer|under|below)|at\s+most|max(?:imum)?\b)",
                           re.IGNORECASE)
@@ -114,6 +118,10 @@ _FRACTION = re.compile(
     r"hundredth)s?\b(?!\s+(?:an?\b|of\s+an?\b))", re.IGNORECASE)
 _FRACTION_COUNT = {"a": 1, "one": 1, "two": 2, "three": 3, "four": 4, "nine": 9}
 _CURRENCY_DIM = {"$": "currency:$", "£": "currency:£", "€": "currency:€", "¥": "currency:¥"}
+
+
+def _ceiling(text: str, start: int) -> bool:
+    return _CEILING.search(text[max(0, start - 20):start]) is not None
 
 
 def _qualifier(text: str, start: int, end: int) -> tuple[bool, int]:
@@ -295,6 +303,9 @@ def sentence_measures(text: str, numbers: Iterable[Quantity],
     extra = _extras(text, taken) + clocks
     if extra or years:
         out = sorted(out + extra, key=lambda m: m.start)
+    for m in out:
+        if m.bound == -1 and _ceiling(text, m.start):
+            m.ceiling = True
     return out
 
 
@@ -367,10 +378,11 @@ def relation(a: Measure, c: Measure) -> int:
 
 
 def _within_bound(a: Measure, cv: float) -> bool:
-    """A bound the context's value satisfies, and that is no wild understatement."""
+    """A bound the context's value satisfies, and that is no wild understatement. "Up to
+    80 Nm" states a maximum, not a bound a 60 Nm maximum satisfies: no ceiling here."""
     if a.bound == 1:
         return a.value < cv <= 2 * a.value
-    if a.bound == -1:
+    if a.bound == -1 and not a.ceiling:
         return 0.5 * a.value <= cv < a.value
     return False
 
