@@ -54,7 +54,7 @@ def _rough_coverage(a: Clause, have: frozenset[str]) -> float:
     if not a.stems:
         return 0.0
     hit = sum(1 for s in a.stems if s in have or s in a.dir_stems or s in a.neg_stems)
-    return hit / len(a.stems) + 0.25  # slack: IDF weighting may favour the hits
+    return hit / len(a.stems) + 0.15  # slack: IDF weighting may favour the hits
 
 
 def clause_flip(text: str, start: int, skip: list[tuple[int, int]], cf: ContextFacts,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["directions", "is_direction_word", "opposed"]
+__all__ = ["directions", "is_direction_word", "may_have_direction", "opposed"]
 
 # group -> (one side's words, the other side's words); words matched in lower case.
 _GROUPS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
@@ -59,6 +59,15 @@ _NOT_DIRECTION = re.compile(
 _NEEDS_NUMBER = frozenset(["change", "level"])
 """Oppositions that count only in a clause stating a number ("fell 8 %", "above 99.9 %"):
 elsewhere "over" and "under", "rose" and "fell" have many other senses."""
+
+
+_ANY = re.compile(r"\b(?:" + "|".join(sorted(_INDEX, key=len, reverse=True)) +
+                  r")\b|\b(?:up|down)\s+[$£€¥]?\d", re.IGNORECASE)
+
+
+def may_have_direction(text: str) -> bool:
+    """A cheap test: whether :func:`directions` can find anything in ``text``."""
+    return _ANY.search(text) is not None
 
 
 def is_direction_word(word: str) -> bool:

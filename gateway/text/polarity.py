@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from gateway.text.antonyms import directions, is_direction_word
+from gateway.text.antonyms import directions, is_direction_word, may_have_direction
 from gateway.text.frames import clauses
 from gateway.text.stem import stem
 from gateway.text.tokens import NUMBER_WORDS, STOPWORDS, has_camel_glue, negation_cues
@@ -183,7 +183,8 @@ _POLAR = re.compile(r"(?=[ncwu])(?:\b(?:not|no|never|none|nobody|nothing|neither
 def polar(text: str) -> bool:
     """Whether ``text`` may take a polarity or a direction at all (a negation cue, a
     "non-"/"un…" word, a direction word): a cheap test before the clause analysis."""
-    return _POLAR.search(text) is not None or bool(directions(text))
+    return _POLAR.search(text) is not None or (may_have_direction(text)
+                                               and bool(directions(text)))
 
 
 def _prefix_base(word: str) -> str | None:
