@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from gateway.text.anchors import Anchor, anchor, anchored
 from gateway.text.context_facts import ContextFacts, Fact, sentence_slots
@@ -42,19 +43,20 @@ from gateway.text.measures import (
     MATCH,
     Measure,
     relation,
-    sentence_measures,
-    years_as_measures,
 )
 from gateway.text.names import acronym_of, name_class, name_key, same_name
-from gateway.text.quantities import DateRef, date_matches, extract_quantities
+from gateway.text.quantities import DateRef, date_matches
 from gateway.text.stem import stem
-from gateway.text.tokens import Span, entity_candidates, split_sentences
+from gateway.text.tokens import Span
 
-__all__ = ["FactCheck", "FactOptions", "QuestionFacts", "check_facts"]
+__all__ = ["FactCheck", "FactOptions", "check_facts"]
 
 _MONTHS = {m: i + 1 for i, m in enumerate(
     "january february march april may june july august september october november "
     "december".split())}
+if TYPE_CHECKING:
+    from gateway.layers._grounding_question import QuestionFacts
+
 MAX_SAME = 24
 """Context occurrences of one value compared by frame (the first ones)."""
 
@@ -75,58 +77,6 @@ class FactCheck:
     binding: bool = False
     """Contradicted by binding (wrong event / swapped or substituted name), not by a
     value the context states in the same place."""
-
-
-@dataclass(slots=True)
-class QuestionFacts:
-    """The user question's values, dates and names (never evidence against the context)."""
-
-    measures: list[Measure] = field(default_factory=list)
-    dates: list[DateRef] = field(default_factory=list)
-    names: list[frozenset[str]] = field(default_factory=list)
-    false: list[Measure] = field(default_factory=list)
-    """Values the question asserts and the context contradicts ("The rent is €1,650")."""
-
-    def support(self, a: Measure) -> bool:
-        """Whether a value the question states, and the context does not contradict,
-        matches ``a``."""
-        return any(relation(a, q) == MATCH for q in self.measures
-                   if not any(q is f for f in self.false))
-
-
-_HYPOTHETICAL = re.compile(r"(?:\b(?:an?|per|each|every|say|if|like|of|suppose)\s*|[$£€¥])$",
-                           re.IGNORECASE)
-
-
-def question_facts(text: str, cf: ContextFacts, opts: FactOptions) -> QuestionFacts:
-    """The question's facts; a value it asserts ("The rent is €1,650") that the context
-    states otherwise in the same frame is marked false (a premise, not evidence)."""
-    out = QuestionFacts()
-    for span in split_sentences(text):
-        s = span.text
-        dates, numbers = extract_quantities(s)
-        measures = sentence_measures(s, numbers, dates)
-        dates = years_as_measures(s, dates)[0]
-        names = entity_candidates(s)
-        out.measures += measures
-        out.dates += dates
-        out.names += [k for k in (name_key(n.text) for n in names) if k]
-        for f in sentence_slots(s, measures, dates, names):
-            m = f.measure
-            if m is None or _HYPOTHETICAL.search(s[max(0, m.start - 9):m.start].rstrip()
-                                                  + (" " if m.start else "")):
-                continue
-            cands = cf.by_dim().get(m.base_dim, ())
-            if any(relation(m, c) == MATCH for _, c in cands):
-                continue
-            rivals = [c for sid in sorted({sid for sid, c in cands
-                                           if relation(m, c) == CONFLICT})[:MAX_SAME]
-                      for c in cf.slots(sid)
-                      if c.measure is not None and relation(m, c.measure) == CONFLICT]
-            best = _best(cf, f, rivals, ())
-            if best is not None and best[0] >= opts.bind_min:
-                out.false.append(m)
-    return out
 
 
 @dataclass(slots=True)

@@ -15,9 +15,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gateway.layers._grounding_facts import FactCheck, FactOptions, QuestionFacts, check_facts
-from gateway.layers._grounding_facts import question_facts as read_question
+from gateway.layers._grounding_facts import FactCheck, FactOptions, check_facts
 from gateway.layers._grounding_polarity import clause_flip
+from gateway.layers._grounding_question import QuestionFacts
+from gateway.layers._grounding_question import question_facts as read_question
 from gateway.text.answer import AnswerSentence
 from gateway.text.context_facts import context_facts
 from gateway.text.frames import clauses

@@ -1,46 +1,37 @@
 """``grounding`` layer: is each answer sentence backed by the request's own context?
 
-Model-free. For every answer sentence it checks, against the grounding context
-(and the user question, whose words the assistant may legitimately repeat):
+Model-free. For every answer sentence it checks, against the grounding context:
 
-- **numbers** (units, percentages, currency, spelled-out, rounding-aware) and
-  **dates** (normalized; ``"1981"`` is backed by ``"July 11, 1981"``),
-- **named entities** (capitalized spans) — every content word of the entity must
-  occur in the context or question,
-- **content words** — the share that occurs neither in the question nor in the
-  ``local_window`` context sentences that best match this sentence (a long article
-  contains most words somewhere; a fabricated detail rarely sits next to the
-  sentence it embellishes),
-- **negation flips** — the best-matching context sentence (found through the
-  context index's inverted index) covers most of the sentence but one side is
-  negated and the other is not.
+- **values with their units** — a number is read with its unit, dimension, hedge and
+  bound (``gateway.text.measures``) and found when the context states the same
+  quantity in any unit, rounded or within a bound; or **derived** from stated values
+  (``gateway.text.derive``); **dates** likewise;
+- **names** — entity candidates, plus an opening word the context writes as a name;
+- **binding** — a found value, date or name whose frame (the words around it) a
+  context slot holding another filler matches much better is on the wrong event or in
+  the wrong place (``_grounding_facts``); a name the context lacks, copied into another
+  name's place, is substituted;
+- **negation and directions, clause by clause** (``_grounding_polarity``), with
+  answer particles, rejected alternatives and prefix negation understood;
+- **the question's premise** — "Yes" to a premise the context contradicts, "No" to one
+  it states (``_grounding_premise``); the question's values and names support nothing
+  the context states otherwise;
+- **content words** — the share found neither in the question nor in the
+  ``local_window`` context sentences that best match this sentence; conversational
+  formulas state nothing.
 
-Each sentence gets a status: ``contradicted`` (negation flip, or a number/date
-that differs from one of the same kind in the best-matching context sentence),
-``unsupported`` (an entity, number or date not found, or at least
-``sentence_threshold`` of its content words unsupported) or ``supported``; those
-not supported are the ``failed_claims``. The answer's risk pools the sentences::
+Each sentence gets a status: ``contradicted``, ``unsupported`` or ``supported``; those
+not supported are the ``failed_claims``. The answer's score pools them (strong
+evidence: any contradiction, outside a long document; weak: unsupported counts beyond
+a chance allowance for the answer's length and sentences) and is calibrated per request
+shape (``_grounding_shape``: passage, conversation, document)::
 
-    pooled = word_weight   * unsupported content words / content words
-           + entity_weight * unsupported entities / entities
-           + number_weight * unsupported numbers and dates / numbers and dates
-           + contradiction_weight * [any sentence contradicted]
-    share    = max_weight * worst_sentence_risk + (1 - max_weight) * min(1, pooled)
-    evidence = contradiction_boost * [any sentence contradicted]
-             + share_weight * share
-             + (1 - exp(-U / count_scale))
-             + rare_weight * (1 - exp(-R / count_scale))
-    score    = exp(-evidence)
+    score = exp(-shape_scale[shape] * evidence)
 
-where U counts the content words found neither in the context nor the question,
-and R those of them with at least ``rare_min_length`` letters plus the unsupported
-numbers and dates (specific tokens). A sentence's own risk (for ranking evidence)
-is the share formula over that sentence alone. Counts rather than shares make one
-threshold work across short QA spans, dialogue turns and multi-sentence summaries.
-
-``passed`` means *no evidence of error* at ``threshold``; it never means
-"verified" — this layer only sees surface overlap (see ``docs/layers.md`` for what
-it is blind to). With no context the layer is skipped (neutral score, passed).
+The formula and every constant: ``docs/layers.md``. ``passed`` means *no evidence of
+error* at ``threshold``; it never means "verified" — the layer compares surface forms,
+not meaning (see ``docs/layers.md`` for what it is blind to). With no context the
+layer is skipped (neutral score, passed).
 """
 
 from __future__ import annotations
