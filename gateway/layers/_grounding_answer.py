@@ -14,8 +14,10 @@ from math import exp, log
 from typing import TYPE_CHECKING
 
 from gateway.layers._citation_pairs import marker_spans, norm
-from gateway.layers._grounding_sentence import SentenceCheck, check_analyzed
+from gateway.layers._grounding_premise import check_stance
+from gateway.layers._grounding_sentence import SentenceCheck, check_analyzed, question_facts
 from gateway.text.answer import AnswerSentence, analyze_answer
+from gateway.text.frames import frame_words
 from gateway.text.index import TextIndex
 from gateway.text.tokens import content_words, tokenize
 
@@ -39,14 +41,18 @@ class _LazyForms(dict[str, str | None]):
 
 def check_answer(
     answer: str, ctx: TextIndex, question: TextIndex | None, cfg: GroundingConfig,
-    sentences: Sequence[AnswerSentence] | None = None,
+    sentences: Sequence[AnswerSentence] | None = None, shape: str | None = None,
 ) -> tuple[float, list[SentenceCheck]]:
     """Score an answer: ``(score in [0, 1], per-sentence checks)``; higher = better grounded.
 
-    ``sentences`` is ``analyze_answer(answer)`` when the caller already has it.
+    ``sentences`` is ``analyze_answer(answer)`` when the caller already has it; ``shape``
+    the request's (``_grounding_shape``; ``None``: ``document`` for a long context, else
+    ``passage``), which picks the evidence scale and whether contradictions are strong.
     """
     if sentences is None:
         sentences = analyze_answer(answer)
+    if shape is None:
+        shape = "document" if len(ctx.sentences) > cfg.long_context_sentences else "passage"
     # Citation markers are the citations layer's: the "1" of "[1]" or the "Smith" and
     # "2020" of "(Smith, 2020)" are nothing the answer states about the context.
     ids: set[str] = set()
@@ -68,10 +74,19 @@ def check_answer(
     ctx.prefetch(f for f in forms.values() if f is not None)
     # The question is asked only about words the context lacks or has far away.
     qforms = _LazyForms(question) if question is not None else None
-    checks = [check_analyzed(s, t, w, ctx, forms, question, qforms, cfg)
-              for s, t, w in zip(sentences, tokens, word_sets, strict=True)]
+    qfacts = question_facts(question, ctx, cfg)
+    topic = _topic(question, word_sets)
+    checks = [check_analyzed(s, t, w, ctx, forms, question, qforms, cfg, qfacts,
+                             topic if i == 0 else ())
+              for i, (s, t, w) in enumerate(zip(sentences, tokens, word_sets, strict=True))]
     if not checks:
         return 1.0, []
+    if question is not None:
+        why = check_stance(checks[0], " ".join(s.text for s in question.sentences), ctx, cfg)
+        if why is not None:
+            checks[0].status = "contradicted"
+            checks[0].premise = why
+            checks[0].risk = min(1.0, checks[0].risk + cfg.contradiction_weight)
     words = sum(c.weight for c in checks)
     entities = sum(c.n_entities for c in checks)
     values = sum(c.n_values for c in checks)
@@ -93,22 +108,47 @@ def check_answer(
     # Chit-chat sentences ("Hope you enjoy it!") count at opinion_weight.
     n_unsupported = 0.0
     rare = 0.0
+    # A reply as long as its context must bring in names of its own (a dialogue turn over
+    # a one-line snippet); a short answer to a long passage has no such excuse.
+    name_rarity = cfg.name_rarity if shape == "passage" else 0.0
     for c in checks:
-        w = cfg.opinion_weight if c.opinion else 1.0
+        w = (cfg.opinion_weight if c.opinion else
+             cfg.anchored_word_weight if c.anchored and c.status != "contradicted"
+             and shape == "passage" else 1.0)
         n_unsupported += w * len(c.unsupported_words)
         rare += w * sum(1 for u in c.unsupported_words if len(u) >= cfg.rare_min_length)
         rare += len(c.unsupported_values)  # a number/date is specific
+        rare += name_rarity * len(c.unsupported_entities)  # and so is a name
     weak = (
         cfg.share_weight * share_risk
         + 1.0 - exp(-n_unsupported / cfg.count_scale)
         + cfg.rare_weight * (1.0 - exp(-rare / cfg.count_scale))
     )
     allowance = answer_allowance(answer, ctx, len(checks), cfg)
+    # A long document offers a competing value, name or clause by chance: there a
+    # contradiction is weak evidence (in the share above), never strong on its own.
+    boost = cfg.long_context_boost if shape == "document" else cfg.contradiction_boost
     evidence = (
-        cfg.contradiction_boost * (1.0 if any(c.status == "contradicted" for c in checks) else 0.0)
+        boost * (1.0 if any(c.status == "contradicted" for c in checks) else 0.0)
         + max(0.0, weak - allowance) + cfg.within_allowance_weight * min(weak, allowance)
     )
-    return exp(-evidence), checks
+    return exp(-evidence * cfg.shape_scale.get(shape, 1.0)), checks
+
+
+TOPIC_WEIGHT = 0.5
+"""Weight of the question's words in the frame of a short answer's values and names."""
+TOPIC_MAX_WORDS = 8
+
+
+def _topic(question: TextIndex | None, word_sets: Sequence[set[str]]) -> list[tuple[str, float]]:
+    """The question's stems, a frame for a short first sentence ("Around 1450, in Mainz."
+    answers "When was the Gutenberg Bible completed?")."""
+    if question is None or not question.sentences or not word_sets or \
+            len(word_sets[0]) > TOPIC_MAX_WORDS:
+        return []
+    last = question.sentences[-1]
+    keys = {k for k in (frame_words(t) for t in last.tokens) if k is not None}
+    return [(k, TOPIC_WEIGHT) for k in sorted(keys)]
 
 
 def _blanked(text: str, spans: Sequence[tuple[int, int]]) -> str:
@@ -127,6 +167,12 @@ def _without_markers(s: AnswerSentence, spans: Sequence[tuple[int, int]]) -> Ans
                           tuple(q for q in s.numbers if outside(q.start, q.end)))
 
 
+def _length_ratio(answer: str, ctx: TextIndex) -> float:
+    """Answer/context length in characters, capped at 1."""
+    ctx_chars = sum(len(d.text) for d in ctx.docs)
+    return min(1.0, len(answer) / ctx_chars) if ctx_chars else 1.0
+
+
 def answer_allowance(answer: str, ctx: TextIndex, n_sentences: int,
                      cfg: GroundingConfig) -> float:
     """Weak evidence a faithful answer of this shape may carry by chance.
@@ -136,9 +182,7 @@ def answer_allowance(answer: str, ctx: TextIndex, n_sentences: int,
     and with the number of sentences (unsupported words accumulate over a multi-sentence
     summary). Only observable request properties: the layer never knows the task.
     """
-    ctx_chars = sum(len(d.text) for d in ctx.docs)
-    ratio = min(1.0, len(answer) / ctx_chars) if ctx_chars else 1.0
-    return (cfg.length_allowance * ratio
+    return (cfg.length_allowance * _length_ratio(answer, ctx)
             + cfg.sentence_allowance * log(max(1, n_sentences)))
 
 

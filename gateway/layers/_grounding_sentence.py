@@ -15,8 +15,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from gateway.layers._grounding_facts import FactCheck, FactOptions, check_facts
+from gateway.layers._grounding_polarity import clause_flip
+from gateway.layers._grounding_question import QuestionFacts
+from gateway.layers._grounding_question import question_facts as read_question
 from gateway.text.answer import AnswerSentence
-from gateway.text.index import TextIndex
+from gateway.text.context_facts import context_facts
+from gateway.text.frames import clauses
+from gateway.text.index import Match, TextIndex
+from gateway.text.measures import sentence_measures, years_as_measures
+from gateway.text.names import names_in
+from gateway.text.phatic import PHATIC_WORDS, is_phatic
+from gateway.text.polarity import contrast_spans, leading_particle
 from gateway.text.quantities import extract_quantities
 from gateway.text.tokens import (
     Span,
@@ -53,6 +63,14 @@ class SentenceCheck:
     """First/second person, no entity, number or date: chit-chat (weak evidence)."""
     source_id: str | None
     source_span: str | None
+    facts: list[FactCheck] | None = None
+    """The values, dates and names checked (see ``_grounding_facts``)."""
+    negated_clause: str | None = None
+    """The context clause whose polarity differs (``negation_flip``)."""
+    premise: str | None = None
+    """Why its opening "Yes"/"No" contradicts the context (``_grounding_premise``)."""
+    anchored: bool = False
+    """It states values or names, and the context has every one of them."""
 
 
 # Possibility modals right before a negation: "this may not happen" hedges, it does not
@@ -68,8 +86,22 @@ def _asserted_negation(text: str) -> bool:
     return any(not _HEDGE_BEFORE.search(text[: m.start()]) for m in negation_cues(text))
 
 
+_FIRST_PERSON = frozenset(["i", "i'm", "im", "me", "my", "mine", "we", "our", "us"])
+
+
 def _personal_opinion(tokens: Sequence[str], n_entities: int, n_values: int) -> bool:
     return n_entities == 0 and n_values == 0 and not _PERSONAL.isdisjoint(tokens)
+
+
+def _speaker(tokens: Sequence[str], n_entities: int, n_values: int) -> str | None:
+    """``"first"`` for a fact-free sentence about the speaker ("I do not like comedies":
+    an opinion, never a flip), ``"second"`` for one addressed to the user ("you do not
+    need to…": checked when a context clause covers it well), else ``None``."""
+    if n_entities or n_values:
+        return None
+    if not _FIRST_PERSON.isdisjoint(tokens):
+        return "first"
+    return "second" if not _PERSONAL.isdisjoint(tokens) else None
 
 
 def _in_name(start: int, end: int, entities: Sequence[Span]) -> bool:
@@ -77,9 +109,24 @@ def _in_name(start: int, end: int, entities: Sequence[Span]) -> bool:
     return any(e.start <= start and end <= e.end for e in entities)
 
 
+def question_facts(question: TextIndex | None, ctx: TextIndex,
+                   cfg: GroundingConfig) -> QuestionFacts | None:
+    """The question's values, dates and names (read once per answer)."""
+    if question is None:
+        return None
+    return read_question(" ".join(s.text for s in question.sentences), context_facts(ctx),
+                         fact_options(cfg))
+
+
+def fact_options(cfg: GroundingConfig, binding: bool = True) -> FactOptions:
+    return FactOptions(window=cfg.contradiction_window, bind_min=cfg.bind_min,
+                       bind_ratio=cfg.bind_ratio, bind_margin=cfg.bind_margin,
+                       substitute_min=cfg.substitute_min, binding=binding)
+
+
 def check_sentence(
     text: str, ctx: TextIndex, question: TextIndex | None, cfg: GroundingConfig,
-    entities: Sequence[Span] | None = None,
+    entities: Sequence[Span] | None = None, *, opinions: bool = True,
 ) -> SentenceCheck:
     """Check one answer sentence against the context index (and question index).
 
@@ -92,23 +139,30 @@ def check_sentence(
     tokens = tokenize(text)
     words = content_words(tokens)
     return check_analyzed(sentence, tokens, words, ctx, ctx.resolve_all(words),
-                  question, question.resolve_all(words) if question is not None else None, cfg)
+                          question, question.resolve_all(words) if question is not None
+                          else None, cfg, question_facts(question, ctx, cfg),
+                          opinions=opinions)
 
 
 def check_analyzed(
     sentence: AnswerSentence, tokens: list[str], words: set[str],
     ctx: TextIndex, forms: Mapping[str, str | None],
     question: TextIndex | None, qforms: Mapping[str, str | None] | None,
-    cfg: GroundingConfig,
+    cfg: GroundingConfig, qfacts: QuestionFacts | None = None,
+    topic: Sequence[tuple[str, float]] = (), *, opinions: bool = True,
 ) -> SentenceCheck:
     """:func:`check_sentence` on an analyzed sentence; ``forms`` / ``qforms`` are
     ``resolve_all`` of (at least) ``words`` on the context / question index."""
     text = sentence.span.text
     entities = sentence.entities
+    _stance, claim_start = leading_particle(text)
+    contrasts = contrast_spans(text)
+    rejected = _words_in(text, contrasts) if contrasts else set()
     if qforms is None:
-        missing = sorted(w for w in words if forms[w] is None)
+        missing = sorted(w for w in words if forms[w] is None and w not in rejected)
     else:
-        missing = sorted(w for w in words if forms[w] is None and qforms[w] is None)
+        missing = sorted(w for w in words if forms[w] is None and qforms[w] is None
+                         and w not in rejected)
     missing_set = set(missing)
 
     bad_entities: list[str] = []
@@ -128,41 +182,60 @@ def check_analyzed(
         far = sorted(
             w for w in words
             if w not in missing_set and near.isdisjoint(variants(w))
-            and not (qforms is not None and qforms[w] is not None)
+            and not (qforms is not None and qforms[w] is not None) and w not in rejected
         )
 
-    bad_values: list[str] = []
-    contradicted_value = False
     dates, numbers = sentence.dates, sentence.numbers
-    n_values = len(dates) + len(numbers)
-    # A value the context lacks contradicts it where a best-matching sentence states
-    # another of the same kind ("completed in 1899" vs "It was completed in 1889").
-    # Several of them: in a short context the best match is often a sibling sentence
-    # ("The Eiffel Tower is 330 m tall.") and the value sits in the next one.
-    near_ids = [m.sentence for m in matches[:cfg.contradiction_window]]
-    for d in dates:
-        if not (ctx.has_date(d) or (question is not None and question.has_date(d))):
-            bad_values.append(d.text)
-            if any(ctx.dates_of(i) for i in near_ids) and not (
-                    not any(ch.isdigit() for ch in d.text) and _in_name(d.start, d.end, entities)):
-                contradicted_value = True
-    for q in numbers:
-        if not (ctx.has_number(q) or (question is not None and question.has_number(q))):
-            bad_values.append(q.text)
-            if near_ids and not (
-                not any(ch.isdigit() for ch in q.text) and _in_name(q.start, q.end, entities)
-            ) and any(
-                n.kind == q.kind and (not q.unit or n.unit == q.unit)
-                for i in near_ids for n in ctx.numbers_of(i)
-            ):
-                contradicted_value = True
+    cf = context_facts(ctx)
+    names = names_in(text, entities, cf.proper()) if cf.proper() else list(entities)
+    measures = sentence_measures(text, numbers, dates)
+    dates = tuple(years_as_measures(text, dates)[0])
+    if len(ctx.sentences) > cfg.long_context_sentences:
+        aligned = [m.sentence for m in matches]  # a document: no frames compared
+    else:
+        aligned = _aligned(text, words, matches, ctx, forms,
+                           _question_words(question) if topic else frozenset())
+    document = len(ctx.sentences) > cfg.long_context_sentences
+    facts = check_facts(text, measures, dates, names, ctx, cf, aligned,
+                        fact_options(cfg, binding=not document), qfacts, topic, skip=contrasts)
+    n_values = len(dates) + len(measures)
+    bad_values = [f.text for f in facts if f.kind != "name"
+                  and f.status in ("unsupported", "contradicted")]
+    contradicted_value = any(f.status == "contradicted" for f in facts)
+    found_names = {f.text for f in facts if f.kind == "name" and f.status != "unsupported"}
+    if found_names:
+        bad_entities = [e for e in bad_entities if e not in found_names]
+    bad_entities += [f.text for f in facts if f.kind == "name" and f.status == "unsupported"
+                     and f.text not in bad_entities]
+    entities = tuple(names)
+    if facts:
+        # The words of a found value ("330 *metres*") are the value's, not claims of their own.
+        found = [m for m in measures if any(f.text == m.text and f.status in
+                                             ("supported", "question", "derived")
+                                             for f in facts)]
+        unit_words = _words_in(text, [(m.start, m.end) for m in found])
+        unit_words |= {m.noun for m in found if m.noun}  # "eight *people*" ~ "8 persons"
+        if unit_words:
+            missing = [w for w in missing if w not in unit_words]
+            missing_set = set(missing)
+            far = [w for w in far if w not in unit_words]
 
-    flip = (
-        best is not None and match is not None
-        and not _personal_opinion(tokens, len(entities), n_values)
-        and _negation_flip(text, words, best.text, ctx.negated(match.sentence),
-                           match.coverage, cfg.negation_min_coverage)
-    )
+    # Friendly formulas ("Glad it helped!", "Safe travels.") state nothing: their own
+    # words are no claims, the rest of such a sentence weighs like an opinion.
+    phatic = (n_values == 0 and not bad_entities and not contradicted_value
+              and is_phatic(words - rejected))
+    if phatic:
+        missing = [w for w in missing if w not in PHATIC_WORDS]
+        far = [w for w in far if w not in PHATIC_WORDS]
+        missing_set = set(missing)
+    # A sentence whose values and names are all found is anchored in the context: words
+    # it adds are most likely paraphrase ("finished on 31 March 1889").
+    anchored = bool(facts) and all(f.status in ("supported", "derived") for f in facts)
+    flipped = clause_flip(text, claim_start, contrasts, cf,
+                          [m.sentence for m in matches[:cfg.contradiction_window]],
+                          cfg.negation_min_coverage,
+                          _speaker(tokens, len(entities), n_values) if opinions else None)
+    flip = flipped is not None
     contradicted = flip or contradicted_value
     risk = (
         cfg.word_weight * ((len(missing) + len(far)) / len(words) if words else 0.0)
@@ -181,27 +254,48 @@ def check_analyzed(
         text=text, status=status, risk=risk, weight=max(1, len(words)),
         unsupported_words=missing, distant_words=far, unsupported_entities=bad_entities,
         unsupported_values=bad_values, n_entities=len(entities), n_values=n_values,
-        negation_flip=flip, opinion=_personal_opinion(tokens, len(entities), n_values),
+        negation_flip=flip,
+        opinion=phatic or _personal_opinion(tokens, len(entities), n_values),
+        anchored=anchored,
         source_id=best.doc_id if best is not None else None,
         source_span=best.text if best is not None else None,
+        facts=facts, negated_clause=flipped,
     )
 
 
-def _negation_flip(text: str, words: set[str], ctx_text: str, ctx_negated: bool,
-                   coverage: float, min_coverage: float) -> bool:
-    """One side negated, the other not, on the same proposition.
+def _aligned(text: str, words: set[str], matches: Sequence[Match], ctx: TextIndex,
+             forms: Mapping[str, str | None],
+             asked: set[str] | frozenset[str] = frozenset()) -> list[int]:
+    """Context sentences this one aligns with: its best matches, then each clause's two
+    best (a summary sentence merges facts from several places); for a short answer also
+    the two best for its words with the question's ("Around 1450." to "When was the
+    Bible completed?")."""
+    out = [m.sentence for m in matches]
+    if asked:
+        for m in ctx.best_matches(words | asked, 2):
+            if m.sentence not in out:
+                out.append(m.sentence)
+    parts = clauses(text)
+    if len(parts) > 1:
+        for a, b in parts:
+            cw = content_words(tokenize(text[a:b])) & words
+            if len(cw) < 2:
+                continue
+            for m in ctx.best_matches(cw, 2, forms):
+                if m.sentence not in out:
+                    out.append(m.sentence)
+    return out
 
-    The answer adding a negation to a well-covered context sentence counts. The
-    context's negation counts only when its sentence is not much longer than the
-    answer's (a long context sentence usually negates some clause the answer left out).
-    """
-    if len(words) < 3 or coverage < min_coverage:
-        return False
-    negated = _asserted_negation(text)
-    if negated == ctx_negated:
-        return False
-    if negated:
-        return True
-    return len(content_words(tokenize(ctx_text))) <= 1.5 * len(words)
+
+def _question_words(question: TextIndex | None) -> frozenset[str]:
+    """The content words of the question's last sentence."""
+    if question is None or not question.sentences:
+        return frozenset()
+    return frozenset(content_words(question.sentences[-1].tokens))
 
 
+def _words_in(text: str, spans: Sequence[tuple[int, int]]) -> set[str]:
+    out: set[str] = set()
+    for a, b in spans:
+        out.update(tokenize(text[a:b]))
+    return out

@@ -1,46 +1,37 @@
 """``grounding`` layer: is each answer sentence backed by the request's own context?
 
-Model-free. For every answer sentence it checks, against the grounding context
-(and the user question, whose words the assistant may legitimately repeat):
+Model-free. For every answer sentence it checks, against the grounding context:
 
-- **numbers** (units, percentages, currency, spelled-out, rounding-aware) and
-  **dates** (normalized; ``"1981"`` is backed by ``"July 11, 1981"``),
-- **named entities** (capitalized spans) — every content word of the entity must
-  occur in the context or question,
-- **content words** — the share that occurs neither in the question nor in the
-  ``local_window`` context sentences that best match this sentence (a long article
-  contains most words somewhere; a fabricated detail rarely sits next to the
-  sentence it embellishes),
-- **negation flips** — the best-matching context sentence (found through the
-  context index's inverted index) covers most of the sentence but one side is
-  negated and the other is not.
+- **values with their units** — a number is read with its unit, dimension, hedge and
+  bound (``gateway.text.measures``) and found when the context states the same
+  quantity in any unit, rounded or within a bound; or **derived** from stated values
+  (``gateway.text.derive``); **dates** likewise;
+- **names** — entity candidates, plus an opening word the context writes as a name;
+- **binding** — a found value, date or name whose frame (the words around it) a
+  context slot holding another filler matches much better is on the wrong event or in
+  the wrong place (``_grounding_facts``); a name the context lacks, copied into another
+  name's place, is substituted;
+- **negation and directions, clause by clause** (``_grounding_polarity``), with
+  answer particles, rejected alternatives and prefix negation understood;
+- **the question's premise** — "Yes" to a premise the context contradicts, "No" to one
+  it states (``_grounding_premise``); the question's values and names support nothing
+  the context states otherwise;
+- **content words** — the share found neither in the question nor in the
+  ``local_window`` context sentences that best match this sentence; conversational
+  formulas state nothing.
 
-Each sentence gets a status: ``contradicted`` (negation flip, or a number/date
-that differs from one of the same kind in the best-matching context sentence),
-``unsupported`` (an entity, number or date not found, or at least
-``sentence_threshold`` of its content words unsupported) or ``supported``; those
-not supported are the ``failed_claims``. The answer's risk pools the sentences::
+Each sentence gets a status: ``contradicted``, ``unsupported`` or ``supported``; those
+not supported are the ``failed_claims``. The answer's score pools them (strong
+evidence: any contradiction, outside a long document; weak: unsupported counts beyond
+a chance allowance for the answer's length and sentences) and is calibrated per request
+shape (``_grounding_shape``: passage, conversation, document)::
 
-    pooled = word_weight   * unsupported content words / content words
-           + entity_weight * unsupported entities / entities
-           + number_weight * unsupported numbers and dates / numbers and dates
-           + contradiction_weight * [any sentence contradicted]
-    share    = max_weight * worst_sentence_risk + (1 - max_weight) * min(1, pooled)
-    evidence = contradiction_boost * [any sentence contradicted]
-             + share_weight * share
-             + (1 - exp(-U / count_scale))
-             + rare_weight * (1 - exp(-R / count_scale))
-    score    = exp(-evidence)
+    score = exp(-shape_scale[shape] * evidence)
 
-where U counts the content words found neither in the context nor the question,
-and R those of them with at least ``rare_min_length`` letters plus the unsupported
-numbers and dates (specific tokens). A sentence's own risk (for ranking evidence)
-is the share formula over that sentence alone. Counts rather than shares make one
-threshold work across short QA spans, dialogue turns and multi-sentence summaries.
-
-``passed`` means *no evidence of error* at ``threshold``; it never means
-"verified" — this layer only sees surface overlap (see ``docs/layers.md`` for what
-it is blind to). With no context the layer is skipped (neutral score, passed).
+The formula and every constant: ``docs/layers.md``. ``passed`` means *no evidence of
+error* at ``threshold``; it never means "verified" — the layer compares surface forms,
+not meaning (see ``docs/layers.md`` for what it is blind to). With no context the
+layer is skipped (neutral score, passed).
 """
 
 from __future__ import annotations
@@ -51,9 +42,11 @@ from pydantic import Field
 
 from gateway.layers._grounding_answer import answer_allowance, check_answer
 from gateway.layers._grounding_sentence import SentenceCheck, check_sentence
+from gateway.layers._grounding_shape import request_shape
 from gateway.layers.base import Evidence, LayerConfig, LayerResources, LayerResult, VerifyInput
 from gateway.sources.context import GroundingContext
 from gateway.text.answer import answer_sentences
+from gateway.text.context_facts import context_facts
 from gateway.text.index import IndexCache, build_index, context_index
 
 __all__ = ["GroundingConfig", "GroundingLayer", "SentenceCheck", "answer_allowance",
@@ -83,6 +76,10 @@ class GroundingConfig(LayerConfig):
     """Unsupported-word counts saturate on this scale: ``1 - exp(-count / count_scale)``."""
     rare_weight: float = Field(0.5, ge=0.0)
     """Extra weight of unsupported *long* words (rare-looking: names, terms)."""
+    name_rarity: float = Field(4.0, ge=0.0)
+    """Each unsupported name counts this much among the rare-looking specifics, in the
+    ``passage`` shape (a conversation brings in names of its own; a document's summary
+    renames freely)."""
     rare_min_length: int = Field(7, ge=1)
     """Letters from which an unsupported word counts as rare-looking."""
     contradiction_boost: float = Field(2.0, ge=0.0)
@@ -91,6 +88,10 @@ class GroundingConfig(LayerConfig):
     opinion_weight: float = Field(0.25, ge=0.0, le=1.0)
     """Weight of unsupported words in first/second-person sentences without entities,
     numbers or dates ("I hope you enjoy it"): chit-chat, weak evidence."""
+    anchored_word_weight: float = Field(0.5, ge=0.0, le=1.0)
+    """Weight of unsupported words in a sentence whose values and names the context all
+    has (mostly paraphrase: "finished on 31 March 1889"), in the ``passage`` shape (a
+    document's summary names what it found there and still makes things up)."""
     length_allowance: float = Field(1.5, ge=0.0)
     """Evidence a faithful answer may carry by chance, per unit of answer/context length
     ratio (characters, capped at 1): an answer as long as its context must add words."""
@@ -104,6 +105,27 @@ class GroundingConfig(LayerConfig):
     contradiction_window: int = Field(2, ge=1)
     """A number or date the context lacks is *contradicted* (not just unsupported) when
     one of this many best-matching context sentences states another value of its kind."""
+    bind_min: float = Field(1.5, ge=0.0)
+    """Frame similarity (IDF-weighted shared words around a fact) a context slot holding
+    *another* value or name needs before it can contradict the answer's (wrong event,
+    swapped name)."""
+    bind_ratio: float = Field(1.4, ge=1.0)
+    bind_margin: float = Field(0.3, ge=0.0)
+    """That slot must beat ``bind_ratio`` x the best slot holding the answer's own value
+    (or date) plus ``bind_margin``."""
+    substitute_min: float = Field(2.0, ge=0.0)
+    """Frame similarity for a name the context lacks to count as put in another's place."""
+    shape_scale: dict[str, float] = Field(
+        default_factory=lambda: {"passage": 1.49, "conversation": 0.468, "document": 0.632})
+    """Evidence scale per request shape (``_grounding_shape``: passage, conversation,
+    document): per-task calibration, so that ``threshold`` flags about the same share of
+    faithful answers in each (fitted with cross-validation, docs/layers.md)."""
+    long_context_boost: float = Field(0.0, ge=0.0)
+    """``contradiction_boost`` for a context of more than ``long_context_sentences``."""
+    long_context_sentences: int = Field(12, ge=1)
+    """Above this many context sentences binding contradictions (a value on another
+    event, a swapped or substituted name) count as weak evidence only: in a long
+    document a competing slot turns up by chance (HaluEval dev summaries: 5 of 9)."""
     local_window: int = Field(3, ge=0)
     """Words must occur in one of this many best-matching context sentences (0: anywhere)."""
     use_question: bool = True
@@ -118,7 +140,11 @@ class GroundingConfig(LayerConfig):
 def _reason(c: SentenceCheck) -> str:
     parts = []
     if c.negation_flip:
-        parts.append("negation differs from the best-matching context sentence")
+        parts.append("negation differs from the context's "
+                     f"\"{(c.negated_clause or '')[:120]}\"")
+    parts += [f.why for f in c.facts or () if f.status == "contradicted" and f.why]
+    if c.premise:
+        parts.append(c.premise)
     if c.unsupported_values:
         parts.append("values not in context: " + ", ".join(c.unsupported_values))
     if c.unsupported_entities:
@@ -149,6 +175,7 @@ class GroundingLayer:
             index = context_index(context, self._indexes)
             index.facts()
             index.prefetch_all()
+            context_facts(index).prepare()  # measures by dimension, dates, proper names
 
     async def verify(self, inp: VerifyInput) -> LayerResult:
         cfg = self.config
@@ -160,8 +187,10 @@ class GroundingLayer:
         ctx = context_index(inp.context, self._indexes)
         question_text = inp.question if cfg.use_question else ""
         question = build_index([("question", question_text)]) if question_text else None
+        shape = request_shape(inp.messages, inp.question, len(ctx.sentences),
+                              cfg.long_context_sentences)
         score, checks = check_answer(inp.response_text, ctx, question, cfg,
-                                     answer_sentences(inp.context, inp.response_text))
+                                     answer_sentences(inp.context, inp.response_text), shape)
         counts = {s: sum(1 for c in checks if c.status == s)
                   for s in ("supported", "unsupported", "contradicted")}
         failed = [c for c in checks if c.status != "supported"]
@@ -186,5 +215,5 @@ class GroundingLayer:
             ),
             evidence=evidence,
             failed_claims=[c.text for c in failed],
-            details={"sentences": len(checks), **counts},
+            details={"sentences": len(checks), "shape": shape, **counts},
         )

@@ -125,6 +125,9 @@ class TextIndex:
     """Every word's posting is in ``_postings`` (:meth:`prefetch_all`)."""
     _infos: dict[str, _WordInfo] = field(default_factory=dict)
     """Form -> its posting, as a set too, and IDF weight (for :meth:`best_matches`)."""
+    memo: dict[str, object] = field(default_factory=dict)
+    """Further context-side analyses, each built on first use by the module that owns
+    its key (e.g. :func:`gateway.text.context_facts.context_facts`)."""
 
     def facts(self) -> Facts:
         """Numbers and dates of all documents (scanned once, on the first call)."""

@@ -30,6 +30,7 @@ from functools import lru_cache
 __all__ = [
     "NEGATIONS",
     "NUMBER_WORDS",
+    "OPENERS",
     "PLACES",
     "STOPWORDS",
     "TO_SPACE",
@@ -39,6 +40,7 @@ __all__ = [
     "entity_candidates",
     "has_camel_glue",
     "has_negation",
+    "irregular_group",
     "negation_cues",
     "punct_to_space",
     "split_sentences",
@@ -66,6 +68,7 @@ thing things something anything everything nothing one ones lot lots kind sort w
 many several various another others still already again always never often sometimes
 here there now today yesterday tomorrow also too very much more most less least
 good great nice cool awesome fun interesting favorite favourite
+about approximately approx around roughly nearly almost circa
 """.split())
 # fmt: on
 
@@ -142,6 +145,7 @@ _SENT_END = re.compile(
     r"|\n\s*"
 )
 _WORD_BEFORE = re.compile(r"([\w.]+)[.!?][\"')\]’”]*$")
+_UNIT_BEFORE = re.compile(r"\d\s?[°º]?$")
 
 _CAP_WORD = r"(?:[A-Z][\w’'&.-]*\w\.?|[A-Z]\.?)"
 _CONNECT = r"(?:of|of the|de|da|del|der|van|von|la|le|du|bin|al)"
@@ -153,14 +157,15 @@ _CONNECT_RE = re.compile(_CONNECT)
 _NONSPACE = re.compile(r"\S+")
 _LEADING_PUNCT = " \t\"'([‘“-"
 # Words that are capitalized only because they open a sentence or an utterance.
-_OPENERS: frozenset[str] = STOPWORDS | frozenset(
+OPENERS: frozenset[str] = STOPWORDS | frozenset(
     "gladly hope sorry thanks great well sure absolutely exactly right wow yes no oh "
     "after before during since while although because if when where according however "
     "also additionally furthermore moreover besides instead meanwhile overall unfortunately "
     "fortunately interestingly apparently recently currently today yesterday tomorrow "
     "many most some several few all both each every this that these those there here it "
     "his her their our my your its one two three four five first second last next another "
-    "in on at by for from with of to as".split()
+    "in on at by for from with of to as about approximately around roughly nearly almost "
+    "just over under up only".split()
 )
 
 
@@ -187,6 +192,13 @@ _IRREGULAR_GROUPS = (
 _IRREGULAR: dict[str, str] = {
     form: group for group in _IRREGULAR_GROUPS for form in group.split()
 }
+
+
+def irregular_group(word: str) -> str | None:
+    """The first form of ``word``'s irregular group ("began" -> "begin", "men" -> "man"),
+    or ``None`` when it has none."""
+    group = _IRREGULAR.get(word)
+    return group.split(None, 1)[0] if group is not None else None
 
 
 @dataclass(slots=True, unsafe_hash=True)
@@ -240,11 +252,16 @@ def _split_ok(text: str, cut: int, end: int) -> bool:
             return True
         word = before.group(1)
     if word.lower().rstrip(".") in _ABBREV:
-        return False
+        # "No." abbreviates "number" only before one ("No. 5"); "No. The leaflet…" ends.
+        return word.lower() == "no" and not nxt[0].isdigit()
     if word == "al" and text[max(0, cut - 7):cut - 3].lower().endswith("et "):
         return False  # "Smith et al. (2020) found", "et al. Their study"
     # "J. K. Rowling" / "Craig T. Nelson": a lone capital before the dot is an initial.
-    return not (len(word) == 1 and word.isupper())
+    if len(word) == 1 and word.isupper():
+        # A unit symbol after a number ends a sentence: "rated at 230 V. The range…",
+        # "up to 60 °C. Store…"; elsewhere a lone capital is an initial.
+        return _UNIT_BEFORE.search(text, max(0, cut - 8), cut - 2) is not None
+    return True
 
 
 def _append_span(out: list[Span], text: str, start: int, end: int) -> None:
@@ -346,7 +363,7 @@ def entity_candidates(sentence: str) -> list[Span]:
         at_start = opening = not sentence[:base].strip(_LEADING_PUNCT)
         while words:
             first = sentence[words[0][0]:words[0][1]].lower()
-            if first in STOPWORDS or (at_start and first in _OPENERS):
+            if first in STOPWORDS or (at_start and first in OPENERS):
                 words.pop(0)
                 at_start = False
                 continue

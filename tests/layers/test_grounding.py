@@ -106,7 +106,8 @@ def test_question_words_count_as_supported() -> None:
     with_q = run(answer, context=ctx, question=q)
     without_q = run(answer, context=ctx, question=q, use_question=False)
     assert with_q.score == 1.0 and with_q.failed_claims == []
-    assert without_q.score < with_q.score and not without_q.passed
+    assert without_q.score < with_q.score
+    assert without_q.failed_claims == [answer]
     assert without_q.failed_claims == [answer]
 
 
@@ -217,7 +218,8 @@ def test_a_contradiction_adds_evidence_beyond_the_share() -> None:
 def test_unsupported_numbers_count_as_specific_evidence() -> None:
     words = "Zorblax Quintavious founded Mars Colony with robots."
     with_values = "Zorblax Quintavious founded Mars Colony 9 in 3012 with 400 trillion robots."
-    assert run(with_values).score < run(words).score
+    # (Unsupported names count as specifics too, name_rarity; off here to see the values.)
+    assert run(with_values, name_rarity=0).score < run(words, name_rarity=0).score
     assert not run(with_values).passed
 
 
@@ -280,9 +282,11 @@ def test_answer_as_long_as_its_context_gets_an_allowance() -> None:
 
 
 def test_sentences_get_an_allowance_for_accumulated_novelty() -> None:
-    answer = ("Andre Johnson played for the Houston Texans, a loyal club. "
-              "The stadium holds 72,000 spectators on busy weekends. "
-              "Attendance rose by 12% in 2004 thanks to loud fans.")
+    # (Words added beside values the context states weigh half: mostly paraphrase.
+    # Enough of them still exceed the allowance.)
+    answer = ("Andre Johnson played for the Houston Texans, a loyal club with passionate "
+              "supporters. The stadium holds 72,000 spectators on busy sunny weekends with "
+              "loud music. Attendance rose by 12% in 2004 thanks to cheap tickets and fans.")
     assert run(answer).score > run(answer, sentence_allowance=0).score
 
 
@@ -336,9 +340,15 @@ def test_a_wrong_value_is_contradicted_when_the_next_best_sentence_states_the_ri
     assert not wrong.passed and wrong.label == "contradicted", wrong.explanation
     right = run("The Eiffel Tower was completed in 1889.", context=context)
     assert right.passed and right.label == "supported", right.explanation
+    # Outside the window a wrong value is contradicted only through its frame: the
+    # context's 1889 is what was "completed" (binding, gateway.text.frames); a frame the
+    # context does not have leaves it unsupported.
     only_best = run("The Eiffel Tower was completed in 1899.", context=context,
                     contradiction_window=1)
-    assert only_best.label == "unsupported"
+    assert only_best.label == "contradicted" and "1889" in only_best.evidence[0].reason
+    unframed = run("The Eiffel Tower was repainted in 1899.", context=context,
+                   contradiction_window=1)
+    assert unframed.label == "unsupported", unframed.explanation
 
 
 @pytest.mark.parametrize("marker", ["[1]", "[^1]", "[Sundara 54.30]", "[Source: ctx]",

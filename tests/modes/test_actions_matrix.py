@@ -116,7 +116,7 @@ def test_action_delivery_mode(matrix_gateway: PolicyGateway, make_client: Callab
     if mode == "inline" and delivery != "passthrough":
         assert h["x-verity-verdict"] == "fail"
         assert h["x-verity-action"] == action
-        assert h["x-verity-score"] == "0.00"
+        assert h["x-verity-score"] == "0.0000"
         assert h["x-verity-layers"] == "keyword=0.00:fail"
     else:  # the body started before the verdict existed (or shadow): no verdict headers
         assert set(h) == {"x-verity-policy", "x-verity-mode", "x-verity-audit-id"}

@@ -167,7 +167,7 @@ def test_layer_errors_fail_open_or_closed(start_gateway: StartGateway, upstream:
     assert layer["key"] == key and layer["error"] == error and layer["score"] is None
     if on_error == "fail_open":
         assert r.choices[0].message.content == "You said: hello"
-        assert h["x-verity-verdict"] == "pass" and h["x-verity-score"] == "1.00"
+        assert h["x-verity-verdict"] == "pass" and h["x-verity-score"] == "1.0000"
         assert gw.telemetry.total("fail_open") == 1 and gw.telemetry.total("fail_closed") == 0
     else:
         assert r.choices[0].message.content == "blocked"

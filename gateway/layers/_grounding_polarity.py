@@ -1,0 +1,104 @@
+"""The ``grounding`` layer's negation check, clause by clause.
+
+An answer clause contradicts the context when the context clause that covers it
+(at least ``negation_min_coverage`` of its content stems, found among the answer
+sentence's best-matching context sentences) has the other polarity: one of them
+asserts a negation ("not", "never", "no", "n't", "non-", hedged "may not" excepted)
+or negates a word by prefix ("unbraked" against "braked") and the other does not.
+
+What is *not* a flip (:mod:`gateway.text.polarity`): the answer's opening "No," /
+"Not really:" / "He didn't:" (a reply to the question, see
+:mod:`gateway.text.premise`); a rejected alternative (", not 1000 V"); a negation in
+another clause of either sentence ("two USB-C ports, but no HDMI port"); a context
+clause much longer than the answer's (it usually negates something the answer left
+out); and a first/second-person sentence with no fact that no context clause covers
+well ("I do not like romantic comedies": an opinion).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from gateway.text.antonyms import opposed
+from gateway.text.context_facts import ContextFacts
+from gateway.text.polarity import Clause, clause_polarity, flip_by_prefix, polar
+
+__all__ = ["clause_flip"]
+
+_OPINION_COVERAGE = 0.8
+"""A personal sentence is checked only when some context clause covers this much of it."""
+
+
+def _coverage(a: Clause, c: Clause, idf: Callable[[str], float]) -> float:
+    """IDF-weighted share of the answer clause's stems that the context clause has (a
+    prefix negation counting as the word); 0 when more than one of its lower-case words
+    (what it says about its names) is missing, or any when it has fewer than three."""
+    have = c.stems | c.neg_stems
+    missing_plain = sum(1 for s in a.plain if s not in have and s not in a.dir_stems)
+    if missing_plain > (1 if len(a.plain) >= 3 else 0):
+        return 0.0
+    total = hit = 0.0
+    for s in a.stems:
+        if s in a.dir_stems and s not in have:
+            continue  # "fell" against "up": the direction is compared on its own
+        w = idf(s)
+        total += w
+        if s in have:
+            hit += w
+    return hit / total if total else 0.0
+
+
+def _rough_coverage(a: Clause, have: frozenset[str]) -> float:
+    """Share of the answer clause's stems a whole context sentence has (an upper bound
+    of any of its clauses' IDF-weighted coverage, give or take prefixes and directions)."""
+    if not a.stems:
+        return 0.0
+    hit = sum(1 for s in a.stems if s in have or s in a.dir_stems or s in a.neg_stems)
+    return hit / len(a.stems) + 0.15  # slack: IDF weighting may favour the hits
+
+
+def clause_flip(text: str, start: int, skip: list[tuple[int, int]], cf: ContextFacts,
+                sids: Sequence[int], min_coverage: float, personal: str | None) -> str | None:
+    """The context clause an answer clause negates (or is negated by), else ``None``.
+    ``personal``: ``"first"`` (an opinion: never) or ``"second"`` person."""
+    if not sids or personal == "first":
+        return None
+    # Nothing to flip when neither side has a negation, a negating prefix or a direction
+    # word (most sentences): the clause analysis is skipped.
+    answer_polar = polar(text[start:])
+    if not answer_polar and not any(cf.polar(sid) for sid in sids):
+        return None
+    mine = [a for a in clause_polarity(text, skip, start) if len(a.stems) >= 2]
+    # A context sentence whose words cover no answer clause well enough cannot hold the
+    # clause that flips it: its clauses are not analysed.
+    sids = [sid for sid in sids if (answer_polar or cf.polar(sid))
+            and any(_rough_coverage(a, cf.sentence_stems(sid)) >= min_coverage for a in mine)]
+    if not sids:
+        return None
+    context = [c for sid in sids for c in cf.clauses(sid)]
+    texts = {id(c): cf.index.sentences[sid].text for sid in sids for c in cf.clauses(sid)}
+    # Directions are compared with the clause's whole sentence: "revenue of $4.2 billion,
+    # up 8 %" puts the direction in a clause of its own.
+    dirs = {id(c): frozenset().union(*(d.dirs for d in cf.clauses(sid)))
+            for sid in sids for c in cf.clauses(sid)}
+    for a in mine:
+        best: tuple[float, int, Clause] | None = None
+        for c in context:
+            cov = _coverage(a, c, cf.stem_idf)
+            if best is None or (cov, -len(c.stems)) > (best[0], -best[1]):
+                best = (cov, len(c.stems), c)
+        if best is None or best[0] < min_coverage:
+            continue
+        cov, _, c = best
+        if personal == "second" and cov < _OPINION_COVERAGE:
+            continue
+        group = opposed(a.dirs, dirs[id(c)])
+        if group is not None:
+            return texts[id(c)][c.start:c.end]
+        differ = (a.negated != c.negated) != flip_by_prefix(a, c)
+        if not differ:
+            continue
+        if c.negated and not a.negated and len(c.stems) > 1.5 * len(a.stems) + 1:
+            continue  # a long context clause negates something the answer left out
+        return texts[id(c)][c.start:c.end]
+    return None

@@ -1,0 +1,82 @@
+"""The user's question as the ``grounding`` layer reads it: values, dates and names that
+are no evidence against the context.
+
+:func:`question_facts` reads the question once per answer. A value it *asserts* ("The
+rent is €1,650, so…") that the context states otherwise in the same frame is a false
+premise (:attr:`QuestionFacts.false`): it supports no answer value, and an answer value
+derived only from it is contradicted (``_grounding_facts``). A value it only supposes
+("on a $1,000 investment") is a hypothetical: an operand, never checked.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from gateway.layers._grounding_facts import MAX_SAME, FactOptions, _best
+from gateway.text.context_facts import ContextFacts, sentence_slots
+from gateway.text.measures import (
+    CONFLICT,
+    MATCH,
+    Measure,
+    relation,
+    sentence_measures,
+    years_as_measures,
+)
+from gateway.text.names import name_key
+from gateway.text.quantities import DateRef, extract_quantities
+from gateway.text.tokens import entity_candidates, split_sentences
+
+__all__ = ["QuestionFacts", "question_facts"]
+
+
+@dataclass(slots=True)
+class QuestionFacts:
+    """The user question's values, dates and names (never evidence against the context)."""
+
+    measures: list[Measure] = field(default_factory=list)
+    dates: list[DateRef] = field(default_factory=list)
+    names: list[frozenset[str]] = field(default_factory=list)
+    false: list[Measure] = field(default_factory=list)
+    """Values the question asserts and the context contradicts ("The rent is €1,650")."""
+
+    def support(self, a: Measure) -> bool:
+        """Whether a value the question states, and the context does not contradict,
+        matches ``a``."""
+        return any(relation(a, q) == MATCH for q in self.measures
+                   if not any(q is f for f in self.false))
+
+
+_HYPOTHETICAL = re.compile(r"(?:\b(?:an?|per|each|every|say|if|like|of|suppose)\s*|[$£€¥])$",
+                           re.IGNORECASE)
+
+
+def question_facts(text: str, cf: ContextFacts, opts: FactOptions) -> QuestionFacts:
+    """The question's facts; a value it asserts ("The rent is €1,650") that the context
+    states otherwise in the same frame is marked false (a premise, not evidence)."""
+    out = QuestionFacts()
+    for span in split_sentences(text):
+        s = span.text
+        dates, numbers = extract_quantities(s)
+        measures = sentence_measures(s, numbers, dates)
+        dates = years_as_measures(s, dates)[0]
+        names = entity_candidates(s)
+        out.measures += measures
+        out.dates += dates
+        out.names += [k for k in (name_key(n.text) for n in names) if k]
+        for f in sentence_slots(s, measures, dates, names):
+            m = f.measure
+            if m is None or _HYPOTHETICAL.search(s[max(0, m.start - 9):m.start].rstrip()
+                                                  + (" " if m.start else "")):
+                continue
+            cands = cf.by_dim().get(m.base_dim, ())
+            if any(relation(m, c) == MATCH for _, c in cands):
+                continue
+            rivals = [c for sid in sorted({sid for sid, c in cands
+                                           if relation(m, c) == CONFLICT})[:MAX_SAME]
+                      for c in cf.slots(sid)
+                      if c.measure is not None and relation(m, c.measure) == CONFLICT]
+            best = _best(cf, f, rivals, ())
+            if best is not None and best[0] >= opts.bind_min:
+                out.false.append(m)
+    return out

@@ -1,0 +1,93 @@
+"""Opposite directions: "rose" / "fell", "above" / "below", "preceding" / "after",
+"only" / "either".
+
+A paraphrase that reverses a direction keeps almost every word of its source: "revenue
+*fell* 8 %" against "revenue …, *up* 8 %", "uptime stays *above* 99.9 %" against "falls
+*below* 99.9 %", "the 12 months *after* the claim" against "*preceding* the claim",
+"*only* the employer" against "*either* party". :func:`directions` reads which side
+of each opposition a clause takes (function words included: "up", "after", "only" are
+stopwords elsewhere), and :func:`opposed` finds an opposition two clauses take opposite
+sides of — and neither takes both. Pure; word lists general English, not tuned to any text.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["directions", "is_direction_word", "may_have_direction", "opposed"]
+
+# group -> (one side's words, the other side's words); words matched in lower case.
+_GROUPS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    "change": (frozenset("rise rises rising rose risen increase increased increases increasing "
+                         "grow grows grew grown growing gain gains gained climb climbed "
+                         "climbs jump jumped jumps surge surged soar soared".split()),
+               frozenset("fall falls falling fell fallen decrease decreased decreases "
+                         "decreasing decline declined declines declining drop dropped drops "
+                         "dropping slip slipped slips shrink shrank shrunk plunge plunged "
+                         "sink sank slump slumped".split())),
+    "level": (frozenset("above over exceed exceeds exceeded exceeding higher greater "
+                        "more".split()),
+              frozenset("below under beneath lower less fewer".split())),
+    "time": (frozenset("before preceding prior earlier previous".split()),
+             frozenset("after following later subsequent next".split())),
+    "scope": (frozenset("only solely exclusively".split()),
+              frozenset("either both all any every each".split())),
+    "limit": (frozenset("maximum max most".split()),
+              frozenset("minimum min least".split())),
+    "permission": (frozenset("allowed permitted allow allows permit permits accept accepts "
+                             "accepted".split()),
+                   frozenset("prohibited forbidden banned prohibit forbid ban refuse refused "
+                             "rejected reject".split())),
+    "inclusion": (frozenset("include includes included including".split()),
+                  frozenset("exclude excludes excluded excluding except".split())),
+}
+# Not here: win/lose, buy/sell, lend/borrow — "X lost to Y" is "Y won": the roles swap.
+_INDEX: dict[str, tuple[str, int]] = {
+    w: (g, side) for g, sides in _GROUPS.items() for side, words in enumerate(sides)
+    for w in words}
+_WORD = re.compile(r"[a-z]+")
+_DIGIT = re.compile(r"\d")
+# "up 8 %" / "down 3 %": only before a number (elsewhere "up" is "set up", "up to").
+_UPDOWN = re.compile(r"\b(up|down)\s+(?=[$£€¥]?\d)")
+# Words of a group that are no direction in these phrases.
+_NOT_DIRECTION = re.compile(
+    r"\b(?:more\s+or\s+less|all\s+the\s+same|at\s+least|at\s+most|first\s+and\s+only|"
+    r"not\s+only|over\s+the\s+(?:years?|weekend|past|course|phone)|all\s+of\s+them|"
+    r"each\s+other|no\s+more\s+than|not\s+more\s+than)\b")
+
+
+_NEEDS_NUMBER = frozenset(["change", "level"])
+"""Oppositions that count only in a clause stating a number ("fell 8 %", "above 99.9 %"):
+elsewhere "over" and "under", "rose" and "fell" have many other senses."""
+
+
+_ANY = re.compile(r"\b(?:" + "|".join(sorted(_INDEX, key=len, reverse=True)) +
+                  r")\b|\b(?:up|down)\s+[$£€¥]?\d", re.IGNORECASE)
+
+
+def may_have_direction(text: str) -> bool:
+    """A cheap test: whether :func:`directions` can find anything in ``text``."""
+    return _ANY.search(text) is not None
+
+
+def is_direction_word(word: str) -> bool:
+    return word in _INDEX
+
+
+def directions(text: str) -> frozenset[tuple[str, int]]:
+    """The (group, side) pairs a clause's words take."""
+    low = _NOT_DIRECTION.sub(" ", text.lower())
+    numeric = _DIGIT.search(low) is not None
+    out = {_INDEX[w] for w in _WORD.findall(low) if w in _INDEX
+           and (numeric or _INDEX[w][0] not in _NEEDS_NUMBER)}
+    for m in _UPDOWN.finditer(low):
+        out.add(("change", 0 if m.group(1) == "up" else 1))
+    return frozenset(out)
+
+
+def opposed(a: frozenset[tuple[str, int]], c: frozenset[tuple[str, int]]) -> str | None:
+    """A group the two take opposite sides of (each side taken by one only), else None."""
+    for g, side in a:
+        if (g, 1 - side) in c and (g, 1 - side) not in a and (g, side) not in c:
+            return g
+    return None

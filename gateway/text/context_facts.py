@@ -1,0 +1,313 @@
+"""The context side of fact alignment: measures, names and slots of each sentence.
+
+:func:`context_facts` gives the :class:`ContextFacts` of a :class:`TextIndex`,
+built on first use and memoized on the index (so a cached index shares it across
+requests). Everything in it is computed per sentence when first asked for:
+
+- :meth:`~ContextFacts.measures` — the sentence's numbers as
+  :class:`~gateway.text.measures.Measure` (unit, dimension, qualifier);
+- :meth:`~ContextFacts.by_dim` — every measure of the context by dimension, for
+  "is this quantity stated anywhere, in any unit";
+- :meth:`~ContextFacts.names` — its names (entity candidates, plus a sentence-opening
+  word the context writes as a name elsewhere, :func:`gateway.text.names.proper_words`);
+- :meth:`~ContextFacts.slots` — each measure, date and name with its frame
+  (:mod:`gateway.text.frames`);
+- :meth:`~ContextFacts.idf` — the IDF weight of a frame key.
+
+:func:`sentence_slots` builds the same slots for any sentence (the answer's).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Sequence
+from dataclasses import dataclass
+from math import log
+
+from gateway.text.frames import Filler, Slot, make_slots
+from gateway.text.index import TextIndex
+from gateway.text.measures import COUNT, Measure, sentence_measures, years_as_measures
+from gateway.text.names import name_key, names_in, proper_words
+from gateway.text.polarity import Clause, clause_polarity, contrast_spans, polar
+from gateway.text.quantities import DateRef, Quantity
+from gateway.text.stem import stem
+from gateway.text.tokens import STOPWORDS, Span, entity_candidates
+
+__all__ = ["KEY", "ContextFacts", "Fact", "context_facts", "date_key", "measure_key",
+           "sentence_slots"]
+
+KEY = "gateway.text.context_facts"
+VALUE_IDF = 2.5
+"""Weight of a value or date inside another filler's frame (specific, like a rare word)."""
+
+
+@dataclass(slots=True)
+class Fact:
+    """One filler of a sentence: exactly one of ``measure``, ``date``, ``name`` is set."""
+
+    slot: Slot
+    measure: Measure | None = None
+    date: DateRef | None = None
+    name: Span | None = None
+    key: frozenset[str] = frozenset()
+    """A name's :func:`~gateway.text.names.name_key`."""
+    sid: int = -1
+    """The context sentence it is in (-1: an answer's)."""
+
+
+def measure_key(m: Measure) -> str:
+    return f"#{m.base_dim}:{m.base:.6g}"
+
+
+def date_key(d: DateRef) -> str:
+    return f"#date:{d.year}-{d.month}-{d.day}"
+
+
+def sentence_slots(text: str, measures: Sequence[Measure], dates: Sequence[DateRef],
+                   names: Sequence[Span], frames: bool = True) -> list[Fact]:
+    """The facts of one sentence with their frames (``frames=False``: empty ones). A
+    number inside a name ("Apollo 11") belongs to the name; a count without a noun or
+    unit inside a date is dropped."""
+    fillers: list[Filler] = []
+    made: list[tuple[str, object]] = []
+    # A date wins over a name written with it ("January 1887" is no entity), and so does
+    # a measure over a unit symbol read as a name ("80 Nm", "18 V").
+    names = [n for n in names if not any(n.start < d.end and d.start < n.end for d in dates)
+             and not any(m.start <= n.start and n.end <= m.end for m in measures)]
+    spans = [(n.start, n.end) for n in names]
+
+    def inside(s: int, e: int) -> bool:
+        return any(a <= s and e <= b for a, b in spans)
+
+    for n in names:
+        fillers.append(Filler(n.start, n.end, "entity"))
+        made.append(("name", n))
+    for d in dates:
+        if inside(d.start, d.end):
+            continue
+        fillers.append(Filler(d.start, d.end, "date", date_key(d)))
+        made.append(("date", d))
+    for m in measures:
+        if inside(m.start, m.end) or any(
+                m.start < e and s < m.end for s, e in spans):
+            continue
+        fillers.append(Filler(m.start, m.end, "value", measure_key(m)))
+        made.append(("measure", m))
+    slots = make_slots(text, fillers) if frames else [Slot(f) for f in fillers]
+    out: list[Fact] = []
+    for slot, (kind, obj) in zip(slots, made, strict=True):
+        if kind == "name":
+            assert isinstance(obj, Span)
+            out.append(Fact(slot, name=obj, key=name_key(obj.text)))
+        elif kind == "date":
+            assert isinstance(obj, DateRef)
+            out.append(Fact(slot, date=obj))
+        else:
+            assert isinstance(obj, Measure)
+            out.append(Fact(slot, measure=obj))
+    return out
+
+
+class ContextFacts:
+    """Per-sentence measures, names and slots of one indexed context (see module doc)."""
+
+    def __init__(self, index: TextIndex) -> None:
+        self.index = index
+        self._proper: frozenset[str] | None = None
+        self._measures: dict[int, list[Measure]] = {}
+        self._by_dim: dict[str, list[tuple[int, Measure]]] | None = None
+        self._names: dict[int, list[Span]] = {}
+        self._slots: dict[int, list[Fact]] = {}
+        self._idf: dict[str, float] = {}
+        self._dated: list[tuple[int, DateRef]] | None = None
+        self._clauses: dict[int, list[Clause]] = {}
+        self._stem_idf: dict[str, float] = {}
+        self._polar: dict[int, bool] = {}
+        self._sentence_stems: dict[int, frozenset[str]] = {}
+        self._name_keys: dict[int, list[frozenset[str]]] = {}
+        self._stem_tokens: dict[str, list[str]] | None = None
+        self._bases = [d.base for d in index.docs]
+
+    def proper(self) -> frozenset[str]:
+        """Words the context only writes capitalized (names), see ``proper_words``."""
+        if self._proper is None:
+            self._proper = frozenset().union(*(proper_words(d.text) for d in self.index.docs))
+        return self._proper
+
+    def _offset(self, sid: int) -> int:
+        k = bisect_right(self._bases, sid) - 1
+        doc = self.index.docs[k]
+        return doc.starts[sid - doc.base]
+
+    def measures(self, sid: int) -> list[Measure]:
+        """The measures of sentence ``sid`` (offsets relative to the sentence)."""
+        got = self._measures.get(sid)
+        if got is None:
+            numbers, dates = self.index.numbers_of(sid), self.index.dates_of(sid)
+            if not numbers and not dates:
+                got = []
+            else:
+                off = self._offset(sid)
+                text = self.index.sentences[sid].text
+                qs = [Quantity(q.value, q.kind, q.unit, q.text, q.start - off, q.end - off,
+                               q.sig_digits) for q in numbers]
+                ds = [_shift(d, off) for d in dates]
+                got = sentence_measures(text, qs, ds)
+            # Word values ("an hour", "a tenth") in sentences without digits are not
+            # scanned here: the context states its facts with numbers.
+            self._measures[sid] = got
+        return got
+
+    def dates(self, sid: int) -> list[DateRef]:
+        """The dates of sentence ``sid`` (offsets relative to the sentence)."""
+        dates = self.index.dates_of(sid)
+        if not dates:
+            return []
+        off = self._offset(sid)
+        return years_as_measures(self.index.sentences[sid].text,
+                                 [_shift(d, off) for d in dates])[0]
+
+    def by_dim(self) -> dict[str, list[tuple[int, Measure]]]:
+        """Every measure of the context, grouped by its dimension (without a rate's
+        denominator)."""
+        if self._by_dim is None:
+            out: dict[str, list[tuple[int, Measure]]] = {}
+            for sid in sorted(self.index.facts().by_sentence):
+                for m in self.measures(sid):
+                    out.setdefault(m.base_dim, []).append((sid, m))
+            self._by_dim = out
+        return self._by_dim
+
+    def dated(self) -> list[tuple[int, DateRef]]:
+        """Every date of the context with its sentence (offsets relative to it)."""
+        got = self._dated
+        if got is None:
+            got = self._dated = [(sid, d) for sid in sorted(self.index.facts().by_sentence)
+                                 for d in self.dates(sid)]
+        return got
+
+    def name_sids(self, key: frozenset[str]) -> list[int]:
+        """Sentences that contain every word of a name key (where it may occur)."""
+        sids: set[int] | None = None
+        for word in key:
+            if word in STOPWORDS:
+                continue
+            form = self.index.resolve(word)
+            if form is None:
+                return []
+            got = set(self.index.posting(form))
+            sids = got if sids is None else sids & got
+            if not sids:
+                return []
+        return sorted(sids or ())
+
+    def name_keys(self, sid: int) -> list[frozenset[str]]:
+        """The :func:`~gateway.text.names.name_key` of each name of sentence ``sid``."""
+        got = self._name_keys.get(sid)
+        if got is None:
+            got = self._name_keys[sid] = [name_key(n.text) for n in self.names(sid)]
+        return got
+
+    def names(self, sid: int) -> list[Span]:
+        got = self._names.get(sid)
+        if got is None:
+            text = self.index.sentences[sid].text
+            got = self._names[sid] = names_in(text, entity_candidates(text), self.proper())
+        return got
+
+    def sentence_stems(self, sid: int) -> frozenset[str]:
+        """Stems of sentence ``sid``'s words (function words left out)."""
+        got = self._sentence_stems.get(sid)
+        if got is None:
+            got = self._sentence_stems[sid] = frozenset(
+                stem(t) for t in self.index.sentences[sid].tokens if t not in STOPWORDS)
+        return got
+
+    def polar(self, sid: int) -> bool:
+        """Whether sentence ``sid`` has a negation, negating prefix or direction word."""
+        got = self._polar.get(sid)
+        if got is None:
+            got = self._polar[sid] = polar(self.index.sentences[sid].text)
+        return got
+
+    def clauses(self, sid: int) -> list[Clause]:
+        """The clauses of sentence ``sid`` with their stems and negation."""
+        got = self._clauses.get(sid)
+        if got is None:
+            text = self.index.sentences[sid].text
+            got = self._clauses[sid] = clause_polarity(text, contrast_spans(text))
+        return got
+
+    def slots(self, sid: int) -> list[Fact]:
+        """Every fact of sentence ``sid`` with its frame."""
+        got = self._slots.get(sid)
+        if got is None:
+            text = self.index.sentences[sid].text
+            got = self._slots[sid] = sentence_slots(text, self.measures(sid), self.dates(sid),
+                                                    self.names(sid))
+            for fact in got:
+                fact.sid = sid
+            self._learn_idf(sid)
+        return got
+
+    def _learn_idf(self, sid: int) -> None:
+        n = len(self.index.sentences)
+        idf = self._idf
+        for tok in self.index.sentences[sid].tokens:
+            if tok in STOPWORDS:
+                continue
+            key = stem(tok)
+            if key in idf:
+                continue
+            df = len(self.index.posting(tok)) or 1
+            idf[key] = log((n + 1) / df) + 1.0
+
+    def stem_idf(self, key: str) -> float:
+        """IDF of a word stem over the context's sentences (a stem it lacks: the maximum)."""
+        got = self._stem_idf.get(key)
+        if got is None:
+            n = len(self.index.sentences)
+            df = max((len(self.index.posting(t)) for t in self._stems().get(key, ())),
+                     default=0)
+            got = self._stem_idf[key] = log((n + 1) / max(1, df)) + 1.0
+        return got
+
+    def _stems(self) -> dict[str, list[str]]:
+        """Stem -> the context's words with that stem (built once)."""
+        if self._stem_tokens is None:
+            by: dict[str, list[str]] = {}
+            for tok in self.index.vocab:
+                if tok not in STOPWORDS:
+                    by.setdefault(stem(tok), []).append(tok)
+            self._stem_tokens = by
+        return self._stem_tokens
+
+    def idf(self, key: str) -> float:
+        """IDF of a frame key (values and dates: ``VALUE_IDF``)."""
+        if key.startswith("#"):
+            return VALUE_IDF
+        return self._idf.get(key, 1.0)
+
+    def prepare(self) -> None:
+        """Everything that needs no answer: measures by dimension and the names."""
+        self.by_dim()
+        self.dated()
+        self.proper()
+        self._stems()
+
+
+def _shift(d: DateRef, off: int) -> DateRef:
+    return DateRef(d.year, d.month, d.day, d.decade, d.text, d.start - off, d.end - off)
+
+
+def context_facts(index: TextIndex) -> ContextFacts:
+    """The :class:`ContextFacts` of ``index`` (memoized on it)."""
+    got = index.memo.get(KEY)
+    if got is None:
+        got = index.memo[KEY] = ContextFacts(index)
+    assert isinstance(got, ContextFacts)
+    return got
+
+
+def is_count(m: Measure) -> bool:
+    return m.dim == COUNT

@@ -1,0 +1,416 @@
+"""Measures: numbers read with their unit, dimension and qualifier, and compared.
+
+:mod:`gateway.text.quantities` finds numbers (``Quantity``: a value and a kind).
+Here each one becomes a :class:`Measure` by reading what surrounds it in its text:
+
+- the **unit** after it (:func:`gateway.text.units.read_unit`): ``330 m`` and
+  ``330 metres`` are one length, ``1,083 feet`` another way to write it, ``330 feet``
+  a different one; a word that is not a unit makes the value a *count* of that noun
+  (``15 patients``), and ``15 %`` is a percentage — neither supports the other;
+- a **range** partner's unit (``1.5 to 13 mm``, ``2 °C to 8 °C``);
+- the **qualifier** before it: a hedge (``about``, ``roughly``, ``nearly`` — rounding
+  allowed) or a bound (``more than``, ``over``, ``at least`` / ``up to``, ``under``,
+  ``below``, ``no more than``): ``over $50`` and ``under $50`` contradict;
+- ordinals (``the 5th``) and clock times (``10:05``, ``2 pm``) as their own kinds.
+
+:func:`sentence_measures` also reads values that are no ``Quantity``: ``an hour``,
+``half an hour``, ``a month and a half``, and fractions (``a tenth`` = 10 %).
+:func:`relation` compares an answer's measure with a context one: ``MATCH``,
+``CONFLICT`` (same kind of quantity, another value — or the same number in another
+unit) or ``UNRELATED``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from math import floor, log10
+
+from gateway.text.quantities import DateRef, Quantity
+from gateway.text.units import Unit, read_unit, unit_named
+
+__all__ = ["CONFLICT", "MATCH", "UNRELATED", "Measure", "measure_of", "relation",
+           "sentence_measures", "value_text", "years_as_measures"]
+
+MATCH, CONFLICT, UNRELATED = 1, -1, 0
+
+COUNT = "count"
+"""Dimension of a number without a unit ("15 patients", "3 of them")."""
+
+
+@dataclass(slots=True)
+class Measure:
+    """A stated value with what it measures. ``base`` is in the dimension's base unit."""
+
+    value: float
+    base: float
+    dim: str
+    """``length``, ``time``, ``volume/time``, ``percent``, ``currency:$``, ``count``,
+    ``ordinal``, ``clock``…"""
+    unit: Unit | None
+    noun: str
+    """A count's noun ("patients"), else ``""``."""
+    text: str
+    start: int
+    end: int
+    """Span of the number and its unit in the text it was read from."""
+    sig: int
+    approx: bool = False
+    bound: int = 0
+    """+1: a lower bound ("more than", "over", "at least"); -1: an upper bound ("up to",
+    "under", "no more than"); 0: the value itself."""
+    ceiling: bool = False
+    """An upper bound that states the maximum itself ("up to", "a maximum of")."""
+
+    @property
+    def base_dim(self) -> str:
+        return self.dim.split("/", 1)[0]
+
+    @property
+    def per(self) -> str | None:
+        return self.dim.split("/", 1)[1] if "/" in self.dim else None
+
+
+_HEDGE = re.compile(
+    r"(?:\b(?:about|approximately|approx\.?|around|roughly|nearly|almost|some|circa|"
+    r"close\s+to|an\s+estimated|estimated|just\s+(?:over|under|below|above)|"
+    r"getting\s+on\s+for|the\s+best\s+part\s+of)|~|≈)\s*$", re.IGNORECASE)
+_LOWER = re.compile(
+    r"(?:\b(?:(?<!not\s)(?<!no\s)more\s+than|over|above|at\s+least|exceeding|in\s+excess\s+of|"
+    r"upwards\s+of|a\s+minimum\s+of|minimum(?:\s+of)?|min\.?|greater\s+than|"
+    r"higher\s+than|longer\s+than|beyond)|>|≥|>=)\s*$", re.IGNORECASE)
+_UPPER = re.compile(
+    r"(?:\b(?:(?:no|not)\s+more\s+than|up\s+to|under|below|less\s+than|fewer\s+than|"
+    r"at\s+most|within|inside|a\s+maximum\s+of|maximum(?:\s+of)?|max\.?|no\s+later\s+than|"
+    r"shorter\s+than|lower\s+than|not\s+exceeding|a\s+max(?:imum)?\s+of)|<|≤|<=)\s*$",
+    re.IGNORECASE)
+_NOT_MORE = re.compile(r"\b(?:not|never|no)\b(?:\s+\w+){0,2}\s+(?:more|over|above|exceed\w*|"
+                       r"longer|later)\b[^.;]*$|n[’']t(?:\s+\w+){0,2}\s+(?:more|over|above|"
+                       r"exceed\w*)\b[^.;]*$", re.IGNORECASE)
+_CEILING = re.compile(r"\b(?:up\s+to|a\s+maximum\s+of|maximum(?:\s+of)?|max\.?)\s*$",
+                      re.IGNORECASE)
+_AFTER_LOWER = re.compile(r"\s*(?:or\s+more|and\s+(?:above|over|up)|or\s+longer|\+)", re.I)
+_AFTER_UPPER = re.compile(r"\s*(?:or\s+(?:less|fewer|under|below)|at\s+most|max(?:imum)?\b)",
+                          re.IGNORECASE)
+_NUM_PART = re.compile(r"[$£€¥]?\s?\.?\d[\d,]*(?:\.\d+)?")
+_ORDINAL = re.compile(r"(?:st|nd|rd|th)\b", re.IGNORECASE)
+_CLOCK = re.compile(r"\b([01]?\d|2[0-3])(?::([0-5]\d)\s*([ap]\.?m\.?)?|\.([0-5]\d)\s*([ap]\.?m\.?))"
+                    r"(?![\d.,]*\d)|"
+                    r"\b(1[0-2]|0?[1-9])\s*([ap]\.?m\.?)(?=\W|$)|\b(noon|midnight)\b",
+                    re.IGNORECASE)
+# Groups: 1 hour, 2 minutes, 3 am/pm (h:mm); 1, 4 minutes, 5 am/pm (h.mm am); 6 hour,
+# 7 am/pm (h am); 8 noon/midnight.
+_RANGE_TO = re.compile(r"\s*(?:to|-|–|—|and|or)\s*$")
+_WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
+_ARTICLE_UNIT = re.compile(
+    r"\b(?:(half)\s+(?:(?:an?|one)\s+)?|(?:an?|one)\s+(?=\w+\s+and\s+a\s+half)|"
+    r"(?:for|within|over|after|than|about|around|nearly|almost|roughly|lasts|lasted|"
+    r"takes|took|another|least|once|every)\s+(?:an?)\s+)"
+    r"(\w+)(\s+and\s+a\s+half)?\b", re.IGNORECASE)
+_ARTICLE = re.compile(r"\b(?:half|an?|one)\b", re.IGNORECASE)
+_FRACTIONS: dict[str, float] = {
+    "half": 0.5, "third": 1 / 3, "quarter": 0.25, "fifth": 0.2, "tenth": 0.1,
+    "sixth": 1 / 6, "eighth": 0.125, "hundredth": 0.01,
+}
+_FRACTION = re.compile(
+    r"\b(a|one|two|three|four|nine)\s+(half|third|quarter|fifth|tenth|sixth|eighth|"
+    r"hundredth)s?\b(?!\s+(?:an?\b|of\s+an?\b))", re.IGNORECASE)
+_FRACTION_COUNT = {"a": 1, "one": 1, "two": 2, "three": 3, "four": 4, "nine": 9}
+_CURRENCY_DIM = {"$": "currency:$", "£": "currency:£", "€": "currency:€", "¥": "currency:¥"}
+
+
+def _ceiling(text: str, start: int) -> bool:
+    return _CEILING.search(text[max(0, start - 20):start]) is not None
+
+
+def _qualifier(text: str, start: int, end: int) -> tuple[bool, int]:
+    """(hedged, bound) from the words right before ``start`` and right after ``end``."""
+    before = text[max(0, start - 30):start]
+    approx = _HEDGE.search(before) is not None
+    bound = 1 if _LOWER.search(before) else -1 if _UPPER.search(before) else 0
+    if bound == 1 and _NOT_MORE.search(before):
+        bound = -1  # "do not take more than 10 mg": an upper bound
+    if not bound:
+        if _AFTER_LOWER.match(text, end):
+            bound = 1
+        elif _AFTER_UPPER.match(text, end):
+            bound = -1
+    return approx, bound
+
+
+def measure_of(text: str, q: Quantity) -> Measure:
+    """``q`` (found in ``text``) read with its unit and qualifier."""
+    start = q.start
+    num = _NUM_PART.match(text, start) if not q.text[:1].isalpha() else None
+    unit_at = q.end
+    if num is not None and q.kind == "plain" and num.end() < q.end and \
+            _digits_value(num.group(0)) == q.value:
+        # "330 m": the scale pattern took a unit letter it did not apply.
+        unit_at = num.end()
+    approx, bound = _qualifier(text, start, q.end)
+    if q.kind == "percent":
+        return Measure(q.value, q.value, "percent", unit_named("%"), "", q.text, start, q.end,
+                       q.sig_digits, approx, bound)
+    if q.kind == "currency":
+        dim = _CURRENCY_DIM.get(q.text[:1], "currency:$")
+        return Measure(q.value, q.value, dim, None, "", q.text, start, q.end, q.sig_digits,
+                       approx, bound)
+    if num is not None and _ORDINAL.match(text, num.end()):
+        return Measure(q.value, q.value, "ordinal", None, "", q.text, start, num.end() + 2,
+                       q.sig_digits, approx, bound)
+    got = read_unit(text, unit_at)
+    if got is not None:
+        unit, end = got
+        if unit.dim.startswith("currency"):
+            return Measure(q.value, q.value * unit.factor, unit.dim.split("/")[0], unit, "",
+                           text[start:end], start, end, q.sig_digits, approx, bound)
+        if unit.dim == "percent":
+            return Measure(q.value, q.value, "percent", unit, "", text[start:end], start, end,
+                           q.sig_digits, approx, bound)
+        return Measure(q.value, q.value * unit.factor, unit.dim, unit, "", text[start:end],
+                       start, end, q.sig_digits, approx, bound)
+    noun = _WORD.match(text, unit_at + 1) if unit_at < len(text) and text[unit_at] == " " \
+        else None
+    return Measure(q.value, q.value, COUNT, None, noun.group(0).lower() if noun else "",
+                   q.text, start, q.end, q.sig_digits, approx, bound)
+
+
+def _digits_value(num: str) -> float | None:
+    try:
+        return float(num.lstrip("$£€¥ ").replace(",", ""))
+    except ValueError:
+        return None
+
+
+def _inherit_ranges(text: str, out: list[Measure]) -> None:
+    """``1.5 to 13 mm``: the first number of a range takes the second one's unit."""
+    for i in range(len(out) - 1):
+        a, b = out[i], out[i + 1]
+        if a.dim == COUNT and not a.noun.isalpha() or (a.dim == COUNT and a.noun in (
+                "to", "and", "or")):
+            pass
+        else:
+            continue
+        if b.unit is None or b.dim in (COUNT, "ordinal", "clock"):
+            continue
+        gap = text[a.end:b.start]
+        if len(gap) > 6 or not _RANGE_TO.match(" " + gap):
+            continue
+        out[i] = Measure(a.value, a.value * b.unit.factor, b.dim, b.unit, "", a.text, a.start,
+                         a.end, a.sig, a.approx or b.approx, a.bound)
+
+
+def _clocks(text: str) -> list[Measure]:
+    out = []
+    for m in _CLOCK.finditer(text):
+        if m.group(8):
+            value = 12.0 if m.group(8).lower() == "noon" else 0.0
+        elif m.group(6):
+            h = int(m.group(6)) % 12
+            value = float(h + (12 if m.group(7)[0].lower() == "p" else 0))
+        else:
+            h = int(m.group(1))
+            mi = int(m.group(2) or m.group(4))
+            ampm = m.group(3) or m.group(5)
+            if ampm and ampm[0].lower() == "p" and h < 12:
+                h += 12
+            value = h + mi / 60
+        got = m.group(0).rstrip()
+        out.append(Measure(value, value, "clock", None, "", got, m.start(), m.start() + len(got),
+                           4))
+    return out
+
+
+def _extras(text: str, taken: Sequence[tuple[int, int]]) -> list[Measure]:
+    """Values written without digits or number words: "an hour", "half an hour", "a
+    month and a half", "a tenth"."""
+    out: list[Measure] = []
+
+    def free(s: int, e: int) -> bool:
+        return all(e <= a or b <= s for a, b in taken)
+
+    low = text.lower()
+    if " a" in low or "half" in low or low.startswith(("a", "half", "one")):
+        for m in _ARTICLE_UNIT.finditer(text):
+            half, word, and_half = m.group(1), m.group(2), m.group(3)
+            unit = unit_named(word.lower())
+            if unit is None or unit.dim not in ("time", "length", "mass", "volume") or \
+                    not free(m.start(), m.end()):
+                continue
+            value = 0.5 if half else 1.5 if and_half else 1.0
+            art = _ARTICLE.search(text, m.start(), m.end())
+            s = art.start() if art is not None else m.start()
+            approx, bound = _qualifier(text, s, m.end())
+            out.append(Measure(value, value * unit.factor, unit.dim, unit, "", text[s:m.end()],
+                               s, m.end(), 1 if value != 1.5 else 2, approx, bound))
+            taken = [*taken, (s, m.end())]
+    if any(w in low for w in ("half", "third", "quarter", "fifth", "tenth", "sixth", "eighth",
+                              "hundredth")):
+        for m in _FRACTION.finditer(text):
+            if not free(m.start(), m.end()):
+                continue
+            count = _FRACTION_COUNT[m.group(1).lower()]
+            value = 100 * count * _FRACTIONS[m.group(2).lower()]
+            approx, bound = _qualifier(text, m.start(), m.end())
+            out.append(Measure(value, value, "percent", None, "", m.group(0), m.start(),
+                               m.end(), 2, approx, bound))
+    return out
+
+
+def years_as_measures(text: str, dates: Sequence[DateRef]) -> tuple[list[DateRef],
+                                                                     list[Measure]]:
+    """A bare "year" followed by a unit is a quantity: "up to 1000 V", "1500 kg"."""
+    kept: list[DateRef] = []
+    out: list[Measure] = []
+    for d in dates:
+        if d.month is None and d.day is None and not d.decade and d.year is not None:
+            got = read_unit(text, d.end)
+            if got is not None and not got[0].dim.startswith("time"):
+                unit, end = got
+                approx, bound = _qualifier(text, d.start, end)
+                v = float(d.year)
+                out.append(Measure(v, v * unit.factor, unit.dim, unit, "", text[d.start:end],
+                                   d.start, end, _sig_int(d.year), approx, bound))
+                continue
+        kept.append(d)
+    return kept, out
+
+
+def _sig_int(n: int) -> int:
+    return len(str(abs(n)).strip("0")) or 1
+
+
+def sentence_measures(text: str, numbers: Iterable[Quantity],
+                      dates: Iterable[DateRef] = ()) -> list[Measure]:
+    """Every measure of ``text`` (whose ``numbers`` and ``dates`` were found in it), in
+    text order: clock times replace the numbers they are written with; a "year" with a
+    unit after it (:func:`years_as_measures`) is a measure, the caller drops it as a date."""
+    clocks = _clocks(text) if (":" in text or "m" in text or "noon" in text
+                               or "midnight" in text) else []
+    out: list[Measure] = []
+    for q in numbers:
+        if clocks and any(c.start <= q.start < c.end for c in clocks):
+            continue
+        out.append(measure_of(text, q))
+    if len(out) > 1:
+        _inherit_ranges(text, out)
+    dates = list(dates)
+    dates, years = years_as_measures(text, dates)
+    out += years
+    taken = [(m.start, m.end) for m in out] + [(d.start, d.end) for d in dates] + \
+        [(c.start, c.end) for c in clocks]
+    extra = _extras(text, taken) + clocks
+    if extra or years:
+        out = sorted(out + extra, key=lambda m: m.start)
+    for m in out:
+        if m.bound == -1 and _ceiling(text, m.start):
+            m.ceiling = True
+    return out
+
+
+def _round_sig(x: float, sig: int) -> float:
+    if x == 0:
+        return 0.0
+    return round(x, sig - 1 - floor(log10(abs(x))))
+
+
+def _close(a: Measure, cv: float, converted: bool, fuzzy: bool) -> bool:
+    """Whether the answer's ``a.value`` states ``cv`` (the context value in a's unit)."""
+    v = a.value
+    if abs(v - cv) <= 1e-9 * max(1.0, abs(cv)):
+        return True
+    if v == 0 or cv == 0:
+        return False
+    if (converted or a.approx or v >= 1000 or fuzzy) and _round_sig(cv, a.sig) == v:
+        return True
+    rel = abs(v - cv) / abs(cv)
+    if a.approx and fuzzy and rel <= 0.10:
+        return True  # "about a month and a half" for 6 weeks
+    if fuzzy and rel <= 0.03:
+        return True
+    return converted and rel <= 0.01
+
+
+def _dims(a: Measure, c: Measure) -> bool:
+    """Same kind of quantity (a rate's denominator may be left unsaid on one side)."""
+    if a.dim == c.dim:
+        return True
+    if a.base_dim != c.base_dim:
+        return False
+    return a.per is None or c.per is None
+
+
+def relation(a: Measure, c: Measure) -> int:
+    """How the context's ``c`` bears on the answer's ``a``: ``MATCH`` (it states the same
+    value, rounding, conversion and bounds allowed), ``CONFLICT`` (the same kind of
+    quantity with another value, an opposite bound on the same value, or the same number
+    in another unit or kind) or ``UNRELATED``."""
+    if not _dims(a, c):
+        if a.value == c.value and _unit_kinds_clash(a, c):
+            return CONFLICT
+        return UNRELATED
+    if a.dim in (COUNT, "ordinal", "clock"):
+        # Counts of different nouns may be different things ("12 reports", "2 burns").
+        same = abs(a.value - c.value) <= 1e-9 * max(1.0, abs(c.value)) or (
+            (a.approx or a.value >= 1000) and _round_sig(c.value, a.sig) == a.value)
+        if same:
+            return CONFLICT if a.bound and c.bound and a.bound != c.bound else MATCH
+        if not c.bound and _within_bound(a, c.value):
+            return MATCH
+        return CONFLICT
+    factor_a = a.unit.factor if a.unit is not None else 1.0
+    factor_c = c.unit.factor if c.unit is not None else 1.0
+    cv = c.base / factor_a
+    if a.per is not None and c.per is None and c.unit is not None:
+        cv = c.value * factor_c / (factor_a * _per_factor(a))  # compare the numerators
+    elif c.per is not None and a.per is None and a.unit is not None:
+        cv = c.value * factor_c * _per_factor(c) / factor_a
+    converted = a.unit is not None and c.unit is not None and a.unit.name != c.unit.name
+    fuzzy = bool((a.unit is not None and a.unit.fuzzy) or (c.unit is not None and c.unit.fuzzy))
+    if _close(a, cv, converted, fuzzy):
+        if a.bound and c.bound and a.bound != c.bound:
+            return CONFLICT  # "over $50" vs "under $50"
+        return MATCH
+    if not c.bound and not converted and _within_bound(a, cv):
+        return MATCH  # "more than $100 billion" for $120 billion, "within 2 hours" for 97 min
+    return CONFLICT
+
+
+def _within_bound(a: Measure, cv: float) -> bool:
+    """A bound the context's value satisfies, and that is no wild understatement. "Up to
+    80 Nm" states a maximum, not a bound a 60 Nm maximum satisfies: no ceiling here."""
+    if a.bound == 1:
+        return a.value < cv <= 2 * a.value
+    if a.bound == -1 and not a.ceiling:
+        return 0.5 * a.value <= cv < a.value
+    return False
+
+
+def _per_factor(m: Measure) -> float:
+    """The denominator's factor of a rate ("per hour": 3600)."""
+    u = m.unit
+    if u is None or "/" not in u.name:
+        return 1.0
+    den = unit_named(u.name.split("/", 1)[1])
+    return den.factor if den is not None else 1.0
+
+
+def _unit_kinds_clash(a: Measure, c: Measure) -> bool:
+    """The same number written in a confusable unit: "5 mg" vs "5 ml", "15 patients"
+    vs "15 %", "3 %" vs "three patients" — a unit error, not another quantity."""
+    kinds = frozenset((a.base_dim, c.base_dim))
+    return kinds in _CONFUSABLE
+
+
+_CONFUSABLE = frozenset(frozenset(p) for p in (
+    (COUNT, "percent"), ("mass", "volume"), ("power", "energy"), ("charge", "energy"),
+    ("data", "bitrate"), ("length", "area")))
+"""Kinds one unit slip turns into each other ("5 mg" for "5 ml", "15 patients" for
+"15 %", "45 W" for "45 Wh"); other pairs with the same number ("3 kg", "3 days") are
+different facts, not a unit error."""
+
+
+def value_text(m: Measure) -> str:
+    """How to name ``m`` in an explanation."""
+    return m.text

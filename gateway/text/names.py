@@ -1,0 +1,97 @@
+"""Names: which capitalized words are names, and when two mentions name the same thing.
+
+:func:`gateway.text.tokens.entity_candidates` drops a single capitalized word that
+opens a sentence — out of context "Lyon is the capital" looks like "Despite the
+rain". A context can tell: :func:`proper_words` lists the words it only ever writes
+capitalized away from a sentence start ("Lyon", "Velmoxin", "Brightway"), and
+:func:`names_in` adds such an opener back as a name.
+
+:func:`name_key` is a mention's comparable form (its lower-case words without
+possessives, initials and articles) and :func:`same_name` says whether two mentions
+may name the same thing: "John Roebling" ~ "John A. Roebling", "Helix" ~ "Helix
+Corp"; "Emily Warren Roebling" is not "Washington Roebling".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from gateway.text.tokens import OPENERS, PLACES, STOPWORDS, Span, entity_candidates, tokenize
+
+__all__ = ["acronym_of", "name_class", "name_key", "names_in", "proper_words", "same_name"]
+
+_CAP = re.compile(r"(?<![\w’'-])([A-Z][a-zà-ÿ]+(?:-[A-Z]?[a-zà-ÿ]+)?)\b")
+_LOW = re.compile(r"(?<![\w’'-])([a-zà-ÿ]{3,})\b")
+_SENT_START = re.compile(r"(?:^|[.!?:;]\s+|\n\s*|[\"“(]\s*)$")
+_FIRST = re.compile(r"[\"'“‘(\[]*([A-Z][\w’'-]*)")
+_KEY_DROP = frozenset(["s", "the", "a", "an", "of", "and", "de", "la", "le"])
+
+
+def proper_words(text: str) -> frozenset[str]:
+    """Lower-cased words ``text`` only ever writes capitalized ("Velmoxin", "Helix",
+    "Marseille"), openers ("However", "The") and stopwords aside."""
+    lower = {m.group(1) for m in _LOW.finditer(text)}
+    out = set()
+    for m in _CAP.finditer(text):
+        low = m.group(1).lower()
+        if low in lower or low in OPENERS or low in STOPWORDS:
+            continue
+        out.add(low)
+    return frozenset(out)
+
+
+def names_in(sentence: str, entities: Sequence[Span], proper: frozenset[str]) -> list[Span]:
+    """``entities`` (the sentence's entity candidates) plus an opening capitalized word
+    that the context writes as a name (``proper``) or that names a place."""
+    m = _FIRST.match(sentence)
+    if m is None:
+        return list(entities)
+    word = m.group(1)
+    start = m.start(1)
+    if any(e.start <= start < e.end for e in entities):
+        return list(entities)
+    base = word.split("’")[0].split("'")[0]
+    low = base.lower()
+    if low not in proper and low not in PLACES:
+        return list(entities)
+    # Extend over following capitalized words ("Lyon Part-Dieu").
+    end = start + len(base)
+    return [Span(sentence[start:end], start, end), *entities]
+
+
+def name_key(text: str) -> frozenset[str]:
+    """The comparable words of a mention: lower case, no possessive, initial or article."""
+    words = tokenize(re.sub(r"['’]s\b", "", text))  # "SolarGrid" -> solar, grid
+    return frozenset(w for w in words if len(w) > 1 and w not in _KEY_DROP)
+
+
+def same_name(a: frozenset[str], b: frozenset[str]) -> bool:
+    """Whether two mention keys may name the same thing (one's words within the other's)."""
+    return bool(a) and bool(b) and (a <= b or b <= a)
+
+
+def candidates(sentence: str, proper: frozenset[str]) -> list[Span]:
+    """:func:`names_in` over :func:`entity_candidates` of ``sentence``."""
+    return names_in(sentence, entity_candidates(sentence), proper)
+
+
+_TIME_NAMES = frozenset(
+    "monday tuesday wednesday thursday friday saturday sunday january february march april "
+    "may june july august september october november december christmas easter "
+    "spring summer autumn winter".split())
+
+
+def name_class(key: frozenset[str]) -> str:
+    """``time`` for weekday, month and season names, else ``name``: only names of one
+    class can stand in each other's place."""
+    return "time" if key and key <= _TIME_NAMES else "name"
+
+
+def acronym_of(short: str, long: str) -> bool:
+    """Whether ``short`` is the initials of ``long`` ("CPS", "Child Protective Services")."""
+    s = short.strip(".").replace(".", "")
+    if not (2 <= len(s) <= 6 and s.isupper()):
+        return False
+    words = [w for w in re.findall(r"[^\W_]+", long) if w.lower() not in _KEY_DROP]
+    return "".join(w[0] for w in words).upper() == s

@@ -1,0 +1,209 @@
+"""Polarity: which parts of a sentence are negated, and which "no"/"not" are not.
+
+A negation cue says the opposite of a proposition only inside its own clause, and not
+every "no" or "not" is one:
+
+- :func:`leading_particle` — an answer opening with "Yes," / "No," / "Not really:" /
+  "He didn't:" replies to the user's question; the particle is a stance on the
+  question's premise (:mod:`gateway.text.premise`), not a negation of the rest;
+- :func:`contrast_spans` — "600 V, *not 1000 V*", "only for dishwasher models, *not
+  washing machines*", "*rather than* ten": a rejected alternative states nothing, its
+  "not" negates nothing and its values and names are no claims;
+- :func:`clause_polarity` — the clauses of a sentence (:func:`gateway.text.frames.clauses`)
+  with their content stems and whether each asserts a negation (hedged "may not" does
+  not), so "It has two USB-C ports, but no HDMI port" negates the second clause only;
+- :func:`prefix_negated` — "unbraked" is "not braked", "non-refundable" "not
+  refundable": a word on one side that the other side has with a negating prefix
+  flips the proposition.
+
+Pure functions; patterns compiled at import.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from gateway.text.antonyms import directions, is_direction_word, may_have_direction
+from gateway.text.frames import clauses
+from gateway.text.stem import stem
+from gateway.text.tokens import NUMBER_WORDS, STOPWORDS, has_camel_glue, negation_cues
+
+__all__ = ["Clause", "clause_polarity", "contrast_spans", "flip_by_prefix", "leading_particle",
+           "polar", "prefix_negated"]
+
+_YES = re.compile(
+    r"^[\s\"“'‘(]*(?:yes|yeah|yep|yup|correct|that(?:['’]s|\s+is)\s+(?:right|correct|true)|"
+    r"right|indeed|sure|absolutely|exactly|true|of\s+course|certainly|definitely)\b"
+    r"\s*(?:[,.!:;—–-]+\s*|$)", re.IGNORECASE)
+_NO = re.compile(
+    r"^[\s\"“'‘(]*(?:no|nope|nah|not\s+(?:really|quite|exactly|at\s+all|necessarily)|"
+    r"incorrect|that(?:['’]s|\s+is)\s+(?:not\s+(?:right|correct|true)|incorrect|wrong)|"
+    r"(?:unfortunately|sadly|actually|afraid)\s*,?\s*(?:not|no)|"
+    r"i['’]m\s+afraid\s+not|not\s+so)\b\s*(?:[,.!:;—–-]+\s*|$)", re.IGNORECASE)
+# "He didn't:", "It doesn't —", "They weren't;" — a correction's opening clause.
+_CORRECTION = re.compile(
+    r"^[\s\"“'‘(]*(?:it|he|she|they|this|that|you|we|i|there)\s+"
+    r"(?:did|does|do|is|was|are|were|has|have|had|can|could|will|would|should|must)"
+    r"(?:\s*n[’']t|\s+not)(?:\s+\w+){0,2}\s*(?:[:;—–]|\s-\s|,\s*(?=(?:it|he|she|they|the)\b))\s*",
+    re.IGNORECASE)
+# Rejected alternatives: ", not 1000 V", ", not washing machines", "rather than X",
+# "instead of X", "(not X)".
+_CONTRAST = re.compile(
+    r",[’'\"”]?\s*(?:and\s+|but\s+)?not\s+(?!only\b|just\b|even\b|all\b|every\b|always\b|to\b|be\b)"
+    r"[^,;.!?:]+|\(\s*not\s+[^)]*\)|\b(?:rather\s+than|instead\s+of)\s+[^,;.!?:]+",
+    re.IGNORECASE)
+_HEDGE_BEFORE = re.compile(r"\b(?:may|might|could)\s+$", re.IGNORECASE)
+_NEG_PREFIXES = ("non", "un", "in", "im", "il", "ir", "dis")
+_NEG_SUFFIX_OK = ("ed", "able", "ible", "ful", "ing", "al", "ive", "ent", "ant", "ary")
+
+
+def leading_particle(text: str) -> tuple[str | None, int]:
+    """``("yes" | "no" | None, offset where the claim starts)`` of an answer sentence."""
+    for stance, pat in (("no", _NO), ("no", _CORRECTION), ("yes", _YES)):
+        m = pat.match(text)
+        if m is not None:
+            return stance, m.end()
+    return None, 0
+
+
+def contrast_spans(text: str) -> list[tuple[int, int]]:
+    """Spans of rejected alternatives (``", not 1000 V"``), from their "not"."""
+    out = []
+    for m in _CONTRAST.finditer(text):
+        s = m.start()
+        while s < m.end() and text[s] in ", ":
+            s += 1
+        out.append((s, m.end()))
+    return out
+
+
+@dataclass(slots=True)
+class Clause:
+    start: int
+    end: int
+    stems: frozenset[str]
+    """Content-word stems (numbers, stopwords left out)."""
+    plain: frozenset[str]
+    """The stems of its words written in lower case (names left out)."""
+    words: frozenset[str]
+    """Its content words as written (lower case), for prefix negation."""
+    negated: bool
+    """It asserts a negation cue (hedged "may not" and rejected alternatives aside)."""
+    neg_stems: frozenset[str]
+    """Stems negated by a prefix: "unbraked" -> "brak", "non-refundable" -> "refund"."""
+    dirs: frozenset[tuple[str, int]] = frozenset()
+    """Which side of each opposition it takes (:func:`gateway.text.antonyms.directions`)."""
+    dir_stems: frozenset[str] = frozenset()
+    """Stems of its direction words (a reversed direction is no missing word)."""
+
+
+_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?")
+
+
+def _content(tokens: list[str]) -> list[str]:
+    return [t for t in tokens if t not in STOPWORDS and t not in NUMBER_WORDS and len(t) > 1
+            and not t[0].isdigit()]
+
+
+def clause_polarity(text: str, skip: list[tuple[int, int]] | None = None,
+                    start: int = 0) -> list[Clause]:
+    """The clauses of ``text[start:]`` with their stems and asserted negation; cues
+    inside ``skip`` spans (contrasts) do not count."""
+    skip = skip or []
+    cues = [m.start() for m in negation_cues(text)
+            if m.start() >= start
+            and not _HEDGE_BEFORE.search(text, max(0, m.start() - 12), m.start())
+            and not any(a <= m.start() < b for a, b in skip)]
+    # Words once for the sentence (letters and digits; "-" and "'" split, as tokenize):
+    # (offset, as written).
+    found = [(m.start(), m.group(0)) for m in _PART.finditer(text, start)]
+    if skip:
+        found = [(o, w) for o, w in found if not any(a <= o < b for a, b in skip)]
+    if has_camel_glue(text):  # "SolarGrid" is two words, as tokenize() has it
+        split: list[tuple[int, str]] = []
+        for off, w in found:
+            cuts = [0, *(p.start() for p in _GLUE.finditer(w)), len(w)]
+            split += [(off + x, w[x:y]) for x, y in zip(cuts, cuts[1:], strict=False) if y > x]
+        found = split
+    out = []
+    k = 0
+    for a, b in clauses(text[start:]):
+        a += start
+        b += start
+        while k < len(found) and found[k][0] < a:
+            k += 1
+        j = k
+        while j < len(found) and found[j][0] < b:
+            j += 1
+        raw = [w for _, w in found[k:j]]
+        k = j
+        low = [w.lower() for w in raw]
+        words = [w for w in low if w not in STOPWORDS and w not in NUMBER_WORDS
+                 and len(w) > 1 and not w[0].isdigit()]
+        if not words:
+            continue
+        wset = frozenset(words)
+        stems = {w: stem(w) for w in wset}
+        plain = frozenset(stems[w] for w in raw if w in stems)  # lower-case as written
+        neg: set[str] = set()
+        for i in range(len(low) - 1):
+            if low[i] == "non":
+                neg.add(stem(low[i + 1]))
+        for w in wset:
+            if w[0] in "uindI":
+                base = _prefix_base(w)
+                if base is not None:
+                    neg.add(base)
+        dir_words = [w for w in wset if is_direction_word(w)]
+        has_dir = any(is_direction_word(w) for w in low) or "up" in low or "down" in low
+        out.append(Clause(a, b, frozenset(stems.values()), plain, wset,
+                          any(a <= c < b for c in cues), frozenset(neg),
+                          directions(_blank(text, a, b, skip)) if has_dir else frozenset(),
+                          frozenset(stems[w] for w in dir_words)))
+    return out
+
+
+_PART = re.compile(r"[^\W_]+")
+_GLUE = re.compile(r"(?<=[a-z])(?=[A-Z][a-z])")
+
+
+def _blank(text: str, a: int, b: int, skip: list[tuple[int, int]]) -> str:
+    piece = text[a:b]
+    for s, e in skip:  # a rejected alternative's words are no part of the claim
+        if a <= s < b:
+            piece = piece[: s - a] + " " * (min(b, e) - s) + piece[min(b, e) - a:]
+    return piece
+
+
+_POLAR = re.compile(r"(?=[ncwu])(?:\b(?:not|no|never|none|nobody|nothing|neither|nor|cannot|"
+                    r"without|non)\b|n[’']t\b|\bun\w{4,}(?:ed|able|ible)\b)", re.IGNORECASE)
+
+
+def polar(text: str) -> bool:
+    """Whether ``text`` may take a polarity or a direction at all (a negation cue, a
+    "non-"/"un…" word, a direction word): a cheap test before the clause analysis."""
+    return _POLAR.search(text) is not None or (may_have_direction(text)
+                                               and bool(directions(text)))
+
+
+def _prefix_base(word: str) -> str | None:
+    """The stem a negating prefix applies to ("unbraked" -> "brak"), or ``None``."""
+    for p in _NEG_PREFIXES:
+        if word.startswith(p) and len(word) - len(p) >= 4 and word.endswith(_NEG_SUFFIX_OK):
+            return stem(word[len(p):])
+    return None
+
+
+def flip_by_prefix(a: Clause, c: Clause) -> bool:
+    """A word one clause has plainly and the other with a negating prefix ("braked" /
+    "unbraked", "refundable" / "non-refundable"): one more negation on the prefixed side."""
+    one = bool((c.neg_stems & a.stems) - a.neg_stems)
+    other = bool((a.neg_stems & c.stems) - c.neg_stems)
+    return one != other
+
+
+def prefix_negated(word: str, other_stems: frozenset[str]) -> bool:
+    """Whether ``word`` is a prefix negation of one of ``other_stems``."""
+    base = _prefix_base(word)
+    return base is not None and base in other_stems

@@ -1,0 +1,106 @@
+"""The grounding layer on the error kinds of issue 13: units, conversions, rounding,
+event dates, swapped names, false premises, negation forms, summaries, chit-chat, and the
+per-shape calibration. Contexts here are written for the tests (not the dev suite's)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from gateway.layers.base import LayerResources, LayerResult, VerifyInput
+from gateway.layers.grounding import GroundingConfig, GroundingLayer
+from gateway.sources.context import Document, GroundingContext
+
+SPEC = ("The Kestrel K2 kettle holds 1.7 litres and boils a full jug in 4 minutes. "
+        "It draws 2,200 W. The base cable is 75 cm long. It weighs 1.1 kg empty.")
+HISTORY = ("The Hartwell Library was founded in 1902 and opened to the public in 1905. "
+           "Its first librarian, Edith Crane, served until 1931; her deputy Thomas Ward "
+           "succeeded her. The reading room seats 240 people.")
+POLICY = ("Orders can be cancelled free of charge within 14 days of delivery. "
+          "Sale items are non-returnable. We do not ship to Antarctica. "
+          "Refunds go back to the original card.")
+
+
+def run(answer: str, context: str, question: str = "Tell me.",
+        messages: list[dict[str, str]] | None = None, **config: object) -> LayerResult:
+    layer = GroundingLayer(GroundingConfig.model_validate(config), LayerResources())
+    msgs = messages or [{"role": "system", "content": context},
+                        {"role": "user", "content": question}]
+    inp = VerifyInput(messages=msgs, response_text=answer, context=GroundingContext(
+        documents=[Document(id="ctx", text=context, kind="system")]))
+    return asyncio.run(layer.verify(inp))
+
+
+def flagged(res: LayerResult) -> bool:
+    return not res.passed
+
+
+@pytest.mark.parametrize(("answer", "wrong"), [
+    ("It holds 1.7 litres.", False), ("It holds 1,700 millilitres.", False),
+    ("It holds 1.7 gallons.", True), ("It boils a jug in 4 seconds.", True),
+    ("It weighs about 2.4 lb empty.", False), ("It weighs 1.1 lb empty.", True),
+    ("The cable is 75 mm long.", True), ("It draws about 2.2 kW.", False),
+])
+def test_units_and_conversions(answer: str, wrong: bool) -> None:
+    res = run(answer, SPEC)
+    assert flagged(res) == wrong, res.explanation
+
+
+@pytest.mark.parametrize(("answer", "wrong"), [
+    ("It was founded in 1902.", False), ("It opened to the public in 1905.", False),
+    ("It was founded in 1905.", True),   # the opening year on the founding
+    ("It opened to the public in 1902.", True),
+])
+def test_a_date_on_the_wrong_event(answer: str, wrong: bool) -> None:
+    res = run(answer, HISTORY)
+    assert flagged(res) == wrong, res.explanation
+
+
+def test_a_swapped_name_in_a_copied_sentence() -> None:
+    ok = run("Edith Crane served until 1931.", HISTORY)
+    swapped = run("Thomas Ward served until 1931.", HISTORY)
+    assert ok.passed, ok.explanation
+    assert not swapped.passed and "Edith Crane" in " ".join(e.reason for e in swapped.evidence)
+
+
+def test_the_question_premise_is_checked_not_believed() -> None:
+    q = "The reading room seats 400 people, right?"
+    assert not run("Yes, it seats 400 people.", HISTORY, q).passed
+    assert run("No, it seats 240 people.", HISTORY, q).passed
+    assert run("It seats 240 people, not 400.", HISTORY, q).passed
+
+
+@pytest.mark.parametrize(("answer", "question", "wrong"), [
+    ("No, sale items can't be returned.", "Can I return a sale item?", False),
+    ("Yes, sale items are returnable.", "Can I return a sale item?", True),
+    ("No, we don't ship there.", "Do you ship to Antarctica?", False),
+    ("Yes, we ship to Antarctica.", "Do you ship to Antarctica?", True),
+    ("You can cancel for free within 14 days of delivery, not 30.", "Is it 30 days?", False),
+])
+def test_negation_forms(answer: str, question: str, wrong: bool) -> None:
+    res = run(answer, POLICY, question)
+    assert flagged(res) == wrong, res.explanation
+
+
+def test_one_wrong_fact_among_right_ones() -> None:
+    right = ("The Kestrel K2 holds 1.7 litres, boils a full jug in 4 minutes and draws "
+             "2,200 W. Its cable is 75 cm long.")
+    assert run(right, SPEC).passed
+    assert not run(right.replace("75 cm", "95 cm"), SPEC).passed
+
+
+def test_chit_chat_is_no_claim_but_a_wrong_fact_in_it_is() -> None:
+    assert run("Glad it helped! Have a lovely evening.", POLICY, "Thanks!").passed
+    assert not run("Glad it helped! Refunds take 60 days.", POLICY, "Thanks!").passed
+
+
+def test_the_request_shape_is_reported_and_scales_the_evidence() -> None:
+    answer = "It holds 1.7 litres and has a lovely blue handle made of recycled bamboo."
+    passage = run(answer, SPEC)
+    chat = run(answer, SPEC, messages=[
+        {"role": "system", "content": SPEC}, {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "Hello!"}, {"role": "user", "content": "Tell me."}])
+    assert (passage.details["shape"], chat.details["shape"]) == ("passage", "conversation")
+    scaled = run(answer, SPEC, shape_scale={"passage": 0.5})
+    assert scaled.score > passage.score
