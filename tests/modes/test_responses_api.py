@@ -314,3 +314,64 @@ def test_an_untranslatable_field_is_a_clear_400(
     assert isinstance(body, dict) and body["type"] == "invalid_request_error"
     assert "tools" in str(body.get("param")) + body["message"]
     assert upstream.requests == []
+
+
+@pytest.mark.usefixtures("test_layers")
+def test_passthrough_block_appends_the_message_and_the_verdict(
+        start_gateway: StartGateway, upstream: ServedUpstream,
+        client_for: Callable[..., openai.OpenAI]) -> None:
+    upstream.app.default_reply = BAD
+    gw = start_gateway({"p": _policy(BLOCK, streaming="passthrough")})
+    with client_for(gw).responses.stream(model="scripted-small", input="Hi.") as stream:
+        final = stream.get_final_response()
+    assert final.output_text == f"{BAD}\n\nBlocked by policy."  # sent text cannot be taken back
+    assert final.model_extra is not None
+    assert final.model_extra["verity"]["action"] == "block"
+    (rec,) = gw.audit(expect=1)
+    assert (rec["verdict"], rec["action"]) == ("fail", "block")
+
+
+@pytest.mark.usefixtures("test_layers")
+@pytest.mark.parametrize("stream", [False, True])
+def test_structured_output_is_flagged_not_disclaimed(
+        stream: bool, start_gateway: StartGateway, upstream: ServedUpstream,
+        client_for: Callable[..., openai.OpenAI]) -> None:
+    upstream.app.default_reply = '{"city": "Atlantis was founded in 1200."}'
+    gw = start_gateway({"p": _policy(DISCLAIMER)})
+    text_format: Any = {"format": {"type": "json_object"}}
+    client = client_for(gw)
+    if stream:
+        with client.responses.stream(model="scripted-small", input="Hi, in JSON.",
+                                     text=text_format) as s:
+            out = s.get_final_response().output_text
+    else:
+        raw = client.responses.with_raw_response.create(model="scripted-small",
+                                                        input="Hi, in JSON.", text=text_format)
+        out = raw.parse().output_text
+        assert verity_headers(raw.headers)["x-verity-action"] == "flag"
+    assert out == upstream.app.default_reply  # still parseable JSON
+    chat = client.chat.completions.create(model="scripted-small",
+                                          messages=[{"role": "user", "content": "Hi, in JSON."}],
+                                          response_format={"type": "json_object"})
+    assert chat.choices[0].message.content == upstream.app.default_reply
+    records = gw.audit(expect=2)
+    assert [(r["verdict"], r["action"]) for r in records] == [("fail", "flag")] * 2
+    assert all("structured" in (r["note"] or "") for r in records)
+
+
+@pytest.mark.usefixtures("test_layers")
+def test_upstream_errors_and_cut_streams_reach_the_sdk_as_errors(
+        start_gateway: StartGateway, upstream: ServedUpstream,
+        client_for: Callable[..., openai.OpenAI]) -> None:
+    upstream.app.default_reply = GOOD
+    gw = start_gateway({"p": _policy(DISCLAIMER, streaming="passthrough")})
+    client = client_for(gw)
+    with pytest.raises(openai.RateLimitError):
+        client.responses.create(model="scripted-small", input="Hi.",
+                                extra_headers={"x-mock-status": "429"})
+    with pytest.raises(openai.APIError) as err:
+        list(client.responses.create(model="scripted-small", input="Hi.", stream=True,
+                                     extra_headers={"x-mock-cut-after": "4"}))
+    assert "upstream" in err.value.message
+    (rec,) = gw.audit(expect=1)  # the 429 was the upstream's own answer: no record
+    assert (rec["note"] or "").startswith("not verified")
