@@ -375,3 +375,20 @@ def test_upstream_errors_and_cut_streams_reach_the_sdk_as_errors(
     assert "upstream" in err.value.message
     (rec,) = gw.audit(expect=1)  # the 429 was the upstream's own answer: no record
     assert (rec["note"] or "").startswith("not verified")
+
+
+def test_gateway_keys_must_be_granted_the_responses_route(
+        start_gateway: StartGateway, upstream: ServedUpstream,
+        make_client: Callable[..., openai.OpenAI]) -> None:
+    upstream.app.default_reply = GOOD
+    keys = [{"name": "plain", "tenant": "t1", "key": "sk-gw-plain-000000000001"},
+            {"name": "granted", "tenant": "t1", "key": "sk-gw-granted-0000000002",
+             "routes": ["POST /v1/chat/completions", "POST /v1/responses"]}]
+    gw = start_gateway({}, auth={"keys": keys})
+    with pytest.raises(openai.PermissionDeniedError):
+        make_client(gw.base_url, api_key=keys[0]["key"]).responses.create(
+            model="scripted-small", input="Hi.")
+    assert _responses(upstream) == []
+    r = make_client(gw.base_url, api_key=keys[1]["key"]).responses.create(
+        model="scripted-small", input="Hi.")
+    assert r.output_text == GOOD
