@@ -5,7 +5,9 @@ actions use for a ``/v1/responses`` request; it bundles the pieces of
 :mod:`gateway.wire.responses` (the layers' view of requests and answers),
 :mod:`gateway.wire.responses_actions` (disclaimer, refusal, regenerate),
 :mod:`gateway.wire.responses_stream` (folding a stream), :mod:`gateway.wire.responses_events`
-(building events) and :mod:`gateway.wire.responses_hold` (the passthrough hold-back).
+(building events), :mod:`gateway.wire.responses_hold` (the passthrough hold-back) and
+:mod:`gateway.wire.responses_watch` (a stream relayed unparsed: its telemetry summary
+and end, bounded).
 
 - **readable answer** — a ``response`` object (:func:`gateway.wire.responses.read_response`
   reads it) whose ``status`` is ``completed`` or ``incomplete`` (as chat verifies
@@ -25,28 +27,23 @@ actions use for a ``/v1/responses`` request; it bundles the pieces of
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
-
-import orjson
 
 from gateway.wire import chat
 from gateway.wire.responses import as_chat_completion, read_request, read_response
 from gateway.wire.responses_actions import blocked_response, regenerate_body, with_disclaimer
 from gateway.wire.responses_events import error_events, synthesize
 from gateway.wire.responses_hold import TailHold
-from gateway.wire.responses_stream import TERMINAL, ResponsesAccumulator, encode_event
+from gateway.wire.responses_stream import ResponsesAccumulator, encode_event
+from gateway.wire.responses_watch import ResponsesEndWatch, ResponsesSummary
 from gateway.wire.sse import SSEParser
 
-__all__ = ["RESPONSES", "ResponsesEndWatch", "ResponsesFold", "ResponsesFormat",
-           "ResponsesHold", "unseen_note"]
+__all__ = ["RESPONSES", "ResponsesFold", "ResponsesFormat", "ResponsesHold", "unseen_note"]
 
 _UNCAPPED = 1 << 62
 """The accumulator's own cap: the callers count what they hold (``max_response_bytes``)."""
 _PENDING = ("queued", "in_progress")
-_ENDS = TERMINAL | {"error"}
-_TYPE = re.compile(rb'\s*\{\s*"type"\s*:\s*"([^"\\]{1,64})"')
 
 
 def unseen_note(payload: Mapping[str, Any]) -> str | None:
@@ -145,40 +142,6 @@ class ResponsesHold:
         return self.tail.release()
 
 
-class ResponsesEndWatch:
-    """The :class:`~gateway.wire.base.EndWatch` of a Responses stream: the type of
-    each event, read from the start of its data (where OpenAI and the translation put
-    it; parsed whole otherwise), until a terminal or ``error`` event."""
-
-    __slots__ = ("_ended", "_parser")
-
-    def __init__(self) -> None:
-        self._parser = SSEParser()
-        self._ended = False
-
-    def feed(self, chunk: bytes) -> None:
-        if self._ended:
-            return
-        for data in self._parser.feed(chunk):
-            match = _TYPE.match(data)
-            if match is not None:
-                kind: Any = match.group(1).decode("ascii", "replace")
-            elif data.strip() == b"[DONE]":
-                kind = "error"  # not OpenAI's; a server that sends it ends there
-            else:
-                try:
-                    event = orjson.loads(data)
-                except orjson.JSONDecodeError:
-                    continue
-                kind = event.get("type") if isinstance(event, dict) else None
-            if kind in _ENDS:
-                self._ended = True
-                return
-
-    def ended(self) -> bool:
-        return self._ended
-
-
 class ResponsesFormat:
     """The Responses API :class:`~gateway.wire.base.ResponseFormat`."""
 
@@ -251,8 +214,8 @@ class ResponsesFormat:
     def hold(self) -> ResponsesHold:
         return ResponsesHold()
 
-    def summary(self) -> ResponsesFold:
-        return ResponsesFold()
+    def summary(self) -> ResponsesSummary:
+        return ResponsesSummary()
 
     def end_watch(self) -> ResponsesEndWatch:
         return ResponsesEndWatch()

@@ -257,6 +257,9 @@ def test_no_policy_is_pure_pass_through(
     events = list(client_for(gw).responses.create(model="scripted-small", input="Hi.",
                                                   stream=True))
     assert events[-1].type == "response.completed"
+    with pytest.raises(openai.APIError):  # a cut stream ends with an error event
+        list(client_for(gw).responses.create(model="scripted-small", input="Hi.", stream=True,
+                                             extra_headers={"x-mock-cut-after": "5"}))
     assert gw.audit() == []
 
 
