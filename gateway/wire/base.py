@@ -121,7 +121,9 @@ class ResponseFormat(Protocol):
     """What an answer is called in notes (``chat completion``, ``response``)."""
     chat_shaped: bool
     """Answers are chat completions already: telemetry reads them as they are (else
-    through :meth:`job_answer`)."""
+    through :meth:`job_answer`), and the pass-through relay tells a stream's end
+    inline (:func:`gateway.wire.sse.ended_cleanly`) rather than through
+    :meth:`end_watch` (the hot path: no call per chunk)."""
 
     # ---- the request -------------------------------------------------------------------
 
