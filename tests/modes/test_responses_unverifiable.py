@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+import httpx
 import openai
 import orjson
 import pytest
@@ -40,6 +41,8 @@ CASES: dict[str, tuple[str, bytes]] = {
     "not-a-response": ("application/json", b'{"hello": "world"}'),
     "json-for-stream": ("application/json", orjson.dumps(_FINAL)),
     "inconsistent": ("text/event-stream", _stream(_FINAL, lie=True)),
+    "json": ("application/json", orjson.dumps(_FINAL, option=orjson.OPT_INDENT_2)),
+    "stream": ("text/event-stream", _stream(_FINAL)),
 }
 
 
@@ -66,9 +69,9 @@ def odd_upstream() -> Iterator[ServerThread]:
 @pytest.fixture
 def start(start_gateway: StartGateway, odd_upstream: ServerThread
           ) -> Callable[..., PolicyGateway]:
-    def go(on_error: str, streaming: str = "buffer") -> PolicyGateway:
+    def go(on_error: str, streaming: str = "buffer", mode: str = "inline") -> PolicyGateway:
         policy = f"""
-mode: inline
+mode: {mode}
 default: true
 on_error: {on_error}
 streaming: {streaming}
@@ -128,3 +131,18 @@ def test_a_json_response_to_a_stream_request_is_verified_and_sent_as_events(
     (rec,) = gw.audit(expect=1)
     assert (rec["verdict"], rec["action"]) == ("fail", "disclaimer")
     assert "re-sent as SSE" in rec["note"]
+
+
+@pytest.mark.parametrize("case", ["json", "stream"])
+def test_shadow_relays_the_upstream_bytes_exactly(
+        case: str, start: Callable[..., PolicyGateway]) -> None:
+    gw = start("fail_closed", mode="shadow")
+    body: dict[str, Any] = {"model": "m", "input": "Hi.", "stream": case == "stream"}
+    with httpx.Client(timeout=10) as http:
+        resp = http.post(gw.url + "/v1/responses", json=body,
+                         headers={"x-case": case, "authorization": "Bearer sk-test"})
+    assert resp.status_code == 200
+    assert resp.content == CASES[case][1]
+    assert verity_headers(resp.headers)["x-verity-mode"] == "shadow"
+    (rec,) = gw.audit(expect=1)
+    assert (rec["mode"], rec["verdict"]) == ("shadow", "fail")  # BAD is in the answer
