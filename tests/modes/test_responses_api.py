@@ -279,13 +279,14 @@ def test_a_shape_no_server_accepts_is_a_400_before_the_upstream_is_called(
 
 
 @pytest.mark.usefixtures("test_layers")
-@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("stream,streaming", [(False, "buffer"), (True, "buffer"),
+                                              (True, "passthrough")])
 def test_an_upstream_without_the_responses_api_is_sent_chat_completions(
-        stream: bool, start_gateway: StartGateway, upstream: ServedUpstream,
+        stream: bool, streaming: str, start_gateway: StartGateway, upstream: ServedUpstream,
         client_for: Callable[..., openai.OpenAI]) -> None:
     upstream.app.responses_api = False
     upstream.app.default_reply = BAD
-    gw = start_gateway({"p": _policy(DISCLAIMER)}, upstreams=[
+    gw = start_gateway({"p": _policy(DISCLAIMER, streaming=streaming)}, upstreams=[
         {"name": "chat-only", "base_url": upstream.base_url, "responses_api": False}])
     client = client_for(gw)
     if stream:
