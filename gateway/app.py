@@ -92,6 +92,8 @@ class GatewayApp:
                 if proxy is not None:
                     if path == "/v1/chat/completions" or path == "/v1/chat/completions/":
                         return await proxy.chat_completions(scope, receive, send)
+                    if path == "/v1/responses" or path == "/v1/responses/":
+                        return await proxy.responses_api(scope, receive, send)
                     if path == "/v1/models" and scope["method"] == "GET":
                         return await proxy.models(scope, receive, send)
                     if path.startswith("/v1/"):

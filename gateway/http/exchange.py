@@ -1,8 +1,9 @@
-"""One chat completion request on its way through the gateway: :class:`ChatExchange`.
+"""One request of a front door on its way through the gateway: :class:`ChatExchange`.
 
 It carries the request (ASGI scope, body, parsed payload, :class:`~gateway.types.
-RequestInfo`, the routed upstream, the caller, the request's trace) and offers the
-two things every path needs:
+RequestInfo`, the routed upstream, the caller, the request's trace, the front door's
+:class:`~gateway.wire.base.ResponseFormat`: chat completions unless the front door
+says otherwise) and offers the two things every path needs:
 
 - **the upstream call** — :meth:`ChatExchange.call_upstream` (one call inside its
   ``chat {model}`` CLIENT span, the response released after) and
@@ -33,9 +34,35 @@ from gateway.telemetry import RequestTrace, UpstreamTrace
 from gateway.types import Headers, RequestInfo
 from gateway.upstream.base import UpstreamClient, UpstreamResponse
 from gateway.upstream.router import Upstreams
+from gateway.wire.base import ResponseFormat
+from gateway.wire.chat import CHAT_COMPLETIONS
 from gateway.wire.messages import maybe_json
 
 __all__ = ["ChatExchange"]
+
+
+class _ChatShapedTrace(UpstreamTrace):
+    """An upstream span that reads a format's answers as chat completions."""
+
+    __slots__ = ("_fmt", "_up")
+
+    def __init__(self, up: UpstreamTrace, fmt: ResponseFormat) -> None:
+        self._up = up
+        self._fmt = fmt
+        self.recording = up.recording
+
+    def headers(self) -> Headers:
+        return self._up.headers()
+
+    def first_chunk(self) -> None:
+        self._up.first_chunk()
+
+    def response(self, status: int, body: Mapping[str, Any] | None) -> None:
+        chat = self._fmt.job_answer(body) if body is not None and status < 400 else body
+        self._up.response(status, chat)
+
+    def error(self, error_type: str) -> None:
+        self._up.error(error_type)
 
 
 @dataclass(slots=True, eq=False)
@@ -56,6 +83,9 @@ class ChatExchange:
     watcher: DisconnectWatcher
     status: int = 0
     """The status the client got (or the upstream's, while it is being relayed)."""
+    fmt: ResponseFormat = CHAT_COMPLETIONS
+    """The front door's request and response shapes."""
+    _messages: list[Any] | None = None
 
     @property
     def stream(self) -> bool:
@@ -63,23 +93,28 @@ class ChatExchange:
 
     @property
     def messages(self) -> list[Any]:
-        """The request's ``messages`` (checked to be a list by the front door)."""
-        messages: list[Any] = self.payload.get("messages") or []
-        return messages
+        """The request as chat-shaped messages (chat: its ``messages``, checked to be a
+        list by the front door): what the layers read."""
+        if self._messages is None:
+            self._messages = self.fmt.request_messages(self.payload)
+        return self._messages
 
     # ---- the upstream ---------------------------------------------------------------------
 
     @asynccontextmanager
-    async def call_upstream(self, body: bytes, *, stream: bool, path: str = "/chat/completions",
+    async def call_upstream(self, body: bytes, *, stream: bool, path: str | None = None,
                             model: str | None = None, upstream: UpstreamClient | None = None
                             ) -> AsyncIterator[tuple[UpstreamResponse, UpstreamTrace]]:
         """Open one upstream call inside its CLIENT span; the response is released after.
 
-        ``upstream`` defaults to the one the request was routed to."""
+        ``path`` defaults to the format's, ``upstream`` to the one the request was
+        routed to."""
         target = upstream or self.upstream
+        path = path or self.fmt.path
         with self.trace.upstream(model=model or self.info.model, provider=target.config.kind,
                                  server_address=target.server_address, stream=stream,
-                                 server_url=target.base_url) as up:
+                                 server_url=target.base_url) as span:
+            up = span if self.fmt.chat_shaped else _ChatShapedTrace(span, self.fmt)
             try:
                 resp = await target.send(
                     "POST", path, target.build_headers(self.scope["headers"],

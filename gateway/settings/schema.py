@@ -81,6 +81,12 @@ class UpstreamConfig(_Strict):
     buffered or accumulated for verification. Over it: 502 ``upstream_response_too_large``
     (an error event once a stream has started). A stream relayed without verification is
     passed through, not held, and not counted."""
+    responses_api: bool | None = None
+    """Whether the upstream serves ``POST /responses`` (OpenAI's Responses API) itself.
+    ``false``: the gateway translates ``/v1/responses`` requests to chat completions and
+    the answers back (``gateway.upstream.responses_bridge``; a 400 naming any field that
+    has no exact translation). Default: ``true`` for ``kind: openai``, ``false`` for
+    ``kind: anthropic`` (where ``true`` is an error)."""
 
     _models_list = field_validator("models", mode="before")(
         _expect_list("globs", '["gpt-*"]'))
@@ -91,6 +97,18 @@ class UpstreamConfig(_Strict):
         if not v.startswith(("http://", "https://")):
             raise ValueError("must start with http:// or https://")
         return v.rstrip("/")
+
+    @model_validator(mode="after")
+    def _responses_api(self) -> UpstreamConfig:
+        if self.kind == "anthropic" and self.responses_api:
+            raise ValueError("responses_api: true is not possible with kind: anthropic "
+                             "(Anthropic has no Responses API; the gateway translates)")
+        return self
+
+    @property
+    def speaks_responses(self) -> bool:
+        """``responses_api``, or its default for the ``kind``."""
+        return self.kind == "openai" if self.responses_api is None else self.responses_api
 
     def matches(self, model: str) -> bool:
         return any(fnmatch.fnmatchcase(model, p) for p in self.models)

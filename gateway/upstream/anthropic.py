@@ -9,6 +9,8 @@ do not know the difference:
 - ``POST /chat/completions`` -> ``POST {base_url}/messages``; ``read()`` gives a
   ``chat.completion``, ``iter_chunks()`` gives ``chat.completion.chunk`` SSE bytes
   translated as Anthropic's events arrive;
+- ``POST /responses`` -> the same, as a chat completion and back
+  (:mod:`gateway.upstream.responses_bridge`: Anthropic has no Responses API);
 - ``GET /models`` -> ``GET {base_url}/models`` as an OpenAI model list;
 - any other path -> a local 404 in the OpenAI error shape (nothing is sent).
 
@@ -38,6 +40,7 @@ from gateway.upstream import anthropic_openai as to_openai
 from gateway.upstream import openai_anthropic as to_anthropic
 from gateway.upstream.base import RawHeaders, UpstreamResponse, too_large, truncated
 from gateway.upstream.openai import OpenAIUpstreamClient
+from gateway.upstream.responses_bridge import send_via_chat
 
 __all__ = ["AnthropicResponse", "AnthropicUpstreamClient"]
 
@@ -197,6 +200,8 @@ class AnthropicUpstreamClient(OpenAIUpstreamClient):
             return AnthropicResponse(raw, "chat",
                                      include_usage=to_anthropic.include_usage(payload),
                                      model=str(payload.get("model") or ""))
+        if path == "/responses" and method == "POST":  # through chat completions
+            return await send_via_chat(self.send, headers, body, query)
         if path == "/models" and method == "GET":
             raw = await super().send("GET", "/models", headers, None, "limit=1000")
             return AnthropicResponse(raw, "models")

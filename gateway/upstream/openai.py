@@ -32,6 +32,7 @@ from gateway.upstream.base import (
     too_large,
     truncated,
 )
+from gateway.upstream.responses_bridge import send_via_chat
 
 __all__ = ["OpenAIResponse", "OpenAIUpstreamClient", "timed_out"]
 
@@ -158,6 +159,7 @@ class OpenAIUpstreamClient(UpstreamClient):
         self._session = session
         key = config.api_key()
         self._auth: bytes | None = f"Bearer {key}".encode("latin-1") if key else None
+        self._translate_responses = not config.speaks_responses
 
     @classmethod
     def open(cls, config: UpstreamConfig,
@@ -212,7 +214,11 @@ class OpenAIUpstreamClient(UpstreamClient):
 
         ``path`` and ``query`` are already percent-encoded (a forwarded request's come
         from :mod:`gateway.http.forward_path`, checked): the URL is sent exactly as given,
-        never decoded, normalised (``..``) or re-encoded on the way."""
+        never decoded, normalised (``..``) or re-encoded on the way. ``POST /responses``
+        to an upstream without the Responses API (``responses_api: false``) goes as a
+        chat completion (:mod:`gateway.upstream.responses_bridge`)."""
+        if self._translate_responses and path == "/responses" and method == "POST":
+            return await send_via_chat(self.send, headers, body, query)
         url = URL(self._base_encoded + path + (f"?{query}" if query else ""), encoded=True)
         try:
             resp = await self._session.request(method, url, data=body, headers=headers,

@@ -91,6 +91,8 @@ class Verifier:
         n = len(completion.get("choices") or ())
         if n > 1:  # n > 1: the verdict is choice 0's alone (docs/policies.md, Runtime)
             v.note = f"only choice 0 verified; choices 1-{n - 1} of n={n} were not"
+        if job.note:
+            v.note = f"{v.note}; {job.note}" if v.note else job.note
         return v
 
     async def run(self, job: VerificationJob, trace: RequestTrace,
