@@ -24,7 +24,7 @@ from gateway.layers.registry import BUILTIN, LayerRegistry
 from gateway.modes.dispatch import open_engine
 from gateway.settings import Settings
 from gateway.telemetry import Telemetry, create_telemetry
-from gateway.upstream import open_client
+from gateway.upstream import configured_secrets, open_client
 from gateway.upstream.router import Upstreams
 
 __all__ = ["GatewayApp", "create_app"]
@@ -57,7 +57,8 @@ class GatewayApp:
         telemetry = self._telemetry or create_telemetry()
         log.info("%s", telemetry.describe())
         trace_configs = telemetry.aiohttp_trace_configs()  # [] when telemetry is off
-        clients = [open_client(u, trace_configs) for u in self.settings.upstreams]
+        secrets = configured_secrets(self.settings)  # kept out of what upstreams send back
+        clients = [open_client(u, trace_configs, secrets) for u in self.settings.upstreams]
         upstreams = Upstreams(clients, use_own_key=auth.enabled)
         proxy = Endpoints(self.settings, upstreams, auth, telemetry)
         factory = self._engine_factory or partial(open_engine, layers=self.layers)
