@@ -75,17 +75,21 @@ class OpenAIResponse(UpstreamResponse):
 
     @property
     def content_type(self) -> str:
+        if self._held is not None:  # an error body: JSON, the upstream's or the gateway's
+            return "application/json"
         return self._resp.headers.get("content-type", "")
 
     async def hold_error(self) -> None:
         """Read an error body (status ≥ 400) now, at most :data:`MAX_ERROR_BYTES`, and keep
         what a client may see of it (:func:`~gateway.upstream.scrub.relayable_error`: no
-        configured secret); :meth:`read` and :meth:`iter_chunks` give that. Called by
+        configured secret, and the OpenAI error shape in place of a body that is not a
+        JSON object); :meth:`read` and :meth:`iter_chunks` give that. Called by
         :meth:`OpenAIUpstreamClient.send`, so every path relays an error the same way."""
         data = await self._read(min(self.max_bytes, MAX_ERROR_BYTES))
         if data is None:
             self._resp.close()
-        body, replaced = relayable_error(self._config.name, self.status, data, self._secrets)
+        body, replaced = relayable_error(self._config.name, self.status, data,
+                                         self.content_type, self._secrets)
         if replaced:
             self.headers = [h for h in self.headers if h[0] != b"content-type"]
             self.headers.append((b"content-type", b"application/json"))
@@ -264,7 +268,7 @@ class OpenAIUpstreamClient(UpstreamClient):
             raise UpstreamConnectError(
                 f"upstream {self.config.name!r} request failed: {type(exc).__name__}") from exc
         response = OpenAIResponse(resp, self.config, self._secrets)
-        if response.status >= 400:
+        if response.status >= 400 and method != "HEAD":  # a HEAD answer has no body
             try:
                 await response.hold_error()
             except BaseException:

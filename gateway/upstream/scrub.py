@@ -27,6 +27,7 @@ is that short, and redacting, say, ``EMPTY`` (vLLM's placeholder) would garble e
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable
 from typing import Any
 from urllib.parse import quote
@@ -44,6 +45,8 @@ MIN_SECRET = 8
 REDACTED = "[REDACTED]"
 
 RawHeaders = list[tuple[bytes, bytes]]
+_UNPARSED: Any = object()
+_MEDIA_TYPE = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]{0,63}/[a-z0-9][a-z0-9!#$&^_.+-]{0,63}")
 
 
 class Secrets:
@@ -129,17 +132,18 @@ class Secrets:
                         stack.append(v)
         return value, changed
 
-    def scrub_body(self, data: bytes) -> bytes | None:
+    def scrub_body(self, data: bytes, parsed: Any = _UNPARSED) -> bytes | None:
         """An error body with every secret taken out: JSON re-encoded only when a string
         held one; any other body with the secrets replaced byte for byte. None when a JSON
         body held one but cannot be re-encoded (nested beyond the encoder's depth): the
-        caller relays none of it."""
+        caller relays none of it. ``parsed``: ``data`` already parsed as JSON."""
         if not self._strings:
             return data
-        try:
-            parsed = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            return self.scrub_bytes(data)
+        if parsed is _UNPARSED:
+            try:
+                parsed = orjson.loads(data)
+            except orjson.JSONDecodeError:
+                return self.scrub_bytes(data)
         parsed, changed = self.scrub_json(parsed)
         if not changed:
             return self.scrub_bytes(data)  # a spelling JSON decoding does not undo (%-encoded)
@@ -173,16 +177,38 @@ def replaced_error(upstream: str, status: int, why: str) -> bytes:
         "upstream_error", "upstream_error"))
 
 
-def relayable_error(upstream: str, status: int, data: bytes | None,
+def relayable_error(upstream: str, status: int, data: bytes | None, content_type: str,
                     secrets: Secrets) -> tuple[bytes, bool]:
     """What the client gets of an upstream error body (``data``; None: over
     :data:`MAX_ERROR_BYTES`), and whether it is the gateway's replacement (JSON, whatever
-    the upstream's content type was)."""
+    the upstream's content type was).
+
+    A JSON object is relayed, secrets taken out. Anything else — a load balancer's HTML
+    502 page, plain text, an empty body, a JSON string — is replaced: the client gets
+    the OpenAI error shape with the upstream's status, naming the body's media type,
+    never quoting it."""
     if data is None:
         return replaced_error(upstream, status, f"an error body over {MAX_ERROR_BYTES} "
                                                 f"bytes"), True
-    scrubbed = secrets.scrub_body(data)
+    try:
+        parsed = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        parsed = None
+    if not isinstance(parsed, dict):
+        return replaced_error(upstream, status, _describe(data, content_type)), True
+    scrubbed = secrets.scrub_body(data, parsed)
     if scrubbed is None:
         return replaced_error(upstream, status, "an error body that quotes a configured "
                                                 "secret"), True
     return scrubbed, False
+
+
+def _describe(data: bytes, content_type: str) -> str:
+    """An error body that is not a JSON object, in the gateway's words: its media type
+    when the upstream named a well-formed one (never the upstream's text otherwise)."""
+    if not data.strip():
+        return "an empty body"
+    media = content_type.partition(";")[0].strip().lower()
+    if _MEDIA_TYPE.fullmatch(media) and media != "application/json":
+        return f"a {media} body, not a JSON error"
+    return "a body that is not a JSON error object"

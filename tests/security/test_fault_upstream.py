@@ -62,7 +62,7 @@ def gw(hostile: HostileUpstream, tmp_path_factory: pytest.TempPathFactory
                  for b in BEHAVIOURS]
     upstreams += [{"name": f"{b}-anthropic", "kind": "anthropic",
                    "base_url": hostile.base_url(b), "models": [f"{b}.anthropic"],
-                   "api_key_env": "FAULT_UPSTREAM_KEY"} for b in ECHOES]
+                   "api_key_env": "FAULT_UPSTREAM_KEY"} for b in (*ECHOES, "html-502")]
     config = {"log_level": "debug", "upstreams": upstreams,
               "auth": {"keys": [{"name": "initech-app", "tenant": "initech",
                                  "key_env": "FAULT_GATEWAY_KEY",
@@ -177,16 +177,27 @@ def test_an_openai_shaped_upstream_error_keeps_its_status(client: openai.OpenAI,
     assert err.status_code == int(behaviour[-3:])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug: an upstream error whose body is not JSON (a load balancer's HTML 502 page) is "
-    "relayed as is, so the client gets text/html, not the OpenAI error shape; wrap such a "
-    "body (keeping the status and relayed headers)"))
-@pytest.mark.parametrize("stream", [False, True])
-def test_an_html_error_page_reaches_the_client_as_an_openai_error(client: openai.OpenAI,
-                                                                  stream: bool) -> None:
-    err = _status_error(lambda: client.chat.completions.create(
-        model="html-502", messages=USER, stream=stream))
-    assert err.status_code == 502
+@pytest.mark.parametrize("route", ["chat", "chat-stream", "chat-guarded", "embeddings",
+                                   "chat-anthropic"])
+def test_an_html_error_page_reaches_the_client_as_an_openai_error(
+        gw: GatewayProcess, route: str) -> None:
+    # A load balancer's HTML 502 page, on every path: the status kept, the body the
+    # OpenAI error shape, naming what the upstream sent and quoting none of it.
+    with httpx.Client(base_url=gw.base_url, timeout=20,
+                      headers={"authorization": f"Bearer {KEY}"}) as http:
+        if route == "embeddings":
+            r = http.post("/embeddings", json={"model": "html-502", "input": "x"})
+        else:
+            model = {"chat-guarded": "html-502.guarded",
+                     "chat-anthropic": "html-502.anthropic"}.get(route, "html-502")
+            r = http.post("/chat/completions", json={
+                "model": model, "messages": USER, "stream": route == "chat-stream"})
+    assert r.status_code == 502, r.text
+    assert r.headers["content-type"] == "application/json"
+    err = openai_error(r.content)
+    assert b"Bad Gateway" not in r.content and b"nginx" not in r.content
+    if route != "chat-guarded":  # under fail_closed the policy's own 502 stands
+        assert "text/html" in err["message"], err
 
 
 # ---- keys ----------------------------------------------------------------------------------
@@ -233,9 +244,11 @@ def test_keys_never_reach_a_client_the_log_or_the_audit(gw: GatewayProcess,
     assert "upstream 'truncated-sse'" in log  # the faults were logged, by upstream name
     assert _leaks(log) == []
     assert gw.audit(expect=1) and _leaks(gw.audit_bytes()) == []
-    # The upstream got its own key, never the client's.
-    assert {q.headers.get("authorization") for q in hostile.requests} == \
-        {f"Bearer {UPSTREAM_KEY}"}
+    # The upstream got its own key, never the client's (an Anthropic one as x-api-key).
+    sent = {(q.headers.get("authorization"), q.headers.get("x-api-key"))
+            for q in hostile.requests}
+    assert (f"Bearer {UPSTREAM_KEY}", None) in sent
+    assert sent <= {(f"Bearer {UPSTREAM_KEY}", None), (None, UPSTREAM_KEY)}
 
 
 @pytest.mark.parametrize("route", ["chat", "chat-stream", "chat-guarded", "embeddings"])

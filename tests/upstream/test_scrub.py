@@ -91,13 +91,39 @@ def test_a_body_that_is_not_json_has_its_secrets_replaced() -> None:
 
 
 def test_an_error_body_over_the_cap_or_unencodable_is_replaced_by_the_gateways() -> None:
-    body, replaced = relayable_error("up", 500, None, SECRETS)
+    body, replaced = relayable_error("up", 500, None, "application/json", SECRETS)
     err = orjson.loads(body)["error"]
     assert replaced and err["code"] == "upstream_error" and str(MAX_ERROR_BYTES) in err["message"]
-    body, replaced = relayable_error("up", 401, b"[" * 300 + orjson.dumps(KEY) + b"]" * 300,
-                                     SECRETS)
+    deep = b'{"a": ' * 300 + orjson.dumps(KEY) + b"}" * 300
+    body, replaced = relayable_error("up", 401, deep, "application/json", SECRETS)
     assert replaced and KEY.encode() not in body
-    assert relayable_error("up", 429, b'{"error": {}}', SECRETS) == (b'{"error": {}}', False)
+    assert relayable_error("up", 429, b'{"error": {}}', "application/json", SECRETS) == \
+        (b'{"error": {}}', False)
+
+
+@pytest.mark.parametrize(("data", "ctype", "named"), [
+    (b"<html><title>502 Bad Gateway</title></html>", "text/html; charset=utf-8",
+     "a text/html body, not a JSON error"),
+    (b"upstream connect error or disconnect/reset before headers", "text/plain",
+     "a text/plain body, not a JSON error"),
+    (b"", "", "an empty body"),
+    (b'"Unauthorized"', "application/json", "a body that is not a JSON error object"),
+    (b"[1, 2]", "application/json", "a body that is not a JSON error object"),
+    (b"<x>", "text/html<script>alert(1)</script>", "a body that is not a JSON error object"),
+])
+def test_an_error_body_that_is_not_a_json_object_is_named_never_quoted(
+        data: bytes, ctype: str, named: str) -> None:
+    body, replaced = relayable_error("lb", 502, data, ctype, SECRETS)
+    assert replaced
+    err = orjson.loads(body)["error"]
+    assert err == {"message": f"upstream 'lb' answered HTTP 502 with {named} (not relayed)",
+                   "type": "upstream_error", "param": None, "code": "upstream_error"}
+    assert not data or data not in body
+
+
+def test_an_openai_shaped_or_other_json_object_error_is_relayed() -> None:
+    vllm = b'{"object": "error", "message": "model not found", "type": "NotFoundError"}'
+    assert relayable_error("up", 404, vllm, "application/json", SECRETS) == (vllm, False)
 
 
 def test_the_configured_secrets_are_every_upstream_judge_and_gateway_key(
