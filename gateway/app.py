@@ -17,7 +17,7 @@ from typing import Any
 
 from gateway.errors import GatewayError, NotFound, NotReady
 from gateway.http.asgi import send_error, send_json
-from gateway.http.auth import Authenticator
+from gateway.http.auth import Authenticator, authorization
 from gateway.http.chat import Engine
 from gateway.http.endpoints import Endpoints
 from gateway.layers.registry import BUILTIN, LayerRegistry
@@ -142,8 +142,8 @@ class GatewayApp:
         auth = self.proxy.auth if self.proxy is not None else None
         if auth is None or not auth.enabled:  # forward mode (or not started): no key to check
             return False
-        authorization = next((v for k, v in scope["headers"] if k == b"authorization"), None)
-        return authorization is not None and auth.authenticate(authorization) is not None
+        credential = authorization(scope["headers"])  # several: 401, as on /v1
+        return credential is not None and auth.authenticate(credential) is not None
 
     async def _lifespan(self, receive: Any, send: Any) -> None:
         message = await receive()

@@ -15,7 +15,7 @@ from typing import Any
 
 from gateway.errors import PayloadTooLarge, UpstreamError
 from gateway.http.asgi import ClientGone, DisconnectWatcher, read_body
-from gateway.http.auth import Authenticator
+from gateway.http.auth import Authenticator, authorization
 from gateway.http.body_model import json_model_from_prefix, multipart_model
 from gateway.http.chat import uncancel
 from gateway.http.forward_path import forwarded_path, forwarded_query
@@ -71,8 +71,8 @@ class ForwardEndpoint:
 
     async def __call__(self, scope: Mapping[str, Any], receive: Any, send: Any,
                        trace: RequestTrace) -> int:
+        principal = self.auth.authenticate(authorization(scope["headers"]))
         headers = dict(scope["headers"])
-        principal = self.auth.authenticate(headers.get(b"authorization"))
         path = forwarded_path(scope)  # as sent, under /v1/, or a 400 (invalid_path)
         self.auth.authorize(principal, scope["method"], scope["path"])
         query = forwarded_query(scope)

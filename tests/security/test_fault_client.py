@@ -152,21 +152,26 @@ def test_the_scheme_is_case_insensitive_and_spaces_before_the_key_are_allowed(
     assert [q.headers["authorization"] for q in up.requests] == [f"Bearer {UPSTREAM_KEY}"]
 
 
-@pytest.mark.parametrize("order", [
-    "valid first",
-    pytest.param("valid last", marks=pytest.mark.xfail(strict=True, reason=(
-        "bug: with two Authorization headers the gateway authenticates the last one "
-        "(gateway/proxy.py: dict(scope['headers'])); a proxy in front that checks the "
-        "first sees another credential than the gateway. Two Authorization headers "
-        "should be refused (RFC 9110 §5.3: not a list-valued field)"))),
-])
+@pytest.mark.parametrize("order", ["valid first", "valid last", "both valid"])
 def test_two_authorization_headers_are_refused(gw: GatewayProcess, up: HostileUpstream,
                                                order: str) -> None:
-    pair = [("authorization", f"Bearer {KEY}"), ("authorization", "Bearer someone-else")]
+    # RFC 9110 §11.6.2: one credential. A proxy in front that checks the first header and
+    # a gateway that reads the last would disagree on who is calling: 401 on every route.
+    pair = {"valid first": [("authorization", f"Bearer {KEY}"),
+                            ("authorization", "Bearer someone-else")],
+            "both valid": [("authorization", f"Bearer {KEY}")] * 2}.get(order)
+    if pair is None:
+        pair = [("authorization", "Bearer someone-else"), ("authorization", f"Bearer {KEY}")]
     with httpx.Client(base_url=gw.url, timeout=10) as http:
-        r = http.get("/v1/models", headers=pair if order == "valid first" else pair[::-1])
-    assert r.status_code == 401, r.text
-    openai_error(r.content)
+        for method, path in ROUTES:
+            r = _request(http, method, path, pair)
+            assert r.status_code == 401, (method, path, r.text)
+            err = openai_error(r.content)
+            assert (err["type"], err["code"]) == ("authentication_error", "invalid_api_key")
+            assert KEY not in r.text
+        r = http.get("/readyz", headers=pair)  # the detail a key unlocks: refused too
+        assert r.status_code == 401, r.text
+        openai_error(r.content)
     assert up.requests == []
 
 
@@ -183,8 +188,9 @@ UNAUTHENTICATED_PATHS = [
     ("GET", "/V1/models", 404),                      # not the API: not found, not forwarded
     ("GET", "//v1/models", 404),
     ("GET", "/v1", 404),
-    ("PUT", "/v1/chat/completions", 400),            # "use POST", before anything else
-    ("OPTIONS", "/v1/chat/completions", 400),
+    ("PUT", "/v1/chat/completions", 401),            # no key: not even "use POST" (405)
+    ("OPTIONS", "/v1/chat/completions", 401),
+    ("GET", "/v1/chat/completions", 401),
 ]
 
 
@@ -195,6 +201,22 @@ def test_no_path_spelling_reaches_the_upstream_without_a_key(
                    f"\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{{}}".encode())
     assert _status(raw) == status, raw[:300]
     openai_error(_body(raw))
+    assert up.requests == []
+
+
+@pytest.mark.parametrize("method", ["GET", "PUT", "DELETE", "OPTIONS"])
+def test_a_wrong_method_is_a_405_only_for_a_caller_with_a_key(
+        gw: GatewayProcess, up: HostileUpstream, method: str) -> None:
+    with httpx.Client(base_url=gw.url, timeout=10) as http:
+        anonymous = http.request(method, "/v1/chat/completions")
+        keyed = http.request(method, "/v1/chat/completions",
+                             headers={"authorization": f"Bearer {KEY}"})
+    assert anonymous.status_code == 401 and "allow" not in anonymous.headers
+    assert openai_error(anonymous.content)["code"] == "invalid_api_key"
+    assert keyed.status_code == 405, keyed.text
+    assert keyed.headers["allow"] == "POST"
+    err = openai_error(keyed.content)
+    assert (err["type"], err["code"]) == ("invalid_request_error", "method_not_allowed")
     assert up.requests == []
 
 
