@@ -43,8 +43,12 @@ __all__ = ["OpenAIResponse", "OpenAIUpstreamClient", "timed_out"]
 _DROP_REQUEST = frozenset({
     b"host", b"connection", b"keep-alive", b"proxy-authorization", b"proxy-connection",
     b"te", b"trailer", b"transfer-encoding", b"upgrade", b"content-length", b"expect",
-    b"accept-encoding", b"x-verity-policy", b"x-verity-detail",
+    b"accept-encoding",
 })
+# Every ``x-verity-*`` request header is for the gateway (``x-verity-policy``,
+# ``x-verity-detail``, ``x-verity-profile``) or forged: none goes upstream, where it could
+# pose as the gateway's word to a second gateway or a logging proxy behind it.
+_GATEWAY_PREFIX = b"x-verity-"
 # Client credentials for upstream itself, and the headers that pick which account a key
 # acts for; in gateway-keys mode the gateway supplies the upstream's key, so a client's
 # own provider key (Azure's ``api-key``, ``x-api-key``) is not sent along with it, nor
@@ -232,7 +236,8 @@ class OpenAIUpstreamClient(UpstreamClient):
         """Forwardable request headers; ``Authorization`` per the auth mode."""
         out: dict[str, str] = {}
         for k, v in client_headers:
-            if k in _DROP_REQUEST or (use_own_key and k in _CLIENT_CREDENTIALS):
+            if k in _DROP_REQUEST or k.startswith(_GATEWAY_PREFIX) \
+                    or (use_own_key and k in _CLIENT_CREDENTIALS):
                 continue
             out[k.decode("latin-1")] = v.decode("latin-1")
         if use_own_key:
