@@ -250,15 +250,12 @@ def test_a_request_the_parser_refuses_is_a_400_that_reaches_nothing(
     assert up.requests == []
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug: uvicorn's own 400 for a request its parser refuses is text/plain 'Invalid HTTP "
-    "request received.', not the OpenAI error shape; gateway/server_limits.py's protocol "
-    "answers 408/431/503 in that shape but not this one (override send_400_response)"))
 def test_a_request_the_parser_refuses_gets_the_openai_error_shape(gw: GatewayProcess) -> None:
     for case, data in MALFORMED_HTTP.items():
         raw = _raw(gw, data)
         assert b"application/json" in raw.partition(b"\r\n\r\n")[0], case
-        openai_error(_body(raw))
+        err = openai_error(_body(raw))
+        assert (err["type"], err["code"]) == ("invalid_request_error", "invalid_http"), case
 
 
 # ---- bodies --------------------------------------------------------------------------------
