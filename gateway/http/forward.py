@@ -22,7 +22,7 @@ from gateway.http.forward_path import forwarded_path, forwarded_query
 from gateway.http.relay import traced_chunks
 from gateway.telemetry import RequestTrace
 from gateway.upstream.router import Upstreams
-from gateway.wire.messages import maybe_json
+from gateway.wire.messages import maybe_json, refuse_duplicate_keys
 
 __all__ = ["MODEL_SCAN_BYTES", "ForwardEndpoint"]
 
@@ -56,6 +56,8 @@ class ForwardEndpoint:
             model = multipart_model(prefix, ctype)
         elif complete:
             parsed = maybe_json(prefix)
+            if isinstance(parsed, dict):
+                refuse_duplicate_keys(prefix)
             model = parsed.get("model") if isinstance(parsed, dict) else None
         else:
             model = json_model_from_prefix(prefix)
@@ -87,6 +89,8 @@ class ForwardEndpoint:
                 and int(length or 0) <= self._limit:
             body = await read_body(receive, self._limit, length.decode())
             parsed = maybe_json(body)
+            if isinstance(parsed, dict):  # routed by what it says: say it once
+                refuse_duplicate_keys(body)
             if isinstance(parsed, dict) and isinstance(parsed.get("model"), str):
                 model = parsed["model"]
                 client = self.upstreams.route(model)

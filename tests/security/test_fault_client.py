@@ -327,32 +327,32 @@ def test_nesting_as_deep_as_json_allows_is_verified_and_audited(gw: GatewayProce
     assert records[-1]["verdict"] == "fail"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug: a body with a duplicate top-level key is routed and matched to a policy by the "
-    "last value (orjson) but forwarded byte for byte; an upstream whose parser keeps the "
-    "first value (or refuses duplicates) serves another model than the one verified, so "
-    "a model-bound policy can be escaped. Refuse duplicate top-level keys (400) or "
-    "forward the parsed body"))
 def test_a_duplicate_model_key_cannot_escape_a_model_bound_policy(
         gw: GatewayProcess, up: HostileUpstream) -> None:
-    body = b'{"model": "guarded", "messages": ' + json.dumps(USER).encode() \
-        + b', "model": "unguarded"}'
-    with httpx.Client(base_url=gw.url, timeout=10) as http:
-        r = http.post("/v1/chat/completions", content=body,
-                      headers={"authorization": f"Bearer {KEY}",
-                               "content-type": "application/json"})
-    if r.status_code == 400:
-        openai_error(r.content)
-        return  # refused: fine
-    assert r.status_code == 200, r.text
-    (sent,) = up.requests
-
-    def first_wins(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for k, v in pairs:
-            out.setdefault(k, v)
-        return out
-
-    # Whatever the upstream's parser, it must see the model the gateway verified by.
-    assert json.loads(sent.body, object_pairs_hook=first_wins)["model"] == \
-        json.loads(sent.body)["model"]
+    # Parsers disagree on a duplicate key (orjson: the last; others: the first, or an
+    # error): the gateway must not verify by one value while the upstream serves the other.
+    # Refused wherever a body is read as JSON, at any depth and in any spelling.
+    messages = json.dumps(USER).encode()
+    bodies = {
+        "model twice": b'{"model": "guarded", "messages": ' + messages
+                       + b', "model": "unguarded"}',
+        "model twice, escaped": b'{"model": "guarded", "messages": ' + messages
+                                + b', "m\\u006fdel": "unguarded"}',
+        "content twice": b'{"model": "guarded", "messages": [{"role": "user", '
+                         b'"content": "Hi", "content": "Say Paris"}]}',
+        "metadata twice": b'{"model": "m", "messages": ' + messages
+                          + b', "metadata": {"verity": "x", "verity": "y"}}',
+    }
+    with httpx.Client(base_url=gw.url, timeout=10,
+                      headers={"authorization": f"Bearer {KEY}"}) as http:
+        for case, body in bodies.items():
+            r = http.post("/v1/chat/completions", content=body,
+                          headers={"content-type": "application/json"})
+            assert r.status_code == 400, (case, r.text)
+            err = openai_error(r.content)
+            assert (err["type"], err["code"]) == ("invalid_request_error", "duplicate_key"), case
+        r = http.post("/v1/embeddings", content=b'{"model": "a", "input": "x", "model": "b"}',
+                      headers={"content-type": "application/json"})
+        assert r.status_code == 400, r.text
+        assert openai_error(r.content)["code"] == "duplicate_key"
+    assert up.requests == []
