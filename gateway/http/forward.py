@@ -18,7 +18,7 @@ from gateway.http.asgi import ClientGone, DisconnectWatcher, read_body
 from gateway.http.auth import Authenticator, authorization
 from gateway.http.body_model import json_model_from_prefix, multipart_model
 from gateway.http.chat import uncancel
-from gateway.http.forward_path import forwarded_path, forwarded_query
+from gateway.http.forward_path import RESOURCES, forwarded_path, forwarded_query
 from gateway.http.relay import traced_chunks
 from gateway.telemetry import RequestTrace
 from gateway.upstream.router import Upstreams
@@ -101,7 +101,9 @@ class ForwardEndpoint:
             if model:
                 client = self.upstreams.route(model)
         watcher = DisconnectWatcher(receive) if not isinstance(body, AsyncIterator) else None
-        operation = path.strip("/").split("/")[0] or "request"
+        # The resource (a known name) or "request": never a path segment the client chose.
+        head = scope["path"][len("/v1/"):].partition("/")[0]
+        operation = head if head in RESOURCES else "request"
         try:
             with trace.upstream(model=model, provider=client.config.kind,
                                 server_address=client.server_address, stream=False,
