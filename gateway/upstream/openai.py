@@ -273,7 +273,7 @@ class OpenAIUpstreamClient(UpstreamClient):
             raise UpstreamConnectError(
                 f"upstream {self.config.name!r} request failed: {type(exc).__name__}") from exc
         response = OpenAIResponse(resp, self.config, self._secrets)
-        if response.status >= 400 and method != "HEAD":  # a HEAD answer has no body
+        if response.status >= 400:
             try:
                 await response.hold_error()
             except BaseException:

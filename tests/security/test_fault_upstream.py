@@ -28,6 +28,7 @@ import pytest
 
 from security.hostile import ANSWER, HostileUpstream
 from security.process import GatewayProcess, openai_error, serve_gateway
+from serving import GatewayFactory
 
 KEY = "gw-initech-fault-key-0007"
 UPSTREAM_KEY = "sk-upstream-fault-secret-9931"
@@ -198,6 +199,25 @@ def test_an_html_error_page_reaches_the_client_as_an_openai_error(
     assert b"Bad Gateway" not in r.content and b"nginx" not in r.content
     if route != "chat-guarded":  # under fail_closed the policy's own 502 stands
         assert "text/html" in err["message"], err
+
+
+def test_a_forwarded_html_error_is_replaced_and_head_answers_like_get(
+        make_gateway: GatewayFactory) -> None:
+    # Forward mode (no keys, every route): GET gets the OpenAI shape; HEAD the same status
+    # and content type without a body (the server drops it), the connection still usable.
+    # Its own upstream: the module's records only gateway-keys traffic (the key sweep).
+    with HostileUpstream() as lb:
+        served = make_gateway(upstreams=[{"name": "lb", "base_url": lb.base_url("html-502")}])
+        with httpx.Client(base_url=served.base_url, timeout=10) as http:
+            got = http.get("/files/file-1")
+            head = http.head("/files/file-1")
+            again = http.get("/files/file-1")
+        served.stop()
+    assert got.status_code == 502 and got.headers["content-type"] == "application/json"
+    assert "text/html" in openai_error(got.content)["message"]
+    assert head.status_code == 502 and head.content == b""
+    assert head.headers["content-type"] == "application/json"
+    assert again.status_code == 502 and again.content == got.content
 
 
 # ---- keys ----------------------------------------------------------------------------------
