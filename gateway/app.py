@@ -17,14 +17,14 @@ from typing import Any
 
 from gateway.errors import GatewayError, NotFound, NotReady
 from gateway.http.asgi import send_error, send_json
-from gateway.http.auth import Authenticator
+from gateway.http.auth import Authenticator, authorization
 from gateway.http.chat import Engine
 from gateway.http.endpoints import Endpoints
 from gateway.layers.registry import BUILTIN, LayerRegistry
 from gateway.modes.dispatch import open_engine
 from gateway.settings import Settings
 from gateway.telemetry import Telemetry, create_telemetry
-from gateway.upstream import open_client
+from gateway.upstream import configured_secrets, open_client
 from gateway.upstream.router import Upstreams
 
 __all__ = ["GatewayApp", "create_app"]
@@ -57,7 +57,8 @@ class GatewayApp:
         telemetry = self._telemetry or create_telemetry()
         log.info("%s", telemetry.describe())
         trace_configs = telemetry.aiohttp_trace_configs()  # [] when telemetry is off
-        clients = [open_client(u, trace_configs) for u in self.settings.upstreams]
+        secrets = configured_secrets(self.settings)  # kept out of what upstreams send back
+        clients = [open_client(u, trace_configs, secrets) for u in self.settings.upstreams]
         upstreams = Upstreams(clients, use_own_key=auth.enabled)
         proxy = Endpoints(self.settings, upstreams, auth, telemetry)
         factory = self._engine_factory or partial(open_engine, layers=self.layers)
@@ -143,8 +144,8 @@ class GatewayApp:
         auth = self.proxy.auth if self.proxy is not None else None
         if auth is None or not auth.enabled:  # forward mode (or not started): no key to check
             return False
-        authorization = next((v for k, v in scope["headers"] if k == b"authorization"), None)
-        return authorization is not None and auth.authenticate(authorization) is not None
+        credential = authorization(scope["headers"])  # several: 401, as on /v1
+        return credential is not None and auth.authenticate(credential) is not None
 
     async def _lifespan(self, receive: Any, send: Any) -> None:
         message = await receive()

@@ -18,9 +18,9 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from gateway.errors import InvalidRequest
+from gateway.errors import InvalidRequest, MethodNotAllowed
 from gateway.http.asgi import DisconnectWatcher, read_body
-from gateway.http.auth import Authenticator
+from gateway.http.auth import Authenticator, authorization
 from gateway.http.exchange import ChatExchange
 from gateway.http.relay import passthrough
 from gateway.telemetry import RequestTrace
@@ -63,11 +63,14 @@ class ChatEndpoint:
 
     async def __call__(self, scope: Mapping[str, Any], receive: Any, send: Any,
                        trace: RequestTrace) -> int:
+        # Authentication first: a caller without a key learns nothing of the route,
+        # not even which methods it takes.
+        principal = self.auth.authenticate(authorization(scope["headers"]))
         if scope["method"] != "POST":
-            raise InvalidRequest(f"Use POST for {self.path}.")
-        headers = dict(scope["headers"])
-        principal = self.auth.authenticate(headers.get(b"authorization"))
+            raise MethodNotAllowed(f"Use POST for {self.path}.",
+                                   headers={"allow": "POST"})
         self.auth.authorize(principal, "POST", self.path)
+        headers = dict(scope["headers"])
         raw_length = headers.get(b"content-length")
         body = await read_body(receive, self.max_body_bytes,
                                raw_length.decode() if raw_length is not None else None)

@@ -17,6 +17,7 @@ from gateway.http.asgi import ClientGone, send_error
 from gateway.http.auth import Authenticator
 from gateway.http.chat import CHAT_PATH, ChatEndpoint, Engine
 from gateway.http.forward import ForwardEndpoint
+from gateway.http.forward_path import route_template
 from gateway.http.models import ModelsEndpoint
 from gateway.http.responses import RESPONSES_PATH, ResponsesEndpoint
 from gateway.settings import Settings
@@ -63,7 +64,8 @@ class Endpoints:
 
     async def forward(self, scope: Mapping[str, Any], receive: Any, send: Any) -> None:
         """Forward any other ``/v1/*`` request verbatim, streaming both ways."""
-        await self.serve(self.forwarder, scope["path"], scope, receive, send)
+        # A route template, never the client's path: span names stay few.
+        await self.serve(self.forwarder, route_template(scope["path"]), scope, receive, send)
 
     async def serve(self, handler: Handler, route: str, scope: Mapping[str, Any], receive: Any,
                     send: Any) -> None:

@@ -6,7 +6,7 @@ RequestInfo`, the routed upstream, the caller, the request's trace, the front do
 says otherwise) and offers the two things every path needs:
 
 - **the upstream call** — :meth:`ChatExchange.call_upstream` (one call inside its
-  ``chat {model}`` CLIENT span, the response released after) and
+  ``chat`` CLIENT span, the response released after) and
   :meth:`ChatExchange.complete` (a non-streaming call with another payload, routed
   by its model: a regenerate attempt);
 - **the response** — :meth:`respond`, :meth:`respond_error`, or a stream

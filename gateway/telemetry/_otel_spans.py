@@ -2,7 +2,7 @@
 
 Owns the per-request objects behind the façade's :class:`~gateway.telemetry.RequestTrace`,
 :class:`~gateway.telemetry.UpstreamTrace` and :class:`~gateway.telemetry.LayerSpan`:
-the SERVER (or shadow INTERNAL root) span, the ``chat {model}`` CLIENT span per
+the SERVER (or shadow INTERNAL root) span, the ``chat`` CLIENT span per
 upstream call, the ``prepare context``, ``verify {layer}``, ``candidate {policy}`` and
 ``regenerate attempt {n}`` INTERNAL spans, their attributes and statuses, and the metric points each one records when it
 finishes. Spans are parented explicitly (each trace object holds its span's
@@ -48,7 +48,7 @@ CANDIDATE_SPAN = "candidate"
 
 
 class OtelUpstream(UpstreamTrace):
-    """One upstream call: the ``chat {model}`` CLIENT span and its GenAI metrics."""
+    """One upstream call: the ``chat`` CLIENT span and its GenAI metrics."""
 
     recording = True
 

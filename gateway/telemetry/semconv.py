@@ -62,6 +62,18 @@ HTTP_REQUEST_METHOD: Final = "http.request.method"
 HTTP_RESPONSE_STATUS_CODE: Final = "http.response.status_code"
 HTTP_ROUTE: Final = "http.route"
 URL_PATH: Final = "url.path"
+OTHER_METHOD: Final = "_OTHER"
+"""``http.request.method`` for a method outside :data:`KNOWN_METHODS` (semconv)."""
+KNOWN_METHODS: Final = frozenset({"CONNECT", "DELETE", "GET", "HEAD", "OPTIONS", "PATCH",
+                                  "POST", "PUT", "QUERY", "TRACE"})
+
+
+def known_method(method: str) -> str:
+    """``method`` if HTTP registers it, else :data:`OTHER_METHOD`: a client may send any
+    token as a method, and span names and attributes must stay few."""
+    return method if method in KNOWN_METHODS else OTHER_METHOD
+
+
 URL_SCHEME: Final = "url.scheme"
 URL_FULL: Final = "url.full"
 NETWORK_PROTOCOL_VERSION: Final = "network.protocol.version"

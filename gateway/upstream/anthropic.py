@@ -41,6 +41,7 @@ from gateway.upstream import openai_anthropic as to_anthropic
 from gateway.upstream.base import RawHeaders, UpstreamResponse, too_large, truncated
 from gateway.upstream.openai import OpenAIUpstreamClient
 from gateway.upstream.responses_bridge import send_via_chat
+from gateway.upstream.scrub import Secrets
 
 __all__ = ["AnthropicResponse", "AnthropicUpstreamClient"]
 
@@ -162,8 +163,9 @@ class AnthropicUpstreamClient(OpenAIUpstreamClient):
     gateway-keys mode, the client's bearer token in forward mode.
     """
 
-    def __init__(self, config: UpstreamConfig, session: aiohttp.ClientSession) -> None:
-        super().__init__(config, session)
+    def __init__(self, config: UpstreamConfig, session: aiohttp.ClientSession,
+                 secrets: Secrets | None = None) -> None:
+        super().__init__(config, session, secrets)
         self._api_key: str | None = config.api_key() or None
 
     @property
