@@ -22,7 +22,10 @@ from gateway.settings import Settings
 from gateway.telemetry import RequestTrace, Telemetry
 from gateway.upstream.router import Upstreams
 
-__all__ = ["Endpoints"]
+__all__ = ["FORWARD_ROUTE", "Endpoints"]
+
+FORWARD_ROUTE = "/v1/*"
+"""The ``http.route`` of a forwarded request: every other ``/v1/`` path."""
 
 Handler = Callable[[Mapping[str, Any], Any, Any, RequestTrace], Awaitable[int]]
 
@@ -57,7 +60,9 @@ class Endpoints:
 
     async def forward(self, scope: Mapping[str, Any], receive: Any, send: Any) -> None:
         """Forward any other ``/v1/*`` request verbatim, streaming both ways."""
-        await self.serve(self.forwarder, scope["path"], scope, receive, send)
+        # http.route is the matched template (the path is url.path): a forwarded path
+        # carries ids, which would make every span name and metric series unique.
+        await self.serve(self.forwarder, FORWARD_ROUTE, scope, receive, send)
 
     async def serve(self, handler: Handler, route: str, scope: Mapping[str, Any], receive: Any,
                     send: Any) -> None:

@@ -101,7 +101,8 @@ class OtelTelemetry(Telemetry):
             attrs[sc.USER_AGENT_ORIGINAL] = user_agent
         span = self.tracer.start_span(f"{method} {route}", context=parent, kind=SpanKind.SERVER,
                                       attributes=attrs)
-        return OtelTrace(self, span, server=True)
+        return OtelTrace(self, span, server=True,
+                         http={sc.HTTP_REQUEST_METHOD: method, sc.HTTP_ROUTE: route})
 
     def start_shadow(self, parent: RequestTrace | TraceLink | None,
                      name: str = "shadow audit") -> RequestTrace:
