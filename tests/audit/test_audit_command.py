@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,9 +12,9 @@ import openai
 import pytest
 
 from gateway.app import create_app
+from gateway.settings import load_settings
 from gateway.testing.scripted import ScriptedUpstream
 from gateway.testing.servers import ServerThread
-from gateway.settings import load_settings
 
 POLICY = """
 default: true
@@ -85,12 +86,83 @@ def test_tail_and_show(audit_file: Path) -> None:
     shown = _run("--file", str(audit_file), "show", audit_id)
     assert shown.returncode == 0
     assert json.loads(shown.stdout)["audit_id"] == audit_id
-    assert _run("--file", str(audit_file), "show", "nope").returncode == 1
+    # An id prefix of 8+ characters is enough; a shorter one is a usage error.
+    by_prefix = _run("show", "--audit", str(audit_file), audit_id[:8])
+    assert by_prefix.returncode == 0, by_prefix.stderr
+    assert json.loads(by_prefix.stdout)["audit_id"] == audit_id
+    assert _run("--file", str(audit_file), "show", "nope").returncode == 2
+    missing = _run("--file", str(audit_file), "show", "00000000")
+    assert missing.returncode == 1 and "no record" in missing.stderr
 
 
 def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
     proc = _run("--file", str(tmp_path / "none.jsonl"), "report")
     assert proc.returncode == 2 and "no audit file" in proc.stderr
+
+
+def test_the_configured_path_is_named_absolute_with_its_key(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "gateway", "audit", "report"],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                          env={**os.environ, "GATEWAY_AUDIT__PATH": "rel/audit.jsonl"})
+    assert proc.returncode == 2
+    assert str(tmp_path / "rel" / "audit.jsonl") in proc.stderr
+    assert "audit.path" in proc.stderr and "GATEWAY_AUDIT__PATH" in proc.stderr
+
+
+def test_tail_refuses_a_negative_count(audit_file: Path) -> None:
+    proc = _run("--file", str(audit_file), "tail", "-n", "-1")
+    assert proc.returncode == 2 and "must be 0 or more" in proc.stderr
+
+
+def test_filters_select_records(audit_file: Path) -> None:
+    def count(*args: str) -> int:
+        proc = _run("report", "--audit", str(audit_file), "--json", *args)
+        assert proc.returncode == 0, proc.stderr
+        return int(json.loads(proc.stdout)["records"])
+
+    assert count() == 2
+    assert count("--verdict", "fail") == 1
+    assert count("--verdict", "fail,pass") == 2
+    assert count("--policy", "other") == 0
+    assert count("--model", "m", "--tenant", "-") == 2  # no keys: no tenant
+    assert count("--since", "1h") == 2 and count("--until", "2000-01-01") == 0
+    bad = _run("report", "--audit", str(audit_file), "--since", "yesterday-ish")
+    assert bad.returncode == 2 and "not a time" in bad.stderr
+
+
+def test_a_directory_and_a_glob_read_like_the_file(audit_file: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "dir" / "date=2026-01-01"
+    folder.mkdir(parents=True)
+    (folder / "verity-h-1-x-00001.jsonl").write_bytes(audit_file.read_bytes())
+    for spec in (str(tmp_path / "dir"), str(tmp_path / "dir" / "*" / "*.jsonl")):
+        proc = _run("report", "--audit", spec, "--json")
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout)["records"] == 2
+    nothing = _run("report", "--audit", str(tmp_path / "dir" / "*.parquet"))
+    assert nothing.returncode == 2 and "no audit file matches" in nothing.stderr
+
+
+def test_long_latencies_and_policy_names_keep_their_columns(tmp_path: Path) -> None:
+    """Seen by a new user: `0 114428.22914428.229` once latencies passed 10 s, and
+    tail's columns moved with a long policy name."""
+    def record(i: int, policy: str, latency: float) -> dict[str, object]:
+        return {"audit_id": f"{i:032x}", "policy": policy, "mode": "shadow", "model": "m",
+                "started_at": f"2026-11-25T10:00:0{i}.000Z", "verdict": "pass",
+                "score": 0.9, "action": "pass", "applied": False,
+                "layers": [{"key": "judge", "name": "judge", "score": 0.9, "passed": True,
+                            "latency_ms": latency}]}
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(b"".join(json.dumps(r).encode() + b"\n" for r in (
+        record(1, "p", 114428.229), record(2, "p", 14428.229),
+        record(3, "a-policy-name-longer-than-any-column-width-of-the-tail", 5.0))))
+    report = _run("report", "--audit", str(path))
+    assert report.returncode == 0, report.stderr
+    row = next(line for line in report.stdout.splitlines() if "p/judge" in line)
+    assert {"14428.2", "114428.2"} <= set(row.split()), row  # p50 and p99, apart
+    tail = _run("tail", "--audit", str(path))
+    lines = tail.stdout.splitlines()
+    assert len(lines) == 3 and len({line.index(" pass ") for line in lines}) == 1, lines
+    assert len({line.index("[") for line in lines}) == 1, lines
 
 
 @pytest.fixture(scope="module")
