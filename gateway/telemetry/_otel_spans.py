@@ -284,6 +284,11 @@ class OtelTrace(RequestTrace):
         self._layer_attrs: dict[str, Any] = {}
         self._ended = False
 
+    @property
+    def trace_id(self) -> str | None:
+        ctx = self.span.get_span_context()
+        return f"{ctx.trace_id:032x}" if ctx.is_valid else None
+
     def link(self) -> TraceLink | None:
         ctx = self.span.get_span_context()
         if not ctx.is_valid:
