@@ -1,4 +1,4 @@
-"""``gateway audit tail | show | report | compact``: read (and compact) the audit.
+"""``gateway audit tail | show | report | serve | compact``: read (and compact) the audit.
 
 Every verb takes ``--audit PATH`` — a JSONL file, a directory layout or a glob
 (default: the configured ``audit.path``) — and the readers take filters (time range,
@@ -71,7 +71,7 @@ def add_audit_argument(p: argparse.ArgumentParser) -> None:
 
 def add_parser(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser(
-        "audit", help="read the audit (tail, show, report, compact)",
+        "audit", help="read the audit (tail, show, report, serve, compact)",
         description="Read the audit the gateway writes (settings audit.path; default "
                     "./verity-audit.jsonl): one JSONL file, a directory of rotated files "
                     "(and their Parquet compactions), or a glob. Reading never changes it.")
@@ -98,6 +98,20 @@ def add_parser(sub: Any) -> None:
     report.add_argument("--json", action="store_true", help="print the summary as JSON")
     add_filter_arguments(report)
     report.set_defaults(func=_report)
+
+    serve = verbs.add_parser(
+        "serve", help="the audit dashboard on a port of its own",
+        description="Serve the audit dashboard (charts, live vs candidate, layers, the "
+                    "record list and pages) over the audit. It has no authentication: "
+                    "bind it to loopback or put it behind a proxy that has (or mount it "
+                    "on the gateway: audit.dashboard.path, behind a gateway key).")
+    add_audit_argument(serve)
+    serve.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8090, help="port (default 8090)")
+    serve.add_argument("--jaeger-url", metavar="URL",
+                       help="Jaeger UI base URL (http://localhost:16686): record pages "
+                            "link to their trace")
+    serve.set_defaults(func=_serve)
 
     compact = verbs.add_parser(
         "compact", help="compact closed files of a directory layout to Parquet",
@@ -303,6 +317,27 @@ def _report_run(args: argparse.Namespace) -> int:
         print(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode())
     else:
         print(render_report(summary))
+    return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    return _run(_serve_run, args)
+
+
+def _serve_run(args: argparse.Namespace) -> int:
+    jaeger = args.jaeger_url
+    if jaeger and not jaeger.startswith(("http://", "https://")):
+        raise AuditCommandError("--jaeger-url must start with http:// or https://")
+    open_store(args).close()  # fail now, clearly, rather than on the first page
+    import uvicorn
+
+    from gateway.dashboard.app import create_dashboard
+
+    spec, _ = audit_spec(args)
+    print(f"audit dashboard over {spec} at http://{args.host}:{args.port}/", flush=True)
+    uvicorn.run(create_dashboard(spec, jaeger_url=jaeger.rstrip("/") if jaeger else None,
+                                 threads=None, memory_limit=None),
+                host=args.host, port=args.port, log_level="warning")
     return 0
 
 
