@@ -1,4 +1,4 @@
-"""``gateway audit tail | show | report | serve | compact``: read (and compact) the audit.
+"""``gateway audit tail | show | report | serve | replay | compact``: read the audit.
 
 Every verb takes ``--audit PATH`` — a JSONL file, a directory layout or a glob
 (default: the configured ``audit.path``) — and the readers take filters (time range,
@@ -23,7 +23,8 @@ if TYPE_CHECKING:
     from gateway.audit.filters import AuditFilter
     from gateway.audit.store import AuditStore
 
-__all__ = ["add_parser", "audit_spec", "open_store"]
+__all__ = ["AuditCommandError", "add_audit_argument", "add_filter_arguments", "add_parser",
+           "audit_spec", "build_filter", "open_store"]
 
 MIN_PREFIX = 8
 """Characters an audit id prefix given to ``show`` has at least."""
@@ -49,14 +50,18 @@ def _non_negative(text: str) -> int:
     return value
 
 
-def add_filter_arguments(p: argparse.ArgumentParser) -> None:
-    """The filter options every reader takes (``audit serve`` and ``replay`` too)."""
+def add_filter_arguments(p: argparse.ArgumentParser, *,
+                         policy_option: str = "--policy") -> None:
+    """The filter options every reader takes (``replay`` names the policy filter
+    ``--recorded-policy``: its ``--policy`` is the policy to replay under)."""
     g = p.add_argument_group("filters (repeat an option or give a comma list to OR values)")
     g.add_argument("--since", metavar="TIME",
                    help="records started at or after TIME: ISO date/time, or a duration "
                         "before now (30m, 24h, 7d)")
     g.add_argument("--until", metavar="TIME", help="records started at or before TIME")
-    for name, what in (("policy", "policy name"), ("model", "model as requested"),
+    g.add_argument(policy_option, dest="filter_policy", action="append", metavar="VALUE",
+                   help="policy name (as recorded)")
+    for name, what in (("model", "model as requested"),
                        ("tenant", "tenant ('-': none)"),
                        ("verdict", "pass, marginal, fail ('none': never verified)"),
                        ("mode", "inline or shadow"),
@@ -71,7 +76,7 @@ def add_audit_argument(p: argparse.ArgumentParser) -> None:
 
 def add_parser(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser(
-        "audit", help="read the audit (tail, show, report, serve, compact)",
+        "audit", help="read the audit (tail, show, report, serve, replay, compact)",
         description="Read the audit the gateway writes (settings audit.path; default "
                     "./verity-audit.jsonl): one JSONL file, a directory of rotated files "
                     "(and their Parquet compactions), or a glob. Reading never changes it.")
@@ -113,6 +118,10 @@ def add_parser(sub: Any) -> None:
                             "link to their trace")
     serve.set_defaults(func=_serve)
 
+    from gateway.commands.replay import add_verb
+
+    add_verb(verbs)
+
     compact = verbs.add_parser(
         "compact", help="compact closed files of a directory layout to Parquet",
         description="Compact every closed JSONL file of a directory layout to Parquet "
@@ -152,8 +161,9 @@ def build_filter(args: argparse.Namespace) -> AuditFilter:
     try:
         return AuditFilter.build(
             since=getattr(args, "since", None), until=getattr(args, "until", None),
-            **{k: getattr(args, k, None) for k in ("policy", "model", "tenant", "verdict",
-                                                   "mode", "action")})
+            policy=getattr(args, "filter_policy", None),
+            **{k: getattr(args, k, None) for k in ("model", "tenant", "verdict", "mode",
+                                                   "action")})
     except FilterError as exc:
         raise AuditCommandError(str(exc)) from None
 
