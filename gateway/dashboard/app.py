@@ -19,6 +19,7 @@ carry a strict Content-Security-Policy: no script at all, styles from the app on
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = ["SECURITY_HEADERS", "create_dashboard"]
 
+log = logging.getLogger("gateway.audit")
 T = TypeVar("T")
 QUERY_SECONDS = 30.0
 """A page's queries take at most this long (then 503)."""
@@ -101,6 +103,11 @@ def create_dashboard(spec: str, *, jaeger_url: str | None = None, threads: int |
         except TimeoutError:
             return html(pages.error_page("The audit took too long to read: narrow the "
                                          "filters (a shorter time range).",
+                                         base=base(request)), 503)
+        except Exception:  # DuckDB out of memory, a file removed mid-read, ...
+            log.exception("audit dashboard query failed")
+            return html(pages.error_page("The audit could not be read (see the server "
+                                         "log); narrow the filters or try again.",
                                          base=base(request)), 503)
 
     async def overview(request: Request) -> Response:

@@ -230,3 +230,45 @@ def test_a_reader_that_leaves_early_gets_no_traceback(audit_file: Path, tmp_path
         err = proc.stderr.read().decode()
         assert proc.wait(timeout=60) == 141
     assert "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+def test_tail_follow_prints_records_appended_and_new_files(tmp_path: Path) -> None:
+    import selectors
+    import time
+
+    folder = tmp_path / "date=2026-11-25"
+    folder.mkdir()
+    first = folder / "verity-h-1-s-00001.jsonl"
+    first.write_text("")
+
+    def line(i: int) -> bytes:
+        return json.dumps({"audit_id": f"{i:032x}", "policy": "p", "mode": "shadow",
+                           "started_at": "2026-11-25T10:00:00Z", "verdict": "pass",
+                           "score": 1.0, "action": "pass", "layers": []}).encode() + b"\n"
+
+    with subprocess.Popen(
+            [sys.executable, "-m", "gateway", "audit", "tail", "--audit", str(tmp_path),
+             "-f", "-n", "0", "--verdict", "pass"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+        assert proc.stdout is not None
+        sel = selectors.DefaultSelector()
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        seen: list[bytes] = []
+        deadline = time.monotonic() + 60  # a hang guard, not a measurement
+        with first.open("ab") as fh:
+            fh.write(line(1))
+        wrote_second = False
+        two = f"{2:032x}".encode()
+        while not any(two in x for x in seen) and time.monotonic() < deadline:
+            if seen and not wrote_second:  # a file that appears later is followed too
+                (folder / "verity-h-1-s-00002.jsonl").write_bytes(line(2) + b'{"torn')
+                wrote_second = True
+            if sel.select(timeout=1):
+                seen.append(proc.stdout.readline())
+            elif not seen:
+                with first.open("ab") as fh:  # until the follower has started, add more
+                    fh.write(line(1))
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert seen and f"{1:032x}".encode() in seen[0], seen
+    assert two in seen[-1] and len(seen[-1].splitlines()) == 1, seen

@@ -153,3 +153,15 @@ def test_gateway_audit_serve_serves_the_pages(audit_dir: Path) -> None:
                           str(audit_dir / "missing")], capture_output=True, text=True,
                          timeout=60)
     assert bad.returncode == 2 and "no audit file or directory" in bad.stderr
+
+
+def test_an_unreadable_file_is_an_error_page(tmp_path: Path) -> None:
+    from gateway.dashboard.app import create_dashboard
+
+    (tmp_path / "x.records.parquet").write_bytes(b"not parquet at all")
+    app = create_dashboard(str(tmp_path))
+    with ServerThread(app) as server:
+        r = get(server, "/")
+        assert r.status_code == 503 and "could not be read" in r.text
+        assert "Traceback" not in r.text
+    app.state.store.close()
