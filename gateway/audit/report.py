@@ -44,7 +44,7 @@ def summarize(store: AuditStore, where: AuditFilter | None = None) -> dict[str, 
                     f"action NULLS LAST", params)]
     ran = "layer_error IS NULL AND NOT coalesce(layer_skipped, false)"
     layers = {}
-    for (policy, key, runs, n, mean, failed, errors, skipped, p50, p99, cost,
+    for (policy, key, runs, n, mean, failed, errors, skipped, pct, cost,
          calls) in store.query(f"""
             SELECT policy, layer_key, count(*),
                    count(layer_score) FILTER (WHERE {ran}),
@@ -52,9 +52,10 @@ def summarize(store: AuditStore, where: AuditFilter | None = None) -> dict[str, 
                    count(*) FILTER (WHERE {ran} AND layer_passed = false),
                    count(*) FILTER (WHERE layer_error IS NOT NULL),
                    count(*) FILTER (WHERE layer_skipped AND layer_error IS NULL),
-                   quantile_disc(layer_latency_ms, 0.5), quantile_disc(layer_latency_ms, 0.99),
+                   quantile_disc(layer_latency_ms, [0.5, 0.99]),
                    coalesce(sum(layer_cost), 0), coalesce(sum(layer_judge_calls), 0)
             FROM layers WHERE {cond} GROUP BY ALL ORDER BY ALL""", params):
+        p50, p99 = pct if pct is not None else (None, None)
         layers[f"{policy}/{key}"] = {
             "runs": runs, "n": n, "mean_score": mean, "failed": failed, "errors": errors,
             "skipped": skipped, "fire_rate": failed / n if n else None,

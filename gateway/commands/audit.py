@@ -372,18 +372,15 @@ def _compact_run(args: argparse.Namespace) -> int:
     except ModuleNotFoundError:
         raise AuditCommandError("compaction needs DuckDB: pip install "
                                 "'verity-gateway[audit]'") from None
-    settings = None
-    if getattr(args, "config", None) or not (args.verb_audit or args.audit):
-        settings = _settings(args)
-    max_age = settings.audit.rotate_seconds if settings else 3600.0
+    settings = _settings(args)  # rotation age (what is closed) and retention
+    max_age = settings.audit.rotate_seconds
     closed = closed_segments(root, now=time.time(), max_age=max_age)
     done = compact_files(closed, threads=os.cpu_count() or 1, memory_limit="1GB")
     print(f"compacted {len(done)} of {len(closed)} closed file(s) in {root}")
-    if settings is not None:
-        cfg = settings.audit
-        retention = Retention(cfg.retention_days, None if cfg.retention_mb is None
-                              else int(cfg.retention_mb * 1024 * 1024))
+    cfg = settings.audit
+    retention = Retention(cfg.retention_days, None if cfg.retention_mb is None
+                          else int(cfg.retention_mb * 1024 * 1024))
+    if retention:
         deleted = apply_retention(root, retention, max_age=max_age)
-        if retention:
-            print(f"retention: deleted {len(deleted)} file(s)")
+        print(f"retention: deleted {len(deleted)} file(s)")
     return 0

@@ -48,55 +48,57 @@ def _unit(first: datetime, last: datetime) -> str:
     return "hour" if last - first <= timedelta(days=3) else "day"
 
 
-def _series(store: AuditStore, cond: str, params: dict[str, Any], unit: str, column: str,
+def _series(rows: list[tuple[Any, ...]], unit: str, index: int, null: str,
             ) -> tuple[list[datetime], dict[str, list[int]]]:
-    rows = store.query(
-        f"SELECT date_trunc('{unit}', started_at) AS b, "
-        f"coalesce({column}, '{NOT_VERIFIED if column == 'verdict' else 'none'}') AS k, "
-        f"count(*) FROM records WHERE {cond} AND started_at IS NOT NULL "
-        f"GROUP BY ALL ORDER BY b", params)
+    """Counts per bucket by the value at ``index`` of ``(bucket, verdict, action, n)``
+    rows (null values named ``null``); buckets are continuous (at most 400)."""
     if not rows:
         return [], {}
-    start, end = rows[0][0], rows[-1][0]
+    start, end = min(r[0] for r in rows), max(r[0] for r in rows)
     buckets: list[datetime] = []
     t = start
     while t <= end and len(buckets) < 400:
         buckets.append(t)
         t += _UNITS[unit]
-    index = {b: i for i, b in enumerate(buckets)}
-    names = sorted({r[1] for r in rows}, key=lambda k: (
+    at = {b: i for i, b in enumerate(buckets)}
+    names = sorted({r[index] or null for r in rows}, key=lambda k: (
         VERDICTS.index(k) if k in VERDICTS else len(VERDICTS), k))
     series = {k: [0] * len(buckets) for k in names}
-    for b, k, n in rows:
-        if b in index:
-            series[k][index[b]] += n
+    for row in rows:
+        if row[0] in at:
+            series[row[index] or null][at[row[0]]] += row[3]
     return buckets, series
 
 
 def overview(store: AuditStore, where: AuditFilter) -> Overview:
-    """The main page: counts over time, breakdowns, layers and candidates."""
+    """The main page: counts over time, breakdowns, layers and candidates (five scans
+    of the records: time range, buckets, breakdowns, and the report's)."""
     cond, params = where.sql()
     total, first, last = store.query(
         f"SELECT count(*), min(started_at), max(started_at) FROM records WHERE {cond}",
         params)[0]
     unit = _unit(where.since or first, where.until or last) if first and last else "hour"
-    buckets, verdicts = _series(store, cond, params, unit, "verdict")
-    _, actions = _series(store, cond, params, unit, "action")
-    blocking = list(BLOCKING)
-    breakdowns: dict[str, list[dict[str, Any]]] = {}
-    for dim in BREAKDOWNS:
-        rows = store.query(
-            f"SELECT \"{dim}\", count(*), "
+    rows = store.query(
+        f"SELECT date_trunc('{unit}', started_at) AS b, verdict, action, count(*) "
+        f"FROM records WHERE {cond} AND started_at IS NOT NULL GROUP BY ALL", params)
+    buckets, verdicts = _series(rows, unit, 1, NOT_VERIFIED)
+    _, actions = _series(rows, unit, 2, "none")
+    breakdowns: dict[str, list[dict[str, Any]]] = {dim: [] for dim in BREAKDOWNS}
+    for dim, value, n, p, m, f, u, b in store.query(
+            f"SELECT CASE WHEN grouping(policy) = 0 THEN 'policy' "
+            f"WHEN grouping(model) = 0 THEN 'model' ELSE 'tenant' END, "
+            f"coalesce(policy, model, tenant), count(*), "
             f"count(*) FILTER (WHERE verdict = 'pass'), "
             f"count(*) FILTER (WHERE verdict = 'marginal'), "
             f"count(*) FILTER (WHERE verdict = 'fail'), "
             f"count(*) FILTER (WHERE verdict IS NULL), "
             f"count(*) FILTER (WHERE list_contains($blocking, action)) "
-            f"FROM records WHERE {cond} GROUP BY ALL ORDER BY 2 DESC, 1 LIMIT {TOP}",
-            {**params, "blocking": blocking})
-        breakdowns[dim] = [
-            {"value": v, "count": n, "verdicts": dict(zip(VERDICTS, (p, m, f, u), strict=True)),
-             "blocked": b} for v, n, p, m, f, u, b in rows]
+            f"FROM records WHERE {cond} GROUP BY GROUPING SETS ((policy), (model), (tenant)) "
+            f"ORDER BY 1, 3 DESC, 2 NULLS LAST", {**params, "blocking": list(BLOCKING)}):
+        if len(breakdowns[dim]) < TOP:
+            breakdowns[dim].append(
+                {"value": value, "count": n,
+                 "verdicts": dict(zip(VERDICTS, (p, m, f, u), strict=True)), "blocked": b})
     return Overview(total=total, first=first, last=last, unit=unit, buckets=buckets,
                     verdicts=verdicts, actions=actions, breakdowns=breakdowns,
                     summary=summarize(store, where))
