@@ -30,6 +30,7 @@ policy's redaction; without it ``failed_claims`` are ``[]`` beside a
 from __future__ import annotations
 
 import functools
+import importlib.util
 import logging
 import os
 import queue
@@ -296,6 +297,9 @@ def open_audit_sink(config: AuditConfig | str | None) -> AuditSink:
         return NullAuditSink()
     if not config.is_directory():
         return JsonlAuditSink(config.path)
+    if config.compact and importlib.util.find_spec("duckdb") is None:
+        raise RuntimeError("audit.compact needs DuckDB: pip install 'verity-gateway[audit]' "
+                           "(or set audit.compact: false)")
     retention = Retention(config.retention_days,
                           None if config.retention_mb is None
                           else int(config.retention_mb * 1024 * 1024))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import importlib.util
 from collections.abc import Mapping
 from typing import Any
 
@@ -33,6 +34,10 @@ class DashboardMount:
     def __init__(self, config: AuditConfig, auth: Authenticator) -> None:
         board = config.dashboard
         assert board.path is not None
+        for module in ("duckdb", "starlette"):
+            if importlib.util.find_spec(module) is None:
+                raise RuntimeError(f"audit.dashboard needs {module}: pip install "
+                                   f"'verity-gateway[audit]'")
         self.path = board.path
         self.keys = frozenset(board.keys)
         self.jaeger_url = board.jaeger_url
