@@ -272,3 +272,30 @@ def test_tail_follow_prints_records_appended_and_new_files(tmp_path: Path) -> No
         proc.wait(timeout=30)
     assert seen and f"{1:032x}".encode() in seen[0], seen
     assert two in seen[-1] and len(seen[-1].splitlines()) == 1, seen
+
+
+def test_a_gateway_writing_a_directory_is_read_back(tmp_path: Path) -> None:
+    """audit.path not ending in .jsonl: the gateway writes per-process date= files,
+    compacts what it closes, and the readers see every record."""
+    pdir = tmp_path / "policies"
+    pdir.mkdir()
+    (pdir / "live.yaml").write_text(POLICY)
+    (pdir / "strict.yaml").write_text(STRICT)
+    audit = tmp_path / "audit"
+    up = ScriptedUpstream(rules=[], default_reply="a fine answer")
+    with ServerThread(up) as u:
+        settings = load_settings(environ={}, overrides={
+            "upstreams": [{"name": "s", "base_url": u.url + "/v1"}],
+            "policies_dir": str(pdir),
+            "audit": {"path": str(audit), "compact": True, "retention_days": 30}})
+        with ServerThread(create_app(settings)) as g:
+            client = openai.OpenAI(base_url=g.url + "/v1", api_key="k", max_retries=0)
+            for text in ("hello", "say forbidden things", "more"):
+                client.chat.completions.create(
+                    model="m", messages=[{"role": "user", "content": text}])
+            client.close()
+    files = sorted(p.relative_to(audit).as_posix() for p in audit.rglob("*.jsonl"))
+    assert len(files) == 1 and files[0].startswith("date=") and "/verity-" in files[0]
+    proc = _run("report", "--audit", str(audit), "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["records"] == 3

@@ -246,3 +246,17 @@ def test_a_restart_after_a_torn_line_keeps_the_next_record_whole(tmp_path: Path)
     sink.close()
     lines = path.read_bytes().splitlines()
     assert lines[1] == b'{"audit_id": "to' and json.loads(lines[2])["audit_id"] == rec(2)["audit_id"]
+
+
+def test_audit_settings_are_checked_and_read_from_the_environment() -> None:
+    from gateway.settings import ConfigError, load_settings
+
+    s = load_settings(environ={"GATEWAY_AUDIT__PATH": "/var/audit",
+                               "GATEWAY_AUDIT__COMPACT": "true",
+                               "GATEWAY_AUDIT__RETENTION_DAYS": "14"})
+    assert s.audit.is_directory() and s.audit.compact and s.audit.retention_days == 14
+    assert not AuditConfig(path="x.jsonl").is_directory()
+    for bad in ({"rotate_mb": 0}, {"retention_mb": -1}, {"dashboard": {"path": "/"}},
+                {"dashboard": {"path": "/a", "keys": ["k"], "jaeger_url": "jaeger:16686"}}):
+        with pytest.raises(ConfigError):
+            load_settings(environ={}, overrides={"audit": bad})
