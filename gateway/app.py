@@ -15,6 +15,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppres
 from functools import partial
 from typing import Any
 
+from gateway.dashboard.mount import DashboardMount
 from gateway.errors import GatewayError, NotFound, NotReady
 from gateway.http.asgi import send_error, send_json
 from gateway.http.auth import Authenticator, authorization
@@ -49,6 +50,8 @@ class GatewayApp:
         self._engine_factory = engine_factory
         self.proxy: Endpoints | None = None
         """The endpoints, while the lifespan runs (``None`` before and after)."""
+        self.dashboard: DashboardMount | None = None
+        """The audit pages (``audit.dashboard.path``), while the lifespan runs."""
         self.ready = False
 
     @asynccontextmanager
@@ -61,6 +64,8 @@ class GatewayApp:
         clients = [open_client(u, trace_configs, secrets) for u in self.settings.upstreams]
         upstreams = Upstreams(clients, use_own_key=auth.enabled)
         proxy = Endpoints(self.settings, upstreams, auth, telemetry)
+        if self.settings.audit.dashboard.path:
+            self.dashboard = DashboardMount(self.settings.audit, auth)
         factory = self._engine_factory or partial(open_engine, layers=self.layers)
         try:
             async with factory(self.settings, telemetry) as engine:
@@ -79,6 +84,9 @@ class GatewayApp:
                     self.ready = False
         finally:
             await upstreams.aclose()
+            if self.dashboard is not None:
+                self.dashboard.close()
+                self.dashboard = None
             # Last, after the shadow drain and the audit's flush (both in the engine's
             # exit): spans those produced are exported too, within flush_seconds.
             telemetry.shutdown(self.settings.telemetry.flush_seconds)
@@ -103,6 +111,9 @@ class GatewayApp:
                     return await send_json(send, 200, {"status": "ok"})
                 if path == "/readyz":
                     return await self._readyz(scope, send)
+                dashboard = self.dashboard
+                if dashboard is not None and dashboard.matches(path):
+                    return await dashboard(scope, receive, send)
                 if proxy is None and path.startswith("/v1/"):
                     return await send_error(send, NotReady("The gateway is not ready yet."))
                 return await send_error(send, NotFound(f"Unknown path {path!r}."))

@@ -104,7 +104,8 @@ class OtelTelemetry(Telemetry):
         name = f"{method} {route}" if method != sc.OTHER_METHOD else f"HTTP {route}"
         span = self.tracer.start_span(name, context=parent, kind=SpanKind.SERVER,
                                       attributes=attrs)
-        return OtelTrace(self, span, server=True)
+        return OtelTrace(self, span, server=True,
+                         http={sc.HTTP_REQUEST_METHOD: method, sc.HTTP_ROUTE: route})
 
     def start_shadow(self, parent: RequestTrace | TraceLink | None,
                      name: str = "shadow audit") -> RequestTrace:

@@ -262,10 +262,15 @@ class OtelTrace(RequestTrace):
 
     recording = True
 
-    def __init__(self, tel: OtelTelemetry, span: Span, *, server: bool) -> None:
+    def __init__(self, tel: OtelTelemetry, span: Span, *, server: bool,
+                 http: Mapping[str, Any] | None = None) -> None:
         self.tel = tel
         self.span = span
         self.server = server
+        self._http = http
+        """A SERVER trace's ``http.server.request.duration`` attributes known at its start
+        (method, route); the status and error type are added at :meth:`end`."""
+        self._start = time.perf_counter()
         self.context = set_span_in_context(span, Context())
         self._parent = self.context
         self.response_id: str | None = None
@@ -274,8 +279,15 @@ class OtelTrace(RequestTrace):
         self.policy: str | None = None
         """The policy whose ``verify`` spans this trace starts (:meth:`for_policy`)."""
         self.is_candidate = False
+        self.live_policy: str | None = None
+        """On a candidate's trace: the live policy it is evaluated beside."""
         self._layer_attrs: dict[str, Any] = {}
         self._ended = False
+
+    @property
+    def trace_id(self) -> str | None:
+        ctx = self.span.get_span_context()
+        return f"{ctx.trace_id:032x}" if ctx.is_valid else None
 
     def link(self) -> TraceLink | None:
         ctx = self.span.get_span_context()
@@ -366,6 +378,7 @@ class OtelTrace(RequestTrace):
         trace = OtelTrace(self.tel, span, server=False)
         trace.response_id = self.response_id
         trace.is_candidate = True
+        trace.live_policy = self.policy
         trace.for_policy(policy)
         try:
             yield trace
@@ -396,6 +409,14 @@ class OtelTrace(RequestTrace):
             self.span.add_event(sc.EVENT_VERITY_DECISION, attrs)
             self.span.set_attributes(attrs)
             self.layer_verdicts.clear()
+            # Counted apart from verity.decisions (which counts what the gateway did):
+            # what each candidate would have done, beside which live policy.
+            self.tel.metrics.candidate_decisions.add(1, clean_attrs([
+                (sc.VERITY_POLICY, self.live_policy),
+                (sc.VERITY_CANDIDATE_NAME, record.get("policy")),
+                (sc.VERITY_VERDICT, record.get("verdict") or sc.NO_VERDICT),
+                (sc.VERITY_ACTION, record.get("action") or sc.NO_ACTION),
+            ]))
             return
         self.span.add_event(sc.EVENT_VERITY_DECISION, attrs)
         self.span.set_attributes(attrs)
@@ -429,3 +450,9 @@ class OtelTrace(RequestTrace):
             if status >= 500 or not self.server:
                 span.set_status(Status(StatusCode.ERROR, error_type))
         span.end()
+        if self._http is not None:
+            attrs = {**self._http, sc.HTTP_RESPONSE_STATUS_CODE: status}
+            if error_type:
+                attrs[sc.ERROR_TYPE] = error_type
+            self.tel.metrics.http_server_duration.record(time.perf_counter() - self._start,
+                                                         attrs)

@@ -226,6 +226,9 @@ class Outcome:
     response_id: str | None = None
     upstream_status: int | None = None
     note: str | None = None
+    trace_id: str | None = None
+    """The trace its verification ran in (a shadow audit's own trace): the record's link
+    to it in a trace viewer; None with telemetry off."""
     content: dict[str, Any] | None = None
     """Request messages and answer text (redacted); only when the policy opts in."""
     redact: Redactor | None = field(default=None, repr=False)
@@ -286,6 +289,8 @@ class Outcome:
             "response_id": self.response_id, "upstream_status": self.upstream_status,
             "note": self.note,
         }
+        if self.trace_id is not None:
+            out["trace_id"] = self.trace_id
         if self.content is not None:
             out["content"] = self.content
         return out

@@ -141,8 +141,9 @@ class Verifier:
             if cand is None:
                 return CandidateOutcome(ref.name, ref.version,
                                         error="policy version no longer loaded")
-            # A span of its own: its verify spans are told apart from the live policy's.
-            with trace.candidate(cand.name) as ctrace:
+            # A span of its own: its verify spans are told apart from the live policy's
+            # (and its decision is counted beside the live policy's name).
+            with trace.for_policy(job.policy.name).candidate(cand.name) as ctrace:
                 v = await self.verify(job.with_policy(ref), policy=cand, trace=ctrace)
                 out = CandidateOutcome(cand.name, cand.version, verdict=v.verdict,
                                        score=v.score,
