@@ -21,7 +21,14 @@ from collections.abc import Callable, Sequence
 
 from gateway.text.antonyms import opposed
 from gateway.text.context_facts import ContextFacts
-from gateway.text.polarity import Clause, clause_polarity, flip_by_prefix, polar
+from gateway.text.polarity import (
+    Clause,
+    FlipCues,
+    clause_polarity,
+    flip_by_prefix,
+    may_flip,
+    polar,
+)
 
 __all__ = ["clause_flip"]
 
@@ -58,10 +65,16 @@ def _rough_coverage(a: Clause, have: frozenset[str]) -> float:
 
 
 def clause_flip(text: str, start: int, skip: list[tuple[int, int]], cf: ContextFacts,
-                sids: Sequence[int], min_coverage: float, personal: str | None) -> str | None:
+                sids: Sequence[int], min_coverage: float, personal: str | None,
+                cues: FlipCues) -> str | None:
     """The context clause an answer clause negates (or is negated by), else ``None``.
-    ``personal``: ``"first"`` (an opinion: never) or ``"second"`` person."""
+    ``personal``: ``"first"`` (an opinion: never) or ``"second"`` person; ``cues``: the
+    answer sentence's :func:`~gateway.text.polarity.flip_cues`."""
     if not sids or personal == "first":
+        return None
+    # Most sentence pairs have nothing that could flip (no negation on either side, no
+    # opposite directions, no prefix-negated word the other has): no clause analysis.
+    if not any(may_flip(cues, cf.flip_cues(sid)) for sid in sids):
         return None
     # Nothing to flip when neither side has a negation, a negating prefix or a direction
     # word (most sentences): the clause analysis is skipped.

@@ -26,7 +26,7 @@ from gateway.text.index import Match, TextIndex
 from gateway.text.measures import sentence_measures, years_as_measures
 from gateway.text.names import names_in
 from gateway.text.phatic import PHATIC_WORDS, is_phatic
-from gateway.text.polarity import contrast_spans, leading_particle
+from gateway.text.polarity import contrast_spans, flip_cues, leading_particle
 from gateway.text.quantities import extract_quantities
 from gateway.text.tokens import (
     Span,
@@ -188,7 +188,7 @@ def check_analyzed(
     dates, numbers = sentence.dates, sentence.numbers
     cf = context_facts(ctx)
     names = names_in(text, entities, cf.proper()) if cf.proper() else list(entities)
-    measures = sentence_measures(text, numbers, dates)
+    measures = sentence_measures(text, numbers, dates, set(tokens))
     dates = tuple(years_as_measures(text, dates)[0])
     if len(ctx.sentences) > cfg.long_context_sentences:
         aligned = [m.sentence for m in matches]  # a document: no frames compared
@@ -234,7 +234,8 @@ def check_analyzed(
     flipped = clause_flip(text, claim_start, contrasts, cf,
                           [m.sentence for m in matches[:cfg.contradiction_window]],
                           cfg.negation_min_coverage,
-                          _speaker(tokens, len(entities), n_values) if opinions else None)
+                          _speaker(tokens, len(entities), n_values) if opinions else None,
+                          flip_cues(tokens))
     flip = flipped is not None
     contradicted = flip or contradicted_value
     risk = (

@@ -28,10 +28,17 @@ from gateway.text.frames import Filler, Slot, make_slots
 from gateway.text.index import TextIndex
 from gateway.text.measures import COUNT, Measure, sentence_measures, years_as_measures
 from gateway.text.names import name_key, names_in, proper_words
-from gateway.text.polarity import Clause, clause_polarity, contrast_spans, polar
+from gateway.text.polarity import (
+    Clause,
+    FlipCues,
+    clause_polarity,
+    contrast_spans,
+    flip_cues,
+    polar,
+)
 from gateway.text.quantities import DateRef, Quantity
 from gateway.text.stem import stem
-from gateway.text.tokens import STOPWORDS, Span, entity_candidates
+from gateway.text.tokens import STOPWORDS, Span, entity_candidates, tokenize
 
 __all__ = ["KEY", "ContextFacts", "Fact", "context_facts", "date_key", "measure_key",
            "sentence_slots"]
@@ -123,6 +130,7 @@ class ContextFacts:
         self._clauses: dict[int, list[Clause]] = {}
         self._stem_idf: dict[str, float] = {}
         self._polar: dict[int, bool] = {}
+        self._cues: dict[int, FlipCues] = {}
         self._sentence_stems: dict[int, frozenset[str]] = {}
         self._name_keys: dict[int, list[frozenset[str]]] = {}
         self._stem_tokens: dict[str, list[str]] | None = None
@@ -228,6 +236,15 @@ class ContextFacts:
         got = self._polar.get(sid)
         if got is None:
             got = self._polar[sid] = polar(self.index.sentences[sid].text)
+        return got
+
+    def flip_cues(self, sid: int) -> FlipCues:
+        """What sentence ``sid`` could flip an answer clause with (negation, prefixes,
+        directions), read once per context sentence."""
+        got = self._cues.get(sid)
+        if got is None:
+            got = self._cues[sid] = flip_cues(tokenize(self.index.sentences[sid].text),
+                                              self.sentence_stems(sid))
         return got
 
     def clauses(self, sid: int) -> list[Clause]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 
 from gateway.text.tokens import OPENERS, PLACES, STOPWORDS, Span, entity_candidates, tokenize
 
@@ -60,6 +61,7 @@ def names_in(sentence: str, entities: Sequence[Span], proper: frozenset[str]) ->
     return [Span(sentence[start:end], start, end), *entities]
 
 
+@lru_cache(maxsize=1 << 13)
 def name_key(text: str) -> frozenset[str]:
     """The comparable words of a mention: lower case, no possessive, initial or article."""
     words = tokenize(re.sub(r"['’]s\b", "", text))  # "SolarGrid" -> solar, grid
