@@ -18,6 +18,7 @@ well ("I do not like romantic comedies": an opinion).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 
 from gateway.text.antonyms import opposed
 from gateway.text.context_facts import ContextFacts
@@ -66,15 +67,17 @@ def _rough_coverage(a: Clause, have: frozenset[str]) -> float:
 
 def clause_flip(text: str, start: int, skip: list[tuple[int, int]], cf: ContextFacts,
                 sids: Sequence[int], min_coverage: float, personal: str | None,
-                cues: FlipCues) -> str | None:
+                cues: FlipCues, stems: Callable[[], frozenset[str]]) -> str | None:
     """The context clause an answer clause negates (or is negated by), else ``None``.
     ``personal``: ``"first"`` (an opinion: never) or ``"second"`` person; ``cues``: the
-    answer sentence's :func:`~gateway.text.polarity.flip_cues`."""
+    answer sentence's :func:`~gateway.text.polarity.flip_cues`, ``stems`` its stems
+    (stopwords left out), asked for only when a prefix negation needs them."""
     if not sids or personal == "first":
         return None
     # Most sentence pairs have nothing that could flip (no negation on either side, no
     # opposite directions, no prefix-negated word the other has): no clause analysis.
-    if not any(may_flip(cues, cf.flip_cues(sid)) for sid in sids):
+    if not any(may_flip(cues, cf.flip_cues(sid), stems, partial(cf.sentence_stems, sid))
+               for sid in sids):
         return None
     # Nothing to flip when neither side has a negation, a negating prefix or a direction
     # word (most sentences): the clause analysis is skipped.

@@ -11,7 +11,7 @@ the formulas are in :mod:`gateway.layers.grounding`'s docstring.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -26,9 +26,11 @@ from gateway.text.index import Match, TextIndex
 from gateway.text.measures import sentence_measures, years_as_measures
 from gateway.text.names import names_in
 from gateway.text.phatic import PHATIC_WORDS, is_phatic
-from gateway.text.polarity import contrast_spans, flip_cues, leading_particle
+from gateway.text.polarity import FlipCues, contrast_spans, flip_cues, leading_particle
 from gateway.text.quantities import extract_quantities
+from gateway.text.stem import stem
 from gateway.text.tokens import (
+    STOPWORDS,
     Span,
     content_words,
     entity_candidates,
@@ -102,6 +104,13 @@ def _speaker(tokens: Sequence[str], n_entities: int, n_values: int) -> str | Non
     if not _FIRST_PERSON.isdisjoint(tokens):
         return "first"
     return "second" if not _PERSONAL.isdisjoint(tokens) else None
+
+
+def _cues(tokens: Sequence[str]) -> tuple[FlipCues, Callable[[], frozenset[str]]]:
+    """The sentence's flip cues, and its stems (stopwords left out) on demand."""
+    words = set(tokens)
+    return (flip_cues(words, lambda: tokens),
+            lambda: frozenset(stem(w) for w in words - STOPWORDS))
 
 
 def _in_name(start: int, end: int, entities: Sequence[Span]) -> bool:
@@ -235,7 +244,7 @@ def check_analyzed(
                           [m.sentence for m in matches[:cfg.contradiction_window]],
                           cfg.negation_min_coverage,
                           _speaker(tokens, len(entities), n_values) if opinions else None,
-                          flip_cues(tokens))
+                          *_cues(tokens))
     flip = flipped is not None
     contradicted = flip or contradicted_value
     risk = (

@@ -160,7 +160,7 @@ class ContextFacts:
                 qs = [Quantity(q.value, q.kind, q.unit, q.text, q.start - off, q.end - off,
                                q.sig_digits) for q in numbers]
                 ds = [_shift(d, off) for d in dates]
-                got = sentence_measures(text, qs, ds)
+                got = sentence_measures(text, qs, ds, self.index.sentences[sid].tokens)
             # Word values ("an hour", "a tenth") in sentences without digits are not
             # scanned here: the context states its facts with numbers.
             self._measures[sid] = got
@@ -240,11 +240,12 @@ class ContextFacts:
 
     def flip_cues(self, sid: int) -> FlipCues:
         """What sentence ``sid`` could flip an answer clause with (negation, prefixes,
-        directions), read once per context sentence."""
+        directions), read once per context sentence from its indexed tokens."""
         got = self._cues.get(sid)
         if got is None:
-            got = self._cues[sid] = flip_cues(tokenize(self.index.sentences[sid].text),
-                                              self.sentence_stems(sid))
+            sentence = self.index.sentences[sid]
+            got = self._cues[sid] = flip_cues(sentence.tokens,
+                                              lambda: tokenize(sentence.text))
         return got
 
     def clauses(self, sid: int) -> list[Clause]:

@@ -120,6 +120,8 @@ _FRACTIONS: dict[str, float] = {
 _FRACTION = re.compile(
     r"\b(a|one|two|three|four|nine)\s+(half|third|quarter|fifth|tenth|sixth|eighth|"
     r"hundredth)s?\b(?!\s+(?:an?\b|of\s+an?\b))", re.IGNORECASE)
+_FRACTION_HINT = re.compile("half|third|quarter|fifth|tenth|sixth|eighth|hundredth")
+"""A substring test before ``_FRACTION`` (one search instead of eight ``in`` tests)."""
 _FRACTION_COUNT = {"a": 1, "one": 1, "two": 2, "three": 3, "four": 4, "nine": 9}
 _CURRENCY_DIM = {"$": "currency:$", "£": "currency:£", "€": "currency:€", "¥": "currency:¥"}
 
@@ -252,8 +254,7 @@ def _extras(text: str, taken: Sequence[tuple[int, int]],
             out.append(Measure(value, value * unit.factor, unit.dim, unit, "", text[s:m.end()],
                                s, m.end(), 1 if value != 1.5 else 2, approx, bound))
             taken = [*taken, (s, m.end())]
-    if any(w in low for w in ("half", "third", "quarter", "fifth", "tenth", "sixth", "eighth",
-                              "hundredth")):
+    if _FRACTION_HINT.search(low) is not None:
         for m in _FRACTION.finditer(text):
             if not free(m.start(), m.end()):
                 continue

@@ -22,7 +22,7 @@ Pure functions; patterns compiled at import.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -237,28 +237,26 @@ class FlipCues:
     """Stems negated by a prefix anywhere ("unbraked" -> "brak", "non refundable")."""
     sides: frozenset[tuple[str, int]]
     """:func:`gateway.text.antonyms.direction_sides` of its words."""
-    stems: frozenset[str]
-    """Stems of its words (stopwords left out)."""
 
 
-def flip_cues(tokens: Sequence[str], stems: frozenset[str] | None = None) -> FlipCues:
-    """The :class:`FlipCues` of a sentence from its tokens (in order); ``stems`` when the
-    caller has them."""
-    words = set(tokens)
+def flip_cues(words: Set[str], tokens: Callable[[], Sequence[str]]) -> FlipCues:
+    """The :class:`FlipCues` of a sentence from its set of tokens; ``tokens`` gives them
+    in order, asked for only when "non" is among them ("non refundable")."""
     prefixed = {b for w in words if w[0] in "uind" and (b := _prefix_base(w)) is not None}
     if "non" in words:
-        prefixed.update(stem(tokens[i + 1]) for i in range(len(tokens) - 1)
-                        if tokens[i] == "non")
-    if stems is None:
-        stems = frozenset(stem(w) for w in words - STOPWORDS)
+        seq = tokens()
+        prefixed.update(stem(seq[i + 1]) for i in range(len(seq) - 1) if seq[i] == "non")
     return FlipCues(not _NEG_TOKENS.isdisjoint(words), frozenset(prefixed),
-                    direction_sides(words), stems)
+                    direction_sides(words))
 
 
-def may_flip(a: FlipCues, c: FlipCues) -> bool:
+def may_flip(a: FlipCues, c: FlipCues, a_stems: Callable[[], frozenset[str]],
+             c_stems: Callable[[], frozenset[str]]) -> bool:
     """Whether some clause of one sentence can flip some clause of the other: a negation
-    on either side, a word one side negates by prefix that the other has, or opposite
+    on either side, a word one side negates by prefix that the other has (``a_stems`` /
+    ``c_stems``: each side's stems, stopwords left out, asked for only then), or opposite
     sides of a direction. ``False`` is certain; ``True`` asks for the clause analysis."""
-    return (a.neg or c.neg or may_oppose(a.sides, c.sides)
-            or not a.prefixed.isdisjoint(c.stems) or not c.prefixed.isdisjoint(a.stems))
-
+    if a.neg or c.neg or may_oppose(a.sides, c.sides):
+        return True
+    return bool((a.prefixed and not a.prefixed.isdisjoint(c_stems()))
+                or (c.prefixed and not c.prefixed.isdisjoint(a_stems())))
