@@ -76,8 +76,9 @@ def clause_flip(text: str, start: int, skip: list[tuple[int, int]], cf: ContextF
         return None
     # Most sentence pairs have nothing that could flip (no negation on either side, no
     # opposite directions, no prefix-negated word the other has): no clause analysis.
-    if not any(may_flip(cues, cf.flip_cues(sid), stems, partial(cf.sentence_stems, sid))
-               for sid in sids):
+    # (A negation in the answer always may: the context's cues are not read then.)
+    if not cues.neg and not any(may_flip(cues, cf.flip_cues(sid), stems,
+                                         partial(cf.sentence_stems, sid)) for sid in sids):
         return None
     # Nothing to flip when neither side has a negation, a negating prefix or a direction
     # word (most sentences): the clause analysis is skipped.
