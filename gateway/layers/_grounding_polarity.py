@@ -67,18 +67,18 @@ def _rough_coverage(a: Clause, have: frozenset[str]) -> float:
 
 def clause_flip(text: str, start: int, skip: list[tuple[int, int]], cf: ContextFacts,
                 sids: Sequence[int], min_coverage: float, personal: str | None,
-                cues: FlipCues, stems: Callable[[], frozenset[str]]) -> str | None:
+                cues: FlipCues, has: Callable[[frozenset[str]], bool]) -> str | None:
     """The context clause an answer clause negates (or is negated by), else ``None``.
     ``personal``: ``"first"`` (an opinion: never) or ``"second"`` person; ``cues``: the
-    answer sentence's :func:`~gateway.text.polarity.flip_cues`, ``stems`` its stems
-    (stopwords left out), asked for only when a prefix negation needs them."""
+    answer sentence's :func:`~gateway.text.polarity.flip_cues`, ``has`` whether it has a
+    word of one of the given stems (asked only when a prefix negation needs it)."""
     if not sids or personal == "first":
         return None
     # Most sentence pairs have nothing that could flip (no negation on either side, no
     # opposite directions, no prefix-negated word the other has): no clause analysis.
     # (A negation in the answer always may: the context's cues are not read then.)
-    if not cues.neg and not any(may_flip(cues, cf.flip_cues(sid), stems,
-                                         partial(cf.sentence_stems, sid)) for sid in sids):
+    if not cues.neg and not any(may_flip(cues, cf.flip_cues(sid), has,
+                                         partial(cf.has_stem, sid)) for sid in sids):
         return None
     # Nothing to flip when neither side has a negation, a negating prefix or a direction
     # word (most sentences): the clause analysis is skipped.

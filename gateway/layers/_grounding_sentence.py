@@ -106,11 +106,18 @@ def _speaker(tokens: Sequence[str], n_entities: int, n_values: int) -> str | Non
     return "second" if not _PERSONAL.isdisjoint(tokens) else None
 
 
-def _cues(tokens: Sequence[str]) -> tuple[FlipCues, Callable[[], frozenset[str]]]:
-    """The sentence's flip cues, and its stems (stopwords left out) on demand."""
+def _cues(tokens: Sequence[str]) -> tuple[FlipCues, Callable[[frozenset[str]], bool]]:
+    """The sentence's flip cues, and whether it has a word of some stems (computed on
+    demand, stopwords aside)."""
     words = set(tokens)
-    return (flip_cues(words, lambda: tokens),
-            lambda: frozenset(stem(w) for w in words - STOPWORDS))
+    stems: list[frozenset[str]] = []
+
+    def has(wanted: frozenset[str]) -> bool:
+        if not stems:
+            stems.append(frozenset(stem(w) for w in words - STOPWORDS))
+        return not wanted.isdisjoint(stems[0])
+
+    return flip_cues(words, lambda: tokens), has
 
 
 def _in_name(start: int, end: int, entities: Sequence[Span]) -> bool:

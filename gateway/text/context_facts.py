@@ -231,6 +231,17 @@ class ContextFacts:
                 stem(t) for t in self.index.sentences[sid].tokens if t not in STOPWORDS)
         return got
 
+    def has_stem(self, sid: int, stems: frozenset[str]) -> bool:
+        """Whether sentence ``sid`` has a word with one of ``stems`` (function words
+        aside): the words of each stem looked up in its token set, not every word of it
+        stemmed."""
+        got = self._sentence_stems.get(sid)
+        if got is not None:
+            return not stems.isdisjoint(got)
+        tokens = self.index.sentences[sid].tokens
+        by = self._stems()
+        return any(t in tokens for s in stems for t in by.get(s, ()))
+
     def polar(self, sid: int) -> bool:
         """Whether sentence ``sid`` has a negation, negating prefix or direction word."""
         got = self._polar.get(sid)

@@ -250,13 +250,12 @@ def flip_cues(words: Set[str], tokens: Callable[[], Sequence[str]]) -> FlipCues:
                     direction_sides(words))
 
 
-def may_flip(a: FlipCues, c: FlipCues, a_stems: Callable[[], frozenset[str]],
-             c_stems: Callable[[], frozenset[str]]) -> bool:
+def may_flip(a: FlipCues, c: FlipCues, a_has: Callable[[frozenset[str]], bool],
+             c_has: Callable[[frozenset[str]], bool]) -> bool:
     """Whether some clause of one sentence can flip some clause of the other: a negation
-    on either side, a word one side negates by prefix that the other has (``a_stems`` /
-    ``c_stems``: each side's stems, stopwords left out, asked for only then), or opposite
+    on either side, a word one side negates by prefix that the other has (``a_has`` /
+    ``c_has``: whether that side has any of these stems, asked only then), or opposite
     sides of a direction. ``False`` is certain; ``True`` asks for the clause analysis."""
     if a.neg or c.neg or may_oppose(a.sides, c.sides):
         return True
-    return bool((a.prefixed and not a.prefixed.isdisjoint(c_stems()))
-                or (c.prefixed and not c.prefixed.isdisjoint(a_stems())))
+    return bool((a.prefixed and c_has(a.prefixed)) or (c.prefixed and a_has(c.prefixed)))
