@@ -74,11 +74,11 @@ def check_facts(
     in_answer = {m.text for m in measures} | {d.text for d in dates}
     for f in facts:
         s = f.slot.filler
-        if any(a <= s.start and s.end <= b for a, b in skip):
+        if skip and any(a <= s.start and s.end <= b for a, b in skip):
             continue
         if f.measure is not None:
             others = [m for m in measures if m is not f.measure
-                      and not any(a <= m.start and m.end <= b for a, b in skip)]
+                      and not (skip and any(a <= m.start and m.end <= b for a, b in skip))]
             out.append(_check_measure(f, f.measure, cf, aligned, opts, question, topic,
                                       others))
         elif f.date is not None:
@@ -140,7 +140,10 @@ def _check_measure_plain(a: Measure, cf: ContextFacts, aligned: Sequence[int],
                          opts: FactOptions, question: QuestionFacts | None,
                          others: Sequence[Measure]) -> FactCheck:
     """Found anywhere, derived, or contradicted by a value of its kind in the window."""
-    if any(relation(a, c) == MATCH for _, c in cf.by_dim().get(a.base_dim, ())):
+    # The same value in base units first: most found values are, and then the whole
+    # dimension (dozens of counts in a long document) is not compared one by one.
+    if any(relation(a, c) == MATCH for c in cf.same_base(a.base_dim, a.base)) or \
+            any(relation(a, c) == MATCH for _, c in cf.by_dim().get(a.base_dim, ())):
         return FactCheck(a.text, "value", "supported")
     derived = _derived(a, cf, aligned, others, question)
     if derived is not None:

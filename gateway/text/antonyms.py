@@ -15,8 +15,8 @@ from __future__ import annotations
 import re
 from collections.abc import Set
 
-__all__ = ["direction_sides", "directions", "is_direction_word", "may_have_direction",
-           "may_oppose", "opposed"]
+__all__ = ["direction_sides", "direction_words", "directions", "is_direction_word",
+           "may_have_direction", "may_oppose", "opposed"]
 
 # group -> (one side's words, the other side's words); words matched in lower case.
 _GROUPS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
@@ -88,6 +88,11 @@ def may_oppose(a: frozenset[tuple[str, int]], c: frozenset[tuple[str, int]]) -> 
     """Whether two sets of :func:`direction_sides` hold opposite sides of a group (a
     superset of :func:`opposed` over the directions read from them)."""
     return any((g, 1 - side) in c for g, side in a)
+
+
+def direction_words() -> frozenset[str]:
+    """Every word that takes a side of some group."""
+    return frozenset(_INDEX)
 
 
 def is_direction_word(word: str) -> bool:

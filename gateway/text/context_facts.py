@@ -79,8 +79,9 @@ def sentence_slots(text: str, measures: Sequence[Measure], dates: Sequence[DateR
     made: list[tuple[str, object]] = []
     # A date wins over a name written with it ("January 1887" is no entity), and so does
     # a measure over a unit symbol read as a name ("80 Nm", "18 V").
-    names = [n for n in names if not any(n.start < d.end and d.start < n.end for d in dates)
-             and not any(m.start <= n.start and n.end <= m.end for m in measures)]
+    if dates or measures:
+        names = [n for n in names if not any(n.start < d.end and d.start < n.end for d in dates)
+                 and not any(m.start <= n.start and n.end <= m.end for m in measures)]
     spans = [(n.start, n.end) for n in names]
 
     def inside(s: int, e: int) -> bool:
@@ -131,6 +132,7 @@ class ContextFacts:
         self._stem_idf: dict[str, float] = {}
         self._polar: dict[int, bool] = {}
         self._cues: dict[int, FlipCues] = {}
+        self._by_base: dict[tuple[str, float], list[Measure]] | None = None
         self._sentence_stems: dict[int, frozenset[str]] = {}
         self._name_keys: dict[int, list[frozenset[str]]] = {}
         self._stem_tokens: dict[str, list[str]] | None = None
@@ -185,6 +187,20 @@ class ContextFacts:
                     out.setdefault(m.base_dim, []).append((sid, m))
             self._by_dim = out
         return self._by_dim
+
+    def same_base(self, base_dim: str, base: float) -> list[Measure]:
+        """The context's measures of ``base_dim`` whose value in base units is exactly
+        ``base`` (where a match is most likely: looked at before the whole dimension)."""
+        return self._by_value().get((base_dim, base), [])
+
+    def _by_value(self) -> dict[tuple[str, float], list[Measure]]:
+        if self._by_base is None:
+            by: dict[tuple[str, float], list[Measure]] = {}
+            for dim, ms in self.by_dim().items():
+                for _, m in ms:
+                    by.setdefault((dim, m.base), []).append(m)
+            self._by_base = by
+        return self._by_base
 
     def dated(self) -> list[tuple[int, DateRef]]:
         """Every date of the context with its sentence (offsets relative to it)."""
@@ -320,6 +336,7 @@ class ContextFacts:
     def prepare(self) -> None:
         """Everything that needs no answer: measures by dimension and the names."""
         self.by_dim()
+        self._by_value()
         self.dated()
         self.proper()
         self._stems()

@@ -28,6 +28,7 @@ from functools import lru_cache
 
 from gateway.text.antonyms import (
     direction_sides,
+    direction_words,
     directions,
     is_direction_word,
     may_have_direction,
@@ -167,7 +168,7 @@ def clause_polarity(text: str, skip: list[tuple[int, int]] | None = None,
                 if base is not None:
                     neg.add(base)
         dir_words = [w for w in wset if is_direction_word(w)]
-        has_dir = any(is_direction_word(w) for w in low) or "up" in low or "down" in low
+        has_dir = bool(dir_words) or not _DIR_OR_UPDOWN.isdisjoint(low)
         out.append(Clause(a, b, frozenset(stems.values()), plain, wset,
                           any(a <= c < b for c in cues), frozenset(neg),
                           directions(_blank(text, a, b, skip)) if has_dir else frozenset(),
@@ -176,6 +177,8 @@ def clause_polarity(text: str, skip: list[tuple[int, int]] | None = None,
 
 
 _PART = re.compile(r"[^\W_]+")
+_DIR_OR_UPDOWN = frozenset(direction_words()) | {"up", "down"}
+"""A clause with none of these words takes no direction (a set test, not a word loop)."""
 _GLUE = re.compile(r"(?<=[a-z])(?=[A-Z][a-z])")
 
 
