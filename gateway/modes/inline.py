@@ -2,7 +2,7 @@
 
 - **non-stream** — read the completion, verify, apply the action, answer with
   ``x-verity-policy``, ``-mode``, ``-verdict``, ``-score``, ``-action``, ``-layers``
-  (``grounding=0.91:pass,claims=1.00:pass``), ``-audit-id`` (and ``-attempts`` after
+  (``grounding=0.9134:pass,claims=1.0000:pass``), ``-audit-id`` (and ``-attempts`` after
   regenerate). An answer left unchanged (pass, flag) is sent as the upstream bytes.
   With ``expose_detail`` and the request header ``x-verity-detail: true`` the body
   gets a ``verity`` object (per-layer detail); never otherwise.

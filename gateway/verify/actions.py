@@ -182,7 +182,7 @@ def fill_template(template: str, v: Verification, policy: str,
     pass ``redact`` (the default hook: the text goes to the client)."""
     values = {
         "reasons": redact("; ".join(v.reasons)) or v.verdict,
-        "score": "n/a" if v.score is None else f"{v.score:.2f}",
+        "score": "n/a" if v.score is None else f"{v.score:.4f}",  # as x-verity-score
         "verdict": v.verdict,
         "policy": policy,
         "failed_claims": redact("; ".join(v.failed_claims)) or "none",

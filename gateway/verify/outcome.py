@@ -100,14 +100,15 @@ class LayerOutcome:
         return self.error is None and not self.skipped and self.weight > 0
 
     def header_value(self) -> str:
-        """``key=0.91:pass`` for the ``x-verity-layers`` header (``:report`` for a
-        weight-0, report-only layer: its score never takes part in the verdict)."""
+        """``key=0.9120:pass`` for the ``x-verity-layers`` header, four decimals like
+        ``x-verity-score`` (``:report`` for a weight-0, report-only layer: its score never
+        takes part in the verdict)."""
         if self.error is not None:
             return f"{self.key}=error"
         if self.skipped:
             return f"{self.key}=skipped"
         status = "report" if self.weight <= 0 else "pass" if self.passed else "fail"
-        return f"{self.key}={(self.score or 0.0):.2f}:{status}"
+        return f"{self.key}={(self.score or 0.0):.4f}:{status}"
 
     def to_dict(self, content: Redactor | None = None) -> dict[str, Any]:
         """The wire form. ``content``: the policy's redaction when it records content
