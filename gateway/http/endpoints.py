@@ -26,8 +26,6 @@ from gateway.upstream.router import Upstreams
 
 __all__ = ["Endpoints"]
 
-"""The ``http.route`` of a forwarded request: every other ``/v1/`` path."""
-
 Handler = Callable[[Mapping[str, Any], Any, Any, RequestTrace], Awaitable[int]]
 
 
