@@ -16,6 +16,7 @@ from gateway.settings.schema import (
     ConfigError,
     GatewayKey,
     JudgeConfig,
+    PoolConfig,
     ServerConfig,
     Settings,
     ShadowConfig,
@@ -28,6 +29,6 @@ from gateway.settings.schema import (
 
 __all__ = [
     "DEFAULT_MAX_RESPONSE_BYTES", "AuditConfig", "AuthConfig", "ConfigError", "GatewayKey",
-    "JudgeConfig", "ServerConfig", "Settings", "ShadowConfig", "TelemetryConfig",
+    "JudgeConfig", "PoolConfig", "ServerConfig", "Settings", "ShadowConfig", "TelemetryConfig",
     "TenantConfig", "Timeouts", "UpstreamConfig", "default_policies_dir", "load_settings",
 ]
