@@ -31,7 +31,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
-from gateway.pool import worker
+import gateway.pool.worker as worker
 from gateway.settings import Settings
 from gateway.telemetry import Telemetry
 from gateway.verify.actions import band_action
