@@ -36,6 +36,7 @@ import logging
 import os
 import signal
 import time
+from collections.abc import Mapping
 from contextlib import suppress
 from dataclasses import dataclass
 from multiprocessing import util as mp_util
@@ -108,7 +109,7 @@ def init(settings: Settings, nice: int) -> None:
             os.nice(nice)
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
-    telemetry = create_telemetry()
+    telemetry = create_telemetry(_worker_environ(os.environ))
     cm = open_runtime(settings, telemetry=telemetry)
     runtime = loop.run_until_complete(cm.__aenter__())
     signal.signal(signal.SIGALRM, _alarm)
@@ -122,6 +123,15 @@ def init(settings: Settings, nice: int) -> None:
 
     _worker = _Worker(loop, runtime, telemetry, close)
     mp_util.Finalize(None, close, exitpriority=10)
+
+
+def _worker_environ(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` with this process told apart in the telemetry resource
+    (``process.pid``, ``verity.process.role``): cumulative metrics of several
+    processes under one resource would read as one series that jumps."""
+    extra = f"process.pid={os.getpid()},verity.process.role=verification-worker"
+    attrs = environ.get("OTEL_RESOURCE_ATTRIBUTES", "").strip().strip(",")
+    return {**environ, "OTEL_RESOURCE_ATTRIBUTES": f"{attrs},{extra}" if attrs else extra}
 
 
 def ping() -> int:
