@@ -73,6 +73,8 @@ class ProcessRunner:
         self.replaced = 0
         self._grace_s = settings.pool.grace_ms / 1000
         self._executor = self._new_executor()
+        self.pids: list[int] = []
+        """The worker processes' pids, once started."""
         self._ready = asyncio.Event()
         self._starting: asyncio.Task[None] | None = None
 
@@ -95,6 +97,8 @@ class ProcessRunner:
         try:
             pids = await asyncio.gather(*(loop.run_in_executor(executor, worker.ping)
                                           for _ in range(self.workers)))
+            if executor is self._executor:
+                self.pids = sorted(set(pids))
             log.info("verification pool: %d worker process(es) ready (pids %s)",
                      self.workers, ", ".join(map(str, sorted(set(pids)))))
         except Exception:  # noqa: BLE001 - jobs then fail (recorded) and replace it
@@ -112,7 +116,7 @@ class ProcessRunner:
     def status(self) -> dict[str, Any]:
         return {**self.queue.status(), "runner": "process",
                 "pool": {"workers": self.workers, "started": self._ready.is_set(),
-                         "replaced": self.replaced}}
+                         "pids": list(self.pids), "replaced": self.replaced}}
 
     # ---- running a call in a worker ------------------------------------------------------
 
@@ -137,6 +141,8 @@ class ProcessRunner:
         self.telemetry.count("workers.replaced", 1, {"exit": "died"})
         broken.shutdown(wait=False, cancel_futures=True)
         self._executor = self._new_executor()
+        self.pids = []
+        self._starting = asyncio.get_running_loop().create_task(self._start())
 
     def _budget_ms(self, job: VerificationJob) -> float:
         policy = self.verifier.policy(job.policy)

@@ -190,3 +190,24 @@ def test_a_large_inline_verification_runs_in_a_worker_within_its_budget(
     # The worker's alarm stopped it (on the loop the layers would each have failed
     # "time budget exhausted" instead).
     assert rec["note"].startswith("abandoned: over budget") and rec["layers"] == []
+
+
+@pytest.mark.filterwarnings("ignore:Sending a large body:ResourceWarning")
+def test_a_worker_that_dies_fails_its_job_and_is_replaced(
+        pooled: Callable[..., ServedGateway], make_client: Callable[..., openai.OpenAI],
+        wait_until: Callable[..., Any]) -> None:
+    import signal
+    gw = pooled({"slow": SLOW.replace("total_ms: 1500", "total_ms: 60000")})
+    client = make_client(gw, timeout=120)
+    pids = wait_until(lambda: _shadow(gw)["pool"]["pids"], timeout=60.0, message="the pool")
+    doomed = _ask(client, ARTICLE * (3 * 1024 * 1024 // len(ARTICLE)))
+    wait_until(lambda: _shadow(gw)["running"] == 1, timeout=30.0, message="the job running")
+    os.kill(pids[0], signal.SIGKILL)
+    rec = _record(gw, doomed.headers["x-verity-audit-id"], wait_until)
+    assert rec["shadow"]["result"] == "failed" and rec["shadow"]["worker"] is None
+    assert rec["note"] == "not verified: its verification worker process failed"
+    new = wait_until(lambda: _shadow(gw)["pool"]["pids"], timeout=60.0, message="a new worker")
+    assert new != pids and _shadow(gw)["pool"]["replaced"] == 1
+    after = _ask(client, ARTICLE)
+    rec = _record(gw, after.headers["x-verity-audit-id"], wait_until)
+    assert rec["shadow"]["result"] == "verified" and rec["shadow"]["worker"] in new
