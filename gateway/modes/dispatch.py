@@ -119,10 +119,11 @@ class VerityEngine:
         return ready and queue["accepting"], {**detail, "shadow": queue}
 
     def in_pool(self, r: PolicyRequest) -> bool:
-        """Whether ``r``'s inline verification runs in a worker process: a pool is
-        running and its request body is at least ``pool.inline_min_bytes``."""
-        limit = self.inline_min_chars
-        return self.pool is not None and limit is not None and len(r.x.body) >= limit
+        """Whether ``r``'s inline verification runs in a worker process: the pool's
+        workers are up and its request body is at least ``pool.inline_min_bytes``."""
+        limit, pool = self.inline_min_chars, self.pool
+        return pool is not None and limit is not None and len(r.x.body) >= limit \
+            and pool.started
 
     # ---- records -------------------------------------------------------------------------
 

@@ -113,6 +113,12 @@ class ProcessRunner:
         executor = self._executor
         await asyncio.to_thread(executor.shutdown, wait=True, cancel_futures=True)
 
+    @property
+    def started(self) -> bool:
+        """The workers answered once (until then an inline verification stays on the
+        loop rather than wait for them to start)."""
+        return self._ready.is_set() and bool(self.pids)
+
     def status(self) -> dict[str, Any]:
         return {**self.queue.status(), "runner": "process",
                 "pool": {"workers": self.workers, "started": self._ready.is_set(),

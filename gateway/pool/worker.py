@@ -146,6 +146,7 @@ def _state() -> _Worker:
 
 
 def _budget_ms(w: _Worker, job: VerificationJob) -> float:
+    w.runtime.prune()  # forget what replaced policy versions held (cheap when none)
     policy = w.verifier.policy(job.policy)
     if policy is None:
         w.runtime.policies.reload()  # a version the relay loaded after this worker started

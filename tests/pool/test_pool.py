@@ -182,6 +182,8 @@ def test_a_large_inline_verification_runs_in_a_worker_within_its_budget(
         pooled: Callable[..., ServedGateway], make_client: Callable[..., openai.OpenAI],
         wait_until: Callable[..., Any]) -> None:
     gw = pooled({"inline": INLINE_SLOW}, pool={"workers": 1, "inline_min_bytes": 1000})
+    # (Until its workers are up, an inline verification stays on the loop.)
+    wait_until(lambda: _shadow(gw)["pool"]["pids"], timeout=60.0, message="the pool")
     raw = _ask(make_client(gw, timeout=120), ARTICLE * 2000)  # ~300 kB: the worker's
     assert raw.headers["x-verity-mode"] == "inline"
     assert raw.headers["x-verity-score"] == "n/a"  # stopped at 1 ms: nothing counted
