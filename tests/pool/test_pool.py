@@ -64,8 +64,8 @@ def pooled(make_gateway: GatewayFactory, tmp_path: Path,
         for name, text in policies.items():
             (directory / f"{name}.yaml").write_text(text, encoding="utf-8")
         overrides.setdefault("pool", {"workers": 1})
-        return make_gateway(policies_dir=str(directory), reload_policies=False,
-                            readyz_detail="public",
+        overrides.setdefault("reload_policies", False)
+        return make_gateway(policies_dir=str(directory), readyz_detail="public",
                             audit={"path": str(tmp_path / "audit.jsonl")},
                             upstreams=[{"name": "fixed",
                                         "base_url": fixed_upstream.url + "/v1"}],
@@ -213,3 +213,23 @@ def test_a_worker_that_dies_fails_its_job_and_is_replaced(
     after = _ask(client, ARTICLE)
     rec = _record(gw, after.headers["x-verity-audit-id"], wait_until)
     assert rec["shadow"]["result"] == "verified" and rec["shadow"]["worker"] in new
+
+
+def test_a_policy_reloaded_after_the_workers_started_is_verified_in_them(
+        pooled: Callable[..., ServedGateway], make_client: Callable[..., openai.OpenAI],
+        wait_until: Callable[..., Any]) -> None:
+    first = "mode: shadow\ndefault: true\nlayers: [{name: keyword, config: {block: [zzz]}}]\n"
+    gw = pooled({"live": first}, reload_policies=True)
+    client = make_client(gw)
+    wait_until(lambda: _shadow(gw)["pool"]["pids"], timeout=60.0, message="the pool")
+    url = gw.url + "/readyz"
+    old = httpx.get(url).json()["policies"]["live"]["version"]
+    path = Path(gw.settings.policies_dir or "") / "live.yaml"
+    path.write_text(first.replace("[zzz]", "[answer]"), encoding="utf-8")  # FIXED_JSON has it
+    new = wait_until(lambda: (v := httpx.get(url).json()["policies"]["live"]["version"]) != old
+                     and v, timeout=30.0, message="the reload")
+    raw = _ask(client, ARTICLE)
+    rec = _record(gw, raw.headers["x-verity-audit-id"], wait_until)
+    assert rec["policy_version"] == new and rec["shadow"]["result"] == "verified"
+    assert rec["shadow"]["worker"] in _shadow(gw)["pool"]["pids"]
+    assert rec["verdict"] == "fail"  # the new block list, which the worker loaded
