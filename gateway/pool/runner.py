@@ -188,41 +188,40 @@ class ProcessRunner:
                 done: worker.JobResult = await self._call(
                     self._budget_ms(job) / 1000 + self._grace_s, worker.run_job, job)
             except TimeoutError:
-                record = self._lost(job, "abandoned", (time.perf_counter() - t0) * 1000)
-                record["shadow"] = shadow_info("abandoned", sj)
-                recorder.write(record)
+                self._lost(job, "abandoned", (time.perf_counter() - t0) * 1000,
+                           shadow_info("abandoned", sj))
                 return "abandoned"
             except asyncio.CancelledError:
-                record = self._lost(job, "cancelled", 0.0)
-                record["shadow"] = shadow_info("cancelled", sj)
-                recorder.write(record)
+                self._lost(job, "cancelled", 0.0, shadow_info("cancelled", sj))
                 raise
             except Exception as exc:  # noqa: BLE001 - a dead worker, a pickling error
                 log.error("shadow job failed in the pool: %s", type(exc).__name__)
-                record = self._lost(job, "failed", 0.0)
-                record["shadow"] = shadow_info("failed", sj)
-                recorder.write(record)
+                self._lost(job, "failed", 0.0, shadow_info("failed", sj))
                 return "failed"
             done.record["shadow"] = shadow_info(done.result, sj, done.pid)
             recorder.write(done.record)
             return done.result
 
         def dropped(why: str) -> None:  # never started
-            record = self._lost(job, why, 0.0)
-            record["shadow"] = shadow_info(why)
-            recorder.write(record)
+            self._lost(job, why, 0.0, shadow_info(why))
 
         sj = ShadowJob(run, dropped, kind="shadow" if job.kind == "verify" else "candidates")
         return sj
 
-    def _lost(self, job: VerificationJob, why: str, elapsed_ms: float) -> dict[str, Any]:
-        """The record of a job the pool did not verify (``why``: ``dropped``,
-        ``cancelled``, ``failed``, ``abandoned``), written by the relay."""
+    def _lost(self, job: VerificationJob, why: str, elapsed_ms: float,
+              shadow: dict[str, Any]) -> None:
+        """Write the record of a job the pool did not verify (``why``: ``dropped``,
+        ``cancelled``, ``failed``, ``abandoned``). A ``verify`` job's record is built
+        on the audit's writer thread, as for a request (a shed sample costs the relay
+        little)."""
         error = {"abandoned": ABANDONED, "failed": "failed: its worker process failed"}.get(
             why, why)
         if job.kind == "candidates":
             done = [CandidateOutcome(c.name, c.version, error=error) for c in job.candidates]
-            return self.verifier.candidates_record(job, done)
+            record = self.verifier.candidates_record(job, done)
+            record["shadow"] = shadow
+            self.recorder.write(record)
+            return
         trace = self.telemetry.start_shadow(job.trace)
         outcome = Outcome.for_job(job)
         policy = self.verifier.policy(job.policy)
@@ -237,6 +236,6 @@ class ProcessRunner:
             }.get(why, "not verified: its verification worker process failed")
         outcome.candidates = [CandidateOutcome(c.name, c.version, error=error)
                               for c in job.candidates]
-        self.recorder.finish(outcome, trace, write=False)
+        outcome.shadow = shadow
+        self.recorder.finish(outcome, trace)
         trace.end(0, f"shadow_{why}")
-        return outcome.to_dict()
