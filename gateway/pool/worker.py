@@ -35,6 +35,7 @@ import asyncio
 import logging
 import os
 import signal
+import threading
 import time
 from collections.abc import Mapping
 from contextlib import suppress
@@ -58,6 +59,9 @@ from gateway.verify.verifier import ABANDONED, Verifier, abandoned
 __all__ = ["JobResult", "OverBudget", "init", "ping", "run_job", "verify_inline"]
 
 log = logging.getLogger("gateway.pool")
+
+PARENT_CHECK_S = 1.0
+"""How often a worker checks that its relay is still alive."""
 
 DEFAULT_BUDGET_MS = 5000.0
 """The time of a job whose policy version is not known here (its record says so)."""
@@ -104,6 +108,7 @@ def init(settings: Settings, nice: int) -> None:
     """The worker process's start (see the module docstring)."""
     global _worker
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the relay's: it stops us
+    _exit_with_parent(os.getppid())
     if nice:
         with suppress(OSError):  # not allowed here: run at the relay's priority
             os.nice(nice)
@@ -132,6 +137,16 @@ def _worker_environ(environ: Mapping[str, str]) -> dict[str, str]:
     extra = f"process.pid={os.getpid()},verity.process.role=verification-worker"
     attrs = environ.get("OTEL_RESOURCE_ATTRIBUTES", "").strip().strip(",")
     return {**environ, "OTEL_RESOURCE_ATTRIBUTES": f"{attrs},{extra}" if attrs else extra}
+
+
+def _exit_with_parent(parent: int) -> None:
+    """Exit when the relay that spawned this worker is gone (killed with SIGKILL, it
+    cannot stop its pool: an orphaned worker would wait for jobs forever)."""
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_CHECK_S)
+        os._exit(0)
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 def ping() -> int:
