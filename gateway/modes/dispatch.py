@@ -215,15 +215,18 @@ async def open_engine(settings: Settings, telemetry: Telemetry, *,
         if workers:
             runner = pool = ProcessRunner(settings, queue, verifier, recorder, telemetry,
                                           workers)
-            pool.start()
         else:
             runner = LocalRunner(queue, verifier, recorder, telemetry)
         store = runtime.policies
-        watcher = asyncio.create_task(store.watch()) if settings.reload_policies else None
         engine = VerityEngine(runtime, verifier, runner, queue, recorder)
         engine.pool = pool
         engine.inline_min_chars = settings.pool.inline_min_bytes
+        watcher: asyncio.Task[None] | None = None
         try:
+            if pool is not None:
+                await pool.start()  # ready once it can verify
+            if settings.reload_policies:
+                watcher = asyncio.create_task(store.watch())
             yield engine
         finally:
             if watcher is not None:

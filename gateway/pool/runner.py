@@ -16,8 +16,9 @@ relay stops waiting and records it ``abandoned``. A worker that dies (killed, ou
 of memory) breaks the executor: its jobs are recorded ``failed``, a new executor
 takes over (``workers.replaced``).
 
-Workers are started at open (``ping``) in the background; the relay is ready at
-once, and a job queued before they are up waits in the queue (its ``queue_ms``).
+Workers are started at open (each answers a ``ping``) before the gateway says it is
+ready; a replacement pool starts in the background, jobs queued meanwhile wait in
+the queue (their ``queue_ms``).
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ __all__ = ["ProcessRunner", "default_workers"]
 log = logging.getLogger("gateway.pool")
 
 START_SECONDS = 120.0
-"""How long a job waits for the workers to start before it is recorded failed."""
+"""How long the workers may take to start (at open; a job waiting for a replacement
+pool is recorded failed after that)."""
 
 
 def default_workers() -> int:
@@ -85,18 +87,20 @@ class ProcessRunner:
 
     # ---- lifecycle -----------------------------------------------------------------------
 
-    def start(self) -> None:
-        """Start the worker processes (in the background: ``status`` says when)."""
-        self.telemetry.gauge("workers", lambda: float(self.workers if self._ready.is_set()
-                                                      else 0))
-        self._starting = asyncio.get_running_loop().create_task(self._start())
+    async def start(self) -> None:
+        """Start the worker processes and wait (at most :data:`START_SECONDS`) until
+        they answer: the gateway is ready once it can verify. A pool that fails to
+        start is logged, not fatal (its jobs are recorded ``failed``)."""
+        self.telemetry.gauge("workers", lambda: float(len(self.pids)))
+        await self._start()
 
     async def _start(self) -> None:
         loop = asyncio.get_running_loop()
         executor = self._executor
         try:
-            pids = await asyncio.gather(*(loop.run_in_executor(executor, worker.ping)
-                                          for _ in range(self.workers)))
+            pids = await asyncio.wait_for(asyncio.gather(*(
+                loop.run_in_executor(executor, worker.ping) for _ in range(self.workers))),
+                START_SECONDS)
             if executor is self._executor:
                 self.pids = sorted(set(pids))
             log.info("verification pool: %d worker process(es) ready (pids %s)",
