@@ -83,7 +83,8 @@ class ProcessRunner:
     def _new_executor(self) -> ProcessPoolExecutor:
         return ProcessPoolExecutor(
             max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"),
-            initializer=worker.init, initargs=(self.settings, self.settings.pool.nice))
+            initializer=worker.init,
+            initargs=(self.settings, self.settings.pool.nice, os.getpid()))
 
     # ---- lifecycle -----------------------------------------------------------------------
 

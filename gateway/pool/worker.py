@@ -104,11 +104,12 @@ def _alarm(_signum: int, _frame: Any) -> None:
         raise OverBudget
 
 
-def init(settings: Settings, nice: int) -> None:
-    """The worker process's start (see the module docstring)."""
+def init(settings: Settings, nice: int, relay: int) -> None:
+    """The worker process's start (see the module docstring); ``relay``: the pid of
+    the relay that spawned it."""
     global _worker
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the relay's: it stops us
-    _exit_with_parent(os.getppid())
+    _exit_with_parent(relay)
     if nice:
         with suppress(OSError):  # not allowed here: run at the relay's priority
             os.nice(nice)
@@ -141,7 +142,8 @@ def _worker_environ(environ: Mapping[str, str]) -> dict[str, str]:
 
 def _exit_with_parent(parent: int) -> None:
     """Exit when the relay that spawned this worker is gone (killed with SIGKILL, it
-    cannot stop its pool: an orphaned worker would wait for jobs forever)."""
+    cannot stop its pool: an orphaned worker would wait for jobs forever), also when
+    it died before this worker got here."""
     def watch() -> None:
         while os.getppid() == parent:
             time.sleep(PARENT_CHECK_S)
