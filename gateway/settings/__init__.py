@@ -17,6 +17,7 @@ from gateway.settings.schema import (
     ConfigError,
     GatewayKey,
     JudgeConfig,
+    PoolConfig,
     ServerConfig,
     Settings,
     ShadowConfig,
@@ -29,6 +30,6 @@ from gateway.settings.schema import (
 
 __all__ = [
     "DEFAULT_MAX_RESPONSE_BYTES", "AuditConfig", "AuditDashboardConfig", "AuthConfig", "ConfigError", "GatewayKey",
-    "JudgeConfig", "ServerConfig", "Settings", "ShadowConfig", "TelemetryConfig",
+    "JudgeConfig", "PoolConfig", "ServerConfig", "Settings", "ShadowConfig", "TelemetryConfig",
     "TenantConfig", "Timeouts", "UpstreamConfig", "default_policies_dir", "load_settings",
 ]

@@ -27,7 +27,7 @@ from gateway.settings.routes import DEFAULT_KEY_ROUTES, parse_rule
 __all__ = [
     "DEFAULT_FLUSH_SECONDS", "DEFAULT_MAX_RESPONSE_BYTES", "AuditConfig",
     "AuditDashboardConfig", "AuthConfig", "ConfigError", "GatewayKey",
-    "JudgeConfig", "ServerConfig", "Settings", "ShadowConfig", "TelemetryConfig",
+    "JudgeConfig", "PoolConfig", "ServerConfig", "Settings", "ShadowConfig", "TelemetryConfig",
     "TenantConfig", "Timeouts", "UpstreamConfig", "default_policies_dir",
 ]
 
@@ -196,7 +196,29 @@ class AuthConfig(_Strict):
 class ShadowConfig(_Strict):
     queue_size: int = Field(1000, ge=1)
     concurrency: int = Field(4, ge=1)
+    """Background jobs running at once (with worker processes: jobs handed to the
+    pool at once, at least ``pool.workers``)."""
     drain_seconds: float = Field(10.0, ge=0)
+
+
+class PoolConfig(_Strict):
+    """Where verification runs (``gateway.pool``): worker processes, or the relay's
+    own event loop."""
+
+    workers: int | None = Field(None, ge=0, le=256)
+    """Verification worker processes. None: the cores the relay does not need,
+    ``max(1, cpus - 1)`` (the CPUs this process may run on); 0: none — every job
+    runs on the relay's event loop, as before the pool (tests, embedding)."""
+    nice: int = Field(10, ge=0, le=19)
+    """Added to the workers' niceness: under CPU contention the relay goes first, and
+    the shadow sample sheds instead of clients slowing down."""
+    inline_min_bytes: int | None = Field(65536, ge=0)
+    """An inline verification whose request messages plus answer are at least this
+    large (characters) runs in a worker, the request awaiting it; smaller ones stay on
+    the event loop (cheaper than the round trip). 0: every one; None: never."""
+    grace_ms: int = Field(250, ge=0)
+    """A job still running ``budget.total_ms`` + this after it started is abandoned by
+    the relay (recorded so) even if its worker could not stop it (a long C call)."""
 
 
 class TelemetryConfig(_Strict):
@@ -318,6 +340,7 @@ class Settings(_Strict):
     max_body_bytes: int = Field(16 * 1024 * 1024, ge=1024)
     reload_policies: bool = True
     shadow: ShadowConfig = ShadowConfig()
+    pool: PoolConfig = PoolConfig()
     audit: AuditConfig = AuditConfig()
     telemetry: TelemetryConfig = TelemetryConfig()
     judge: JudgeConfig = JudgeConfig()

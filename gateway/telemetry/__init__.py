@@ -49,7 +49,13 @@ Contract (what callers do):
   this process it still reaches the live trace, which then links back.
 - ``telemetry.count(name, value, attributes)`` for gateway counters
   (shadow queue drops, fail-open count, …; short attribute keys such as ``policy``
-  are exported under their ``verity.*`` names); ``telemetry.gauge_shadow_depth(fn)``.
+  are exported under their ``verity.*`` names); ``telemetry.gauge_shadow_depth(fn)``;
+  ``telemetry.observe(name, value, attributes)`` for the named histograms and
+  ``telemetry.gauge(name, fn)`` for the named gauges (``semconv.HISTOGRAMS``,
+  ``semconv.GAUGES``: the shadow queue's wait, the verified share, the workers).
+- ``telemetry.continue_trace(link, name)`` returns a trace whose span is a child of
+  the span ``link`` names (known by its W3C context): work done for a request in
+  another process (an inline verification in a worker) lands in the request's trace.
 - ``trace.content(messages, output)`` records message content, only when the
   policy opts in; every string passes the redaction hook first.
 - ``telemetry.instrument_httpx(client)`` for httpx clients the gateway owns (judge
@@ -249,8 +255,21 @@ class Telemetry:
               attributes: Mapping[str, Any] | None = None) -> None:
         pass
 
+    def continue_trace(self, link: TraceLink | None, name: str) -> RequestTrace:
+        """A trace whose span is a child of the span ``link`` names (in another
+        process: work done for that request, e.g. its verification in a worker)."""
+        return _NOOP_TRACE
+
     def gauge_shadow_depth(self, depth: Callable[[], int]) -> None:
         """Report the shadow queue depth by calling ``depth()`` at each metric export."""
+
+    def observe(self, name: str, value: float,
+                attributes: Mapping[str, Any] | None = None) -> None:
+        """Record ``value`` to the histogram ``name`` (``semconv.HISTOGRAMS``)."""
+
+    def gauge(self, name: str, value: Callable[[], float | None]) -> None:
+        """Report gauge ``name`` (``semconv.GAUGES``) by calling ``value()`` at each
+        metric export (None: nothing to report then)."""
 
     def instrument_httpx(self, client: Any) -> None:
         """Trace an ``httpx`` client the gateway owns (e.g. the judge client)."""

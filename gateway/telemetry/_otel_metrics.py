@@ -54,6 +54,7 @@ class Instruments:
         self.judge_cost = meter.create_counter(
             sc.METRIC_JUDGE_COST, unit="{USD}", description="Judge cost reported by layers.")
         self._counters: dict[str, Any] = {}
+        self._histograms: dict[str, Any] = {}
 
     def count(self, name: str, value: int = 1,
               attributes: Mapping[str, Any] | None = None) -> None:
@@ -69,6 +70,31 @@ class Instruments:
             return
         names = sc.COUNTER_ATTRIBUTES
         counter.add(value, clean_attrs((names.get(k, k), v) for k, v in attributes.items()))
+
+    def observe(self, name: str, value: float,
+                attributes: Mapping[str, Any] | None = None) -> None:
+        """Record to a named histogram (:data:`gateway.telemetry.semconv.HISTOGRAMS`)."""
+        hist = self._histograms.get(name)
+        if hist is None:
+            metric, unit, description, _ = sc.HISTOGRAMS[name]  # buckets: a view (_otel_setup)
+            hist = self._histograms[name] = self.meter.create_histogram(
+                metric, unit=unit, description=description)
+        if not attributes:
+            hist.record(value)
+            return
+        names = sc.COUNTER_ATTRIBUTES
+        hist.record(value, clean_attrs((names.get(k, k), v) for k, v in attributes.items()))
+
+    def gauge(self, name: str, value: Callable[[], float | None]) -> None:
+        """A named gauge (:data:`gateway.telemetry.semconv.GAUGES`) read at each export
+        (``value()`` None: nothing to report)."""
+        metric, unit, description = sc.GAUGES[name]
+
+        def observe(_options: CallbackOptions) -> Iterable[Observation]:
+            v = value()
+            return [] if v is None else [Observation(v)]
+        self.meter.create_observable_gauge(metric, callbacks=[observe], unit=unit,
+                                           description=description)
 
     def gauge_shadow_depth(self, depth: Callable[[], int]) -> None:
         def observe(_options: CallbackOptions) -> Iterable[Observation]:

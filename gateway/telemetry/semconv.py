@@ -113,6 +113,11 @@ VERITY_SHADOW_KIND: Final = "verity.shadow.kind"
 """What a shadow-queue job is: ``shadow`` (a shadow policy's audit) or ``candidates``."""
 VERITY_SHADOW_REASON: Final = "verity.shadow.reason"
 """Why a shadow job was dropped: ``full`` (the queue) or ``closed`` (shutting down)."""
+VERITY_SHADOW_RESULT: Final = "verity.shadow.result"
+"""How a background job ended: ``verified``, ``abandoned`` (over budget), ``failed``
+(an error, or its worker process died), ``dropped``, ``cancelled``."""
+VERITY_WORKER_EXIT: Final = "verity.worker.exit"
+"""Why a verification worker process was replaced: ``died`` or ``killed`` (stuck)."""
 # The inline prepare step (span ``prepare context``).
 VERITY_PREPARE_LAYERS: Final = "verity.prepare.layers"
 VERITY_PREPARE_FAILED_LAYER: Final = "verity.prepare.failed_layer"
@@ -141,6 +146,11 @@ METRIC_LAYER_VERDICTS: Final = "verity.layer.verdicts"
 METRIC_DECISIONS: Final = "verity.decisions"
 METRIC_JUDGE_COST: Final = "verity.judge.cost"
 METRIC_SHADOW_QUEUE_DEPTH: Final = "verity.shadow.queue.depth"
+METRIC_SHADOW_QUEUE_WAIT: Final = "verity.shadow.queue.wait"
+METRIC_SHADOW_VERIFIED_RATIO: Final = "verity.shadow.verified_ratio"
+METRIC_WORKERS: Final = "verity.workers"
+QUEUE_WAIT_BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+                             2.5, 5.0, 10.0, 30.0)
 
 # Counters callers bump through ``Telemetry.count(short_name, …)``:
 # short name -> (metric name, unit, description). Unknown short names become
@@ -160,6 +170,30 @@ COUNTERS: Final[dict[str, tuple[str, str, str]]] = {
                     "Requests blocked because verification failed and the policy fails closed."),
     "verifications": ("verity.verifications", "1",
                       "Verification records finished, by policy, mode, verdict and action."),
+    "shadow.settled": ("verity.shadow.settled", "{request}",
+                       "Background jobs ended, by kind and result (verified, abandoned, "
+                       "failed, dropped, cancelled): the verified share of the sample."),
+    "shadow.abandoned": ("verity.shadow.abandoned", "{request}",
+                         "Background jobs abandoned at their budget.total_ms."),
+    "workers.replaced": ("verity.workers.replaced", "{process}",
+                         "Verification worker processes replaced (died, or killed stuck)."),
+}
+
+# Histograms callers record through ``Telemetry.observe(short_name, value, …)``:
+# short name -> (metric name, unit, description, bucket boundaries).
+HISTOGRAMS: Final[dict[str, tuple[str, str, str, tuple[float, ...]]]] = {
+    "shadow.queue.wait": (METRIC_SHADOW_QUEUE_WAIT, "s",
+                          "Time a background job waited in the queue before it started.",
+                          QUEUE_WAIT_BUCKETS),
+}
+
+# Gauges callers register through ``Telemetry.gauge(short_name, fn)``.
+GAUGES: Final[dict[str, tuple[str, str, str]]] = {
+    "shadow.verified_ratio": (METRIC_SHADOW_VERIFIED_RATIO, "1",
+                              "Share of the background jobs settled in the last minute that "
+                              "were verified (the effective shadow sample, relative to the "
+                              "policies' sample_rate)."),
+    "workers": (METRIC_WORKERS, "{process}", "Verification worker processes alive."),
 }
 
 # Attribute keys callers pass to ``Telemetry.count`` -> the exported attribute name.
@@ -172,6 +206,8 @@ COUNTER_ATTRIBUTES: Final[dict[str, str]] = {
     "layer": VERITY_LAYER_NAME,
     "kind": VERITY_SHADOW_KIND,
     "reason": VERITY_SHADOW_REASON,
+    "result": VERITY_SHADOW_RESULT,
+    "exit": VERITY_WORKER_EXIT,
 }
 
 # Resource defaults.

@@ -235,6 +235,11 @@ class Outcome:
     redact: Redactor | None = field(default=None, repr=False)
     """The policy's content redaction, set (with :attr:`content`) only when the policy
     records content: failed claims are then recorded through it; None withholds them."""
+    shadow: dict[str, Any] | None = None
+    """For a background job (shadow, candidates): how it ran — ``result``
+    (``verified``, ``abandoned``, ``failed``, ``dropped``, ``cancelled``), ``queue_ms``
+    (its wait in the queue) and ``worker`` (the pid that verified it). See
+    ``gateway.verify.queue``."""
     _t0: float = field(default_factory=time.perf_counter, repr=False)
 
     @property
@@ -294,6 +299,8 @@ class Outcome:
             out["trace_id"] = self.trace_id
         if self.content is not None:
             out["content"] = self.content
+        if self.shadow is not None:
+            out["shadow"] = self.shadow
         return out
 
 
