@@ -58,7 +58,8 @@ class GatewayApp:
         log.info("%s", telemetry.describe())
         trace_configs = telemetry.aiohttp_trace_configs()  # [] when telemetry is off
         clients = [open_client(u, trace_configs) for u in self.settings.upstreams]
-        upstreams = Upstreams(clients, use_own_key=auth.enabled)
+        upstreams = Upstreams(clients, use_own_key=auth.enabled, routing=self.settings.routing)
+        telemetry.gauge_upstreams(upstreams.health_gauges)
         proxy = Endpoints(self.settings, upstreams, auth, telemetry)
         factory = self._engine_factory or partial(open_engine, layers=self.layers)
         try:
@@ -118,8 +119,10 @@ class GatewayApp:
 
     async def _readyz(self, scope: Mapping[str, Any], send: Any) -> None:
         """200 ``{"status": "ready"}`` / 503 ``{"status": "not ready"}``; the detail
-        (policy files and their errors, the shadow queue) only to whom
-        ``readyz_detail`` allows: it names paths and configuration problems."""
+        (policy files and their errors, the shadow queue, each upstream's health and
+        each pool's members) only to whom ``readyz_detail`` allows: it names paths and
+        configuration problems. Upstream health never makes the gateway unready: every
+        replica would go unready at once, and a failing upstream is not one of ours."""
         ready = self.ready
         engine = self.proxy.engine if self.proxy else None
         detail: dict[str, Any] = {}
@@ -128,6 +131,8 @@ class GatewayApp:
             ready = ready and engine_ready
         else:
             detail = {"policies": "none (pass-through)"}
+        if self.proxy is not None:  # shown, never counted: a failing upstream is not ours
+            detail["upstreams"] = self.proxy.upstreams.snapshot().as_dict()
         status = {"status": "ready" if ready else "not ready"}
         try:
             shown = self._readyz_detail_allowed(scope)

@@ -61,6 +61,8 @@ CLIENT_ADDRESS: Final = "client.address"
 HTTP_REQUEST_METHOD: Final = "http.request.method"
 HTTP_RESPONSE_STATUS_CODE: Final = "http.response.status_code"
 HTTP_ROUTE: Final = "http.route"
+HTTP_REQUEST_RESEND_COUNT: Final = "http.request.resend_count"
+"""On an upstream call's span from its second attempt on: the attempts before it."""
 URL_PATH: Final = "url.path"
 URL_SCHEME: Final = "url.scheme"
 URL_FULL: Final = "url.full"
@@ -104,6 +106,19 @@ VERITY_PREPARE_FAILED_LAYER: Final = "verity.prepare.failed_layer"
 VERITY_PREPARE_CONTEXT_CHARS: Final = "verity.prepare.context_chars"
 VERITY_PREPARE_USED: Final = "verity.prepare.used"
 
+# Upstream attempts (retries, fallbacks, load balancing; span ``chat {model}``, and
+# the request's SERVER span for the one that served it).
+VERITY_UPSTREAM_NAME: Final = "verity.upstream.name"
+"""The configured upstream name (``upstreams[].name``)."""
+VERITY_UPSTREAM_ATTEMPT: Final = "verity.upstream.attempt"
+"""The attempt's number within the request's upstream exchange, from 1."""
+VERITY_UPSTREAM_ATTEMPTS: Final = "verity.upstream.attempts"
+"""On the SERVER span: upstream calls it took (retries and fallbacks included)."""
+VERITY_UPSTREAM_OUTCOME: Final = "verity.upstream.outcome"
+"""How one attempt ended: ``ok``, or the retry decision (``retry``, ``retry_elsewhere``,
+``attempts_exhausted``, ``status_400``, ``not_idempotent`` …)."""
+VERITY_UPSTREAM_STATE: Final = "verity.upstream.state"
+
 # --- Gateway events ---------------------------------------------------------
 EVENT_VERITY_DECISION: Final = "verity.decision"
 
@@ -118,6 +133,11 @@ METRIC_LAYER_VERDICTS: Final = "verity.layer.verdicts"
 METRIC_DECISIONS: Final = "verity.decisions"
 METRIC_JUDGE_COST: Final = "verity.judge.cost"
 METRIC_SHADOW_QUEUE_DEPTH: Final = "verity.shadow.queue.depth"
+METRIC_UPSTREAM_ATTEMPTS: Final = "verity.upstream.attempts"
+METRIC_UPSTREAM_SERVED: Final = "verity.upstream.served"
+METRIC_UPSTREAM_STATE: Final = "verity.upstream.state"
+"""Gauge per upstream: 0 closed (healthy), 1 half-open (probing), 2 open (skipped)."""
+METRIC_UPSTREAM_IN_FLIGHT: Final = "verity.upstream.in_flight"
 
 # Counters callers bump through ``Telemetry.count(short_name, …)``:
 # short name -> (metric name, unit, description). Unknown short names become
