@@ -93,7 +93,12 @@ class GatewayApp:
                 if proxy is not None:
                     if path == "/v1/chat/completions" or path == "/v1/chat/completions/":
                         return await proxy.chat_completions(scope, receive, send)
+                    if path.startswith("/v1/messages") and path.rstrip("/") in (
+                            "/v1/messages", "/v1/messages/count_tokens"):
+                        return await proxy.messages(scope, receive, send)
                     if path == "/v1/models" and scope["method"] == "GET":
+                        if any(k == b"anthropic-version" for k, _ in scope["headers"]):
+                            return await proxy.anthropic_models(scope, receive, send)
                         return await proxy.models(scope, receive, send)
                     if path.startswith("/v1/"):
                         return await proxy.forward(scope, receive, send)

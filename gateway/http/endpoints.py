@@ -17,6 +17,8 @@ from gateway.http.asgi import ClientGone, send_error
 from gateway.http.auth import Authenticator
 from gateway.http.chat import CHAT_PATH, ChatEndpoint, Engine
 from gateway.http.forward import ForwardEndpoint
+from gateway.http.messages import MESSAGES_PATH, MessagesEndpoint, with_bearer
+from gateway.http.messages_send import MessagesSend, models_page
 from gateway.http.models import ModelsEndpoint
 from gateway.settings import Settings
 from gateway.telemetry import RequestTrace, Telemetry
@@ -39,6 +41,7 @@ class Endpoints:
         self.chat = ChatEndpoint(upstreams, auth, settings.max_body_bytes, engine)
         self.forwarder = ForwardEndpoint(upstreams, auth, settings.max_body_bytes)
         self.model_list = ModelsEndpoint(upstreams, auth)
+        self.messages_door = MessagesEndpoint(upstreams, auth, settings.max_body_bytes, engine)
 
     @property
     def engine(self) -> Engine | None:
@@ -48,12 +51,36 @@ class Endpoints:
     @engine.setter
     def engine(self, engine: Engine | None) -> None:
         self.chat.engine = engine
+        self.messages_door.engine = engine
 
     async def chat_completions(self, scope: Mapping[str, Any], receive: Any, send: Any) -> None:
         await self.serve(self.chat, CHAT_PATH, scope, receive, send)
 
     async def models(self, scope: Mapping[str, Any], receive: Any, send: Any) -> None:
         await self.model_list(scope, receive, send)
+
+    async def messages(self, scope: Mapping[str, Any], receive: Any, send: Any) -> None:
+        """``POST /v1/messages`` and ``count_tokens``: every answer, errors included, in
+        Anthropic's shape (:mod:`gateway.http.messages`)."""
+        route = scope["path"].rstrip("/") if scope["path"] != MESSAGES_PATH else MESSAGES_PATH
+        await self.serve(self.messages_door, route, scope, receive, MessagesSend(send))
+
+    async def anthropic_models(self, scope: Mapping[str, Any], receive: Any, send: Any) -> None:
+        """``GET /v1/models`` from the Anthropic SDK (it sends ``anthropic-version``):
+        the merged list as Anthropic's page."""
+        scope = with_bearer(scope)
+        out = MessagesSend(send)  # an error in Anthropic's shape; the list rewritten here
+        status = 0
+
+        async def rewritten(message: dict[str, Any]) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            elif message["type"] == "http.response.body" and status == 200:
+                message = {**message, "body": models_page(message.get("body", b""))}
+            await out(message)
+
+        await self.model_list(scope, receive, rewritten)
 
     async def forward(self, scope: Mapping[str, Any], receive: Any, send: Any) -> None:
         """Forward any other ``/v1/*`` request verbatim, streaming both ways."""
