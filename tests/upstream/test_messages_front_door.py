@@ -227,6 +227,48 @@ def test_stream_block(client: anthropic.Anthropic, model: str) -> None:
     assert headers["x-verity-action"] == "block"
 
 
+def test_stream_block_after_text_was_sent(client: anthropic.Anthropic) -> None:
+    """streaming: passthrough relays text before the verdict: the block message follows
+    it in the same text block, and the stop reason says refusal."""
+    text, final, _ = stream(client, "scripted-small", Q, verity="blocked-pt")
+    assert text.endswith("Blocked by blocked-pt.")
+    assert final.stop_reason == "refusal"
+
+
+def test_stream_block_style_error_is_an_error_event(client: anthropic.Anthropic) -> None:
+    with pytest.raises(anthropic.APIStatusError) as err:
+        stream(client, "scripted-small", Q, verity="refused-pt")
+    assert "error" in str(err.value).lower()
+
+
+REGENERATE = ('fail: {type: regenerate, max_attempts: 1, fallback_model: claude-verity-test, '
+              'fallback: {type: block}}')
+
+
+def test_regenerate_falls_back_to_another_upstream(
+        make_gateway: GatewayFactory, fake: FakeAnthropic, upstream: ServedUpstream,
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    policies = tmp_path_factory.mktemp("messages-regen")
+    (policies / "regen.yaml").write_text(policy("regen", "inline", REGENERATE))
+    upstream.app.default_reply = "the forbidden answer"  # fails every time
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(KEY_ENV, UPSTREAM_KEY)
+        gw = make_gateway(policies_dir=str(policies), reload_policies=False, upstreams=[
+            {"name": "claude", "kind": "anthropic", "base_url": fake.url + "/v1",
+             "api_key_env": KEY_ENV, "models": ["claude-*"]},
+            {"name": "scripted", "base_url": upstream.base_url}],
+            auth={"keys": [{"name": "app", "tenant": "acme", "key": CLIENT_KEY,
+                            "policy_selection": True}]})
+    client = anthropic.Anthropic(base_url=gw.url, api_key=CLIENT_KEY, max_retries=0)
+    try:
+        raw = ask(client, "scripted-small", "hello", verity="regen")
+    finally:
+        client.close()
+    assert raw.headers["x-verity-verdict"] == "pass"
+    assert raw.parse().content[0].text.startswith("You said:")  # Claude's (the fake's) answer
+    assert fake.last()["body"]["model"] == "claude-verity-test"
+
+
 @pytest.mark.parametrize("model", MODELS)
 def test_shadow_leaves_the_answer(client: anthropic.Anthropic, model: str) -> None:
     raw = ask(client, model, Q, verity="shadowed")
