@@ -17,7 +17,7 @@ from gateway.http.asgi import ClientGone, send_error
 from gateway.http.auth import Authenticator
 from gateway.http.chat import CHAT_PATH, ChatEndpoint, Engine
 from gateway.http.forward import ForwardEndpoint
-from gateway.http.messages import MESSAGES_PATH, MessagesEndpoint, with_bearer
+from gateway.http.messages import MessagesEndpoint, with_bearer
 from gateway.http.messages_send import MessagesSend, models_page
 from gateway.http.models import ModelsEndpoint
 from gateway.settings import Settings
@@ -62,8 +62,8 @@ class Endpoints:
     async def messages(self, scope: Mapping[str, Any], receive: Any, send: Any) -> None:
         """``POST /v1/messages`` and ``count_tokens``: every answer, errors included, in
         Anthropic's shape (:mod:`gateway.http.messages`)."""
-        route = scope["path"].rstrip("/") if scope["path"] != MESSAGES_PATH else MESSAGES_PATH
-        await self.serve(self.messages_door, route, scope, receive, MessagesSend(send))
+        await self.serve(self.messages_door, scope["path"].rstrip("/"), scope, receive,
+                         MessagesSend(send))
 
     async def anthropic_models(self, scope: Mapping[str, Any], receive: Any, send: Any) -> None:
         """``GET /v1/models`` from the Anthropic SDK (it sends ``anthropic-version``):

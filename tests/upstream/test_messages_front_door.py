@@ -325,3 +325,22 @@ def test_models(client: anthropic.Anthropic) -> None:
 def test_the_openai_sdk_path_is_unchanged(gw: ServedGateway) -> None:
     r = httpx.get(gw.base_url + "/models", headers={"authorization": f"Bearer {CLIENT_KEY}"})
     assert r.json()["object"] == "list"  # no anthropic-version: OpenAI's shape
+
+
+def test_forward_mode_sends_the_clients_key(make_gateway: GatewayFactory, fake: FakeAnthropic,
+                                            upstream: ServedUpstream) -> None:
+    """No gateway keys: the SDK's x-api-key goes to an Anthropic upstream as x-api-key,
+    to an OpenAI-compatible one as a bearer token."""
+    gw = make_gateway(upstreams=[
+        {"name": "claude", "kind": "anthropic", "base_url": fake.url + "/v1",
+         "models": ["claude-*"]},
+        {"name": "scripted", "base_url": upstream.base_url}])
+    client = anthropic.Anthropic(base_url=gw.url, api_key=UPSTREAM_KEY, max_retries=0)
+    try:
+        assert ask(client, "claude-verity-test").parse().content[0].text == "You said: hello"
+        assert ask(client, "scripted-small").parse().content[0].text == "You said: hello"
+    finally:
+        client.close()
+    assert fake.last()["headers"]["x-api-key"] == UPSTREAM_KEY
+    sent = {k.lower(): v for k, v in upstream.last("/v1/chat/completions")["headers"].items()}
+    assert sent["authorization"] == f"Bearer {UPSTREAM_KEY}"
