@@ -31,6 +31,7 @@ from typing import Any
 
 import orjson
 
+from gateway.errors import UpstreamTooLarge
 from gateway.wire.anthropic_errors import error_body, error_from_openai
 from gateway.wire.anthropic_response import chat_to_message, models_to_anthropic
 from gateway.wire.anthropic_stream import ChatStreamToMessages
@@ -39,7 +40,7 @@ from gateway.wire.chat import is_completion
 __all__ = ["MessagesSend", "models_page"]
 
 _MAX_JSON = 64 * 1024 * 1024
-"""A JSON body held for rewriting, at most (the gateway already bounds what it reads
+"""A JSON body (or one stream event) held for rewriting, at most (the gateway already bounds what it reads
 from upstream by ``max_response_bytes``; this bounds the rewrite's buffer too)."""
 
 
@@ -94,6 +95,9 @@ class MessagesSend:
         more = bool(message.get("more_body"))
         if self._stream is not None:
             out = self._stream.feed(body) if body else b""
+            if self._stream.pending > _MAX_JSON:  # one event that never ends
+                out += self._stream.fail(UpstreamTooLarge(
+                    f"a stream event is over {_MAX_JSON} bytes: not translated"))
             if not more:
                 out += self._stream.finish()
             if out or not more:
