@@ -47,8 +47,9 @@ def fake() -> Iterator[FakeAnthropic]:
 
 
 @pytest.fixture(autouse=True)
-def _forget(fake: FakeAnthropic) -> None:
+def _forget(fake: FakeAnthropic, upstream_server: ServedUpstream) -> None:
     fake.requests.clear()
+    upstream_server.reset()  # a test that scripted it may not have asked for ``upstream``
 
 
 @pytest.fixture(scope="module")
