@@ -292,3 +292,31 @@ def test_audit_names_the_fallback(make_gateway: GatewayFactory, a: ServedUpstrea
     rec = wait_until(record, message="the audit record")
     assert rec["upstream"] == {"name": "b", "attempts": 2, "tried": ["a", "b"],
                                "reasons": ["retry"], "fallback": True, "model": "gpt-4o-mini"}
+
+
+@pytest.mark.parametrize("keyed", [True, False])
+def test_a_long_retry_after_opens_the_upstream_only_with_the_gateways_own_key(
+        keyed: bool, make_gateway: GatewayFactory, a: ServedUpstream, b: ServedUpstream,
+        make_client: Callable[..., openai.OpenAI]) -> None:
+    """Over ``retry_after_cap`` the retry goes elsewhere; with the gateway's own key the
+    429 is every client's, so ``a`` is left alone for that long; in forward mode it was
+    one client's limit, and ``a`` stays in the rotation."""
+    from serving import CLIENT_KEY
+
+    extra: dict[str, Any] = {"auth": {"keys": [{"name": "k", "tenant": "t",
+                                                 "key": CLIENT_KEY}]}} if keyed else {}
+    a.app.failures = [429]
+    a.app.fail_retry_after = "120"
+    gw = make_gateway(readyz_detail="public", upstreams=two(a, b),
+                      routing=pool("weighted_round_robin"), **extra)
+    client = make_client(gw)
+    assert ask(client) == "from b"  # a answered 429 first: retried on b at once
+    for _ in range(4):
+        ask(client)
+    r = httpx.get(gw.url + "/readyz").json()["upstreams"]["upstreams"]["a"]
+    if keyed:
+        assert r["state"] == "open" and r["cooldown_remaining"] > 60
+        assert calls(a) == 1
+    else:
+        assert r["state"] == "closed"
+        assert calls(a) == 3  # 1 + its share of the next 4
