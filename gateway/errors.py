@@ -112,6 +112,12 @@ class ModelNotFound(NotFound):
     code = "model_not_found"
 
 
+class MethodNotAllowed(GatewayError):
+    status = 405
+    type = "invalid_request_error"
+    code = "method_not_allowed"
+
+
 class PayloadTooLarge(GatewayError):
     status = 413
     type = "invalid_request_error"

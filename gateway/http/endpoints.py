@@ -1,8 +1,8 @@
 """The endpoints of one app, and what they share: :class:`Endpoints`.
 
 Built by the lifespan with the app's resources (the upstream clients, the
-authenticator, the telemetry, the verification engine). The chat and forward
-endpoints run inside the request's trace (:meth:`Endpoints.serve`): its SERVER span
+authenticator, the telemetry, the verification engine). The chat, Responses and
+forward endpoints run inside the request's trace (:meth:`Endpoints.serve`): its SERVER span
 starts with the request and ends with the response's status, and a gateway error
 becomes its OpenAI error body.
 """
@@ -17,9 +17,11 @@ from gateway.http.asgi import ClientGone, send_error
 from gateway.http.auth import Authenticator
 from gateway.http.chat import CHAT_PATH, ChatEndpoint, Engine
 from gateway.http.forward import ForwardEndpoint
+from gateway.http.forward_path import route_template
 from gateway.http.messages import MessagesEndpoint, with_bearer
 from gateway.http.messages_send import MessagesSend, models_page
 from gateway.http.models import ModelsEndpoint
+from gateway.http.responses import RESPONSES_PATH, ResponsesEndpoint
 from gateway.settings import Settings
 from gateway.telemetry import RequestTrace, Telemetry
 from gateway.upstream.router import Upstreams
@@ -39,6 +41,7 @@ class Endpoints:
         self.auth = auth
         self.telemetry = telemetry
         self.chat = ChatEndpoint(upstreams, auth, settings.max_body_bytes, engine)
+        self.responses = ResponsesEndpoint(upstreams, auth, settings.max_body_bytes, engine)
         self.forwarder = ForwardEndpoint(upstreams, auth, settings.max_body_bytes)
         self.model_list = ModelsEndpoint(upstreams, auth)
         self.messages_door = MessagesEndpoint(upstreams, auth, settings.max_body_bytes, engine)
@@ -52,9 +55,13 @@ class Endpoints:
     def engine(self, engine: Engine | None) -> None:
         self.chat.engine = engine
         self.messages_door.engine = engine
+        self.responses.engine = engine
 
     async def chat_completions(self, scope: Mapping[str, Any], receive: Any, send: Any) -> None:
         await self.serve(self.chat, CHAT_PATH, scope, receive, send)
+
+    async def responses_api(self, scope: Mapping[str, Any], receive: Any, send: Any) -> None:
+        await self.serve(self.responses, RESPONSES_PATH, scope, receive, send)
 
     async def models(self, scope: Mapping[str, Any], receive: Any, send: Any) -> None:
         await self.model_list(scope, receive, send)
@@ -84,7 +91,8 @@ class Endpoints:
 
     async def forward(self, scope: Mapping[str, Any], receive: Any, send: Any) -> None:
         """Forward any other ``/v1/*`` request verbatim, streaming both ways."""
-        await self.serve(self.forwarder, scope["path"], scope, receive, send)
+        # A route template, never the client's path: span names stay few.
+        await self.serve(self.forwarder, route_template(scope["path"]), scope, receive, send)
 
     async def serve(self, handler: Handler, route: str, scope: Mapping[str, Any], receive: Any,
                     send: Any) -> None:

@@ -1,11 +1,12 @@
-"""One chat completion request on its way through the gateway: :class:`ChatExchange`.
+"""One request of a front door on its way through the gateway: :class:`ChatExchange`.
 
 It carries the request (ASGI scope, body, parsed payload, :class:`~gateway.types.
-RequestInfo`, the routed upstream, the caller, the request's trace) and offers the
-two things every path needs:
+RequestInfo`, the routed upstream, the caller, the request's trace, the front door's
+:class:`~gateway.wire.base.ResponseFormat`: chat completions unless the front door
+says otherwise) and offers the two things every path needs:
 
 - **the upstream call** — :meth:`ChatExchange.call_upstream` (the calls of one
-  exchange — retries, fallbacks, load balancing — each inside its ``chat {model}``
+  exchange — retries, fallbacks, load balancing — each inside its ``chat``
   CLIENT span, the response handed on released after) and
   :meth:`ChatExchange.complete` (a non-streaming call with another payload, routed
   by its model: a regenerate attempt);
@@ -35,9 +36,35 @@ from gateway.telemetry import RequestTrace, UpstreamTrace
 from gateway.types import Headers, RequestInfo
 from gateway.upstream.base import UpstreamClient, UpstreamResponse
 from gateway.upstream.router import Upstreams
+from gateway.wire.base import ResponseFormat
+from gateway.wire.chat import CHAT_COMPLETIONS
 from gateway.wire.messages import maybe_json
 
 __all__ = ["ChatExchange"]
+
+
+class _ChatShapedTrace(UpstreamTrace):
+    """An upstream span that reads a format's answers as chat completions."""
+
+    __slots__ = ("_fmt", "_up")
+
+    def __init__(self, up: UpstreamTrace, fmt: ResponseFormat) -> None:
+        self._up = up
+        self._fmt = fmt
+        self.recording = up.recording
+
+    def headers(self) -> Headers:
+        return self._up.headers()
+
+    def first_chunk(self) -> None:
+        self._up.first_chunk()
+
+    def response(self, status: int, body: Mapping[str, Any] | None) -> None:
+        chat = self._fmt.job_answer(body) if body is not None and status < 400 else body
+        self._up.response(status, chat)
+
+    def error(self, error_type: str) -> None:
+        self._up.error(error_type)
 
 
 @dataclass(slots=True, eq=False)
@@ -63,6 +90,9 @@ class ChatExchange:
     fallbacks), filled in place once it did: ``{"name", "attempts"[, "tried",
     "reasons", "fallback", "model"]}`` (the audit record's ``upstream``; records made
     before the call hold this mapping and read it when written)."""
+    fmt: ResponseFormat = CHAT_COMPLETIONS
+    """The front door's request and response shapes."""
+    _messages: list[Any] | None = None
 
     @property
     def stream(self) -> bool:
@@ -70,14 +100,16 @@ class ChatExchange:
 
     @property
     def messages(self) -> list[Any]:
-        """The request's ``messages`` (checked to be a list by the front door)."""
-        messages: list[Any] = self.payload.get("messages") or []
-        return messages
+        """The request as chat-shaped messages (chat: its ``messages``, checked to be a
+        list by the front door): what the layers read."""
+        if self._messages is None:
+            self._messages = self.fmt.request_messages(self.payload)
+        return self._messages
 
     # ---- the upstream ---------------------------------------------------------------------
 
     @asynccontextmanager
-    async def call_upstream(self, body: bytes, *, stream: bool, path: str = "/chat/completions",
+    async def call_upstream(self, body: bytes, *, stream: bool, path: str | None = None,
                             model: str | None = None, payload: dict[str, Any] | None = None
                             ) -> AsyncIterator[tuple[UpstreamResponse, UpstreamTrace]]:
         """One upstream exchange (retries, fallbacks, load balancing:
@@ -87,6 +119,7 @@ class ChatExchange:
         ``body`` is ``payload`` serialized (default: the request's own); a fallback that
         asks another model gets ``payload`` with that model. The first exchange of the
         request (its answer) is what :attr:`served` describes."""
+        path = path or self.fmt.path
         model = model or self.info.model
         source = payload if payload is not None else self.payload
         plan = self.upstreams.plan(model, path=path)
@@ -100,7 +133,8 @@ class ChatExchange:
                             stream=stream) as served:
             if not self.served:  # the request's answer; a regenerate call's is not kept
                 self.served.update(served.record())
-            yield served.resp, served.up
+            up = served.up if self.fmt.chat_shaped else _ChatShapedTrace(served.up, self.fmt)
+            yield served.resp, up
 
     async def send_upstream(self, client: UpstreamClient, path: str, headers: dict[str, str],
                             body: bytes, payload: dict[str, Any]) -> UpstreamResponse:

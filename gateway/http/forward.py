@@ -18,15 +18,15 @@ import orjson
 from gateway.errors import PayloadTooLarge, UpstreamError
 from gateway.http.asgi import ClientGone, DisconnectWatcher, read_body
 from gateway.http.attempts import attempts
-from gateway.http.auth import Authenticator
+from gateway.http.auth import Authenticator, authorization
 from gateway.http.body_model import json_model_from_prefix, multipart_model
 from gateway.http.chat import uncancel
-from gateway.http.forward_path import forwarded_path, forwarded_query
+from gateway.http.forward_path import RESOURCES, forwarded_path, forwarded_query
 from gateway.http.relay import traced_chunks
 from gateway.telemetry import RequestTrace
 from gateway.upstream.base import UpstreamClient, UpstreamResponse
 from gateway.upstream.router import Upstreams
-from gateway.wire.messages import maybe_json
+from gateway.wire.messages import maybe_json, refuse_duplicate_keys
 
 __all__ = ["MODEL_SCAN_BYTES", "ForwardEndpoint"]
 
@@ -60,6 +60,8 @@ class ForwardEndpoint:
             model = multipart_model(prefix, ctype)
         elif complete:
             parsed = maybe_json(prefix)
+            if isinstance(parsed, dict):
+                refuse_duplicate_keys(prefix)
             model = parsed.get("model") if isinstance(parsed, dict) else None
         else:
             model = json_model_from_prefix(prefix)
@@ -75,8 +77,8 @@ class ForwardEndpoint:
 
     async def __call__(self, scope: Mapping[str, Any], receive: Any, send: Any,
                        trace: RequestTrace) -> int:
+        principal = self.auth.authenticate(authorization(scope["headers"]))
         headers = dict(scope["headers"])
-        principal = self.auth.authenticate(headers.get(b"authorization"))
         path = forwarded_path(scope)  # as sent, under /v1/, or a 400 (invalid_path)
         self.auth.authorize(principal, scope["method"], scope["path"])
         query = forwarded_query(scope)
@@ -91,6 +93,8 @@ class ForwardEndpoint:
                 and int(length or 0) <= self._limit:
             body = await read_body(receive, self._limit, length.decode())
             parsed = maybe_json(body)
+            if isinstance(parsed, dict):  # routed by what it says: say it once
+                refuse_duplicate_keys(body)
             if isinstance(parsed, dict) and isinstance(parsed.get("model"), str):
                 model = parsed["model"]
                 client = self.upstreams.route(model)
@@ -102,7 +106,9 @@ class ForwardEndpoint:
                 client = self.upstreams.route(model)
         replayable = not isinstance(body, AsyncIterator)
         watcher = DisconnectWatcher(receive) if replayable else None
-        operation = path.strip("/").split("/")[0] or "request"
+        # The resource (a known name) or "request": never a path segment the client chose.
+        head = scope["path"][len("/v1/"):].partition("/")[0]
+        operation = head if head in RESOURCES else "request"
         method = scope["method"]
         upstreams = self.upstreams
         plan = upstreams.plan(model, method=method, path=path.split("?")[0],

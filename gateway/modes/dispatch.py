@@ -188,7 +188,7 @@ async def open_engine(settings: Settings, telemetry: Telemetry, *,
     async with open_runtime(settings, telemetry=telemetry, layers=layers) as runtime:
         queue = ShadowQueue(settings.shadow, telemetry)
         queue.start()
-        sink = open_audit_sink(settings.audit.path)
+        sink = open_audit_sink(settings.audit)
         verifier, recorder = Verifier(runtime), Recorder(telemetry, sink)
         runner = LocalRunner(queue, verifier, recorder, telemetry)
         store = runtime.policies

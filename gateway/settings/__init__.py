@@ -12,6 +12,7 @@ from gateway.settings.load import load_settings
 from gateway.settings.schema import (
     DEFAULT_MAX_RESPONSE_BYTES,
     AuditConfig,
+    AuditDashboardConfig,
     AuthConfig,
     ConfigError,
     GatewayKey,
@@ -27,7 +28,7 @@ from gateway.settings.schema import (
 )
 
 __all__ = [
-    "DEFAULT_MAX_RESPONSE_BYTES", "AuditConfig", "AuthConfig", "ConfigError", "GatewayKey",
+    "DEFAULT_MAX_RESPONSE_BYTES", "AuditConfig", "AuditDashboardConfig", "AuthConfig", "ConfigError", "GatewayKey",
     "JudgeConfig", "ServerConfig", "Settings", "ShadowConfig", "TelemetryConfig",
     "TenantConfig", "Timeouts", "UpstreamConfig", "default_policies_dir", "load_settings",
 ]

@@ -26,7 +26,8 @@ from gateway.settings.routes import DEFAULT_KEY_ROUTES, parse_rule
 from gateway.settings.routing import RoutingConfig
 
 __all__ = [
-    "DEFAULT_FLUSH_SECONDS", "DEFAULT_MAX_RESPONSE_BYTES", "AuditConfig", "AuthConfig", "ConfigError", "GatewayKey",
+    "DEFAULT_FLUSH_SECONDS", "DEFAULT_MAX_RESPONSE_BYTES", "AuditConfig",
+    "AuditDashboardConfig", "AuthConfig", "ConfigError", "GatewayKey",
     "JudgeConfig", "ServerConfig", "Settings", "ShadowConfig", "TelemetryConfig",
     "TenantConfig", "Timeouts", "UpstreamConfig", "default_policies_dir",
 ]
@@ -82,6 +83,12 @@ class UpstreamConfig(_Strict):
     buffered or accumulated for verification. Over it: 502 ``upstream_response_too_large``
     (an error event once a stream has started). A stream relayed without verification is
     passed through, not held, and not counted."""
+    responses_api: bool | None = None
+    """Whether the upstream serves ``POST /responses`` (OpenAI's Responses API) itself.
+    ``false``: the gateway translates ``/v1/responses`` requests to chat completions and
+    the answers back (``gateway.upstream.responses_bridge``; a 400 naming any field that
+    has no exact translation). Default: ``true`` for ``kind: openai``, ``false`` for
+    ``kind: anthropic`` (where ``true`` is an error)."""
 
     _models_list = field_validator("models", mode="before")(
         _expect_list("globs", '["gpt-*"]'))
@@ -92,6 +99,18 @@ class UpstreamConfig(_Strict):
         if not v.startswith(("http://", "https://")):
             raise ValueError("must start with http:// or https://")
         return v.rstrip("/")
+
+    @model_validator(mode="after")
+    def _responses_api(self) -> UpstreamConfig:
+        if self.kind == "anthropic" and self.responses_api:
+            raise ValueError("responses_api: true is not possible with kind: anthropic "
+                             "(Anthropic has no Responses API; the gateway translates)")
+        return self
+
+    @property
+    def speaks_responses(self) -> bool:
+        """``responses_api``, or its default for the ``kind``."""
+        return self.kind == "openai" if self.responses_api is None else self.responses_api
 
     def matches(self, model: str) -> bool:
         return any(fnmatch.fnmatchcase(model, p) for p in self.models)
@@ -187,9 +206,65 @@ class TelemetryConfig(_Strict):
     flushed at once); 0: do not wait. Exporters themselves are ``OTEL_*``-configured."""
 
 
+class AuditDashboardConfig(_Strict):
+    """The audit dashboard (``gateway.dashboard``) mounted on the gateway itself."""
+
+    path: str | None = None
+    """Where the pages are served (e.g. ``/audit``); None: not mounted (the default).
+    ``gateway audit serve`` serves the same pages on a port of their own."""
+    keys: tuple[str, ...] = ()
+    """Names of the gateway keys (``auth.keys[].name``) that may open the pages; required
+    with ``path``: the pages show every tenant's records."""
+    jaeger_url: str | None = None
+    """Jaeger UI base URL (``http://jaeger:16686``): a record page links to its trace."""
+
+    _keys_list = field_validator("keys", mode="before")(_expect_list("key names", "[ops]"))
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        v = v.rstrip("/")
+        if not v.startswith("/") or v in ("", "/healthz", "/readyz") or v == "/v1" \
+                or v.startswith("/v1/") or any(c in v for c in "?#*% "):
+            raise ValueError("must be a path of its own such as /audit (not /, /v1/..., "
+                             "/healthz or /readyz)")
+        return v
+
+    @field_validator("jaeger_url")
+    @classmethod
+    def _jaeger(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return v.rstrip("/") if v else v
+
+
 class AuditConfig(_Strict):
+    """The audit store (``gateway.audit``): where records go, how files rotate, what is
+    kept. ``path`` ending in ``.jsonl`` is one file that every process appends to (never
+    rotated); any other path is a directory of ``date=YYYY-MM-DD/`` folders in which each
+    process writes files of its own, rotated by size and age, optionally compacted to
+    Parquet and pruned by age and size."""
+
     path: str | None = "verity-audit.jsonl"
-    """Append-only JSONL audit file; None disables the file sink."""
+    """Append-only JSONL audit file, or a directory (see above); None disables the sink."""
+    rotate_mb: float = Field(64.0, gt=0)
+    """Directory layout: a file is closed and a new one begun past this size (MiB)."""
+    rotate_seconds: float = Field(3600.0, gt=0)
+    """Directory layout: ... or once it is this old (and at every UTC day change)."""
+    compact: bool = False
+    """Directory layout: compact each closed file to Parquet (what `gateway audit report`
+    reads fast), in a low-priority thread of the writing process."""
+    retention_days: float | None = Field(None, gt=0)
+    """Directory layout: delete closed files of days older than this; None: keep all."""
+    retention_mb: float | None = Field(None, gt=0)
+    """Directory layout: delete the oldest closed files while the directory is larger."""
+    dashboard: AuditDashboardConfig = AuditDashboardConfig()
+
+    def is_directory(self) -> bool:
+        """Whether ``path`` names a directory layout (anything not ending in ``.jsonl``)."""
+        return bool(self.path) and not str(self.path).endswith(".jsonl")
 
 
 class JudgeConfig(_Strict):

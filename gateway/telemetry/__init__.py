@@ -186,6 +186,11 @@ class RequestTrace:
         """This trace's span as a value (None: nothing to link to)."""
         return None
 
+    @property
+    def trace_id(self) -> str | None:
+        """This trace's id (32 hex digits): what an audit record links to; None: no trace."""
+        return None
+
     def selected(self, policy: str, mode: str) -> None:
         """A policy applies to this request, in ``mode`` (inline or shadow)."""
 

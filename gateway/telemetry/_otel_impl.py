@@ -89,7 +89,7 @@ class OtelTelemetry(Telemetry):
             elif name == b"user-agent":
                 user_agent = value.decode("latin-1")
         parent = self.propagator.extract(carrier, context=Context()) if carrier else Context()
-        method = scope.get("method", "GET")
+        method = sc.known_method(scope.get("method", "GET"))
         server = scope.get("server") or (None, None)
         key = (method, route, scope.get("path"), scope.get("scheme"),
                scope.get("http_version"), server[0], server[1])
@@ -99,9 +99,13 @@ class OtelTelemetry(Telemetry):
             attrs[sc.CLIENT_ADDRESS] = str(client[0])
         if user_agent is not None:
             attrs[sc.USER_AGENT_ORIGINAL] = user_agent
-        span = self.tracer.start_span(f"{method} {route}", context=parent, kind=SpanKind.SERVER,
+        # ``route`` is a template the endpoint chose, never the client's path; a method
+        # outside HTTP's registered ones is "_OTHER", and the span is named "HTTP <route>".
+        name = f"{method} {route}" if method != sc.OTHER_METHOD else f"HTTP {route}"
+        span = self.tracer.start_span(name, context=parent, kind=SpanKind.SERVER,
                                       attributes=attrs)
-        return OtelTrace(self, span, server=True)
+        return OtelTrace(self, span, server=True,
+                         http={sc.HTTP_REQUEST_METHOD: method, sc.HTTP_ROUTE: route})
 
     def start_shadow(self, parent: RequestTrace | TraceLink | None,
                      name: str = "shadow audit") -> RequestTrace:
@@ -158,9 +162,9 @@ class OtelTelemetry(Telemetry):
         instrument_httpx(client, self.tracer, self.propagator)
 
     def aiohttp_trace_configs(self) -> list[Any]:
-        """The HTTP CLIENT span under ``chat {model}``: opt-in (``VERITY_OTEL_HTTP_SPANS``).
+        """The HTTP CLIENT span under ``chat``: opt-in (``VERITY_OTEL_HTTP_SPANS``).
         Any aiohttp trace config makes aiohttp fire all its tracing signals, and the
-        span duplicates ``chat {model}`` (which carries server address, port and
+        span duplicates ``chat`` (which carries server address, port and
         status), so by default there is none."""
         if not self.http_spans:
             return []

@@ -44,6 +44,13 @@ class Instruments:
         self.decisions = meter.create_counter(
             sc.METRIC_DECISIONS, unit="{decision}",
             description="Policy decisions by policy, mode, verdict and action.")
+        self.candidate_decisions = meter.create_counter(
+            sc.METRIC_CANDIDATE_DECISIONS, unit="{decision}",
+            description="Candidate policies' would-be decisions, by live policy, candidate, "
+                        "verdict and action.")
+        self.http_server_duration = meter.create_histogram(
+            sc.METRIC_HTTP_SERVER_DURATION, unit="s",
+            description="Duration of HTTP server requests.")
         self.judge_cost = meter.create_counter(
             sc.METRIC_JUDGE_COST, unit="{USD}", description="Judge cost reported by layers.")
         self.upstream_attempts = meter.create_counter(

@@ -2,7 +2,7 @@
 
 Owns the per-request objects behind the façade's :class:`~gateway.telemetry.RequestTrace`,
 :class:`~gateway.telemetry.UpstreamTrace` and :class:`~gateway.telemetry.LayerSpan`:
-the SERVER (or shadow INTERNAL root) span, the ``chat {model}`` CLIENT span per
+the SERVER (or shadow INTERNAL root) span, the ``chat`` CLIENT span per
 upstream call, the ``prepare context``, ``verify {layer}``, ``candidate {policy}`` and
 ``regenerate attempt {n}`` INTERNAL spans, their attributes and statuses, and the metric points each one records when it
 finishes. Spans are parented explicitly (each trace object holds its span's
@@ -48,7 +48,7 @@ CANDIDATE_SPAN = "candidate"
 
 
 class OtelUpstream(UpstreamTrace):
-    """One upstream call: the ``chat {model}`` CLIENT span and its GenAI metrics."""
+    """One upstream call: the ``chat`` CLIENT span and its GenAI metrics."""
 
     recording = True
 
@@ -272,10 +272,15 @@ class OtelTrace(RequestTrace):
 
     recording = True
 
-    def __init__(self, tel: OtelTelemetry, span: Span, *, server: bool) -> None:
+    def __init__(self, tel: OtelTelemetry, span: Span, *, server: bool,
+                 http: Mapping[str, Any] | None = None) -> None:
         self.tel = tel
         self.span = span
         self.server = server
+        self._http = http
+        """A SERVER trace's ``http.server.request.duration`` attributes known at its start
+        (method, route); the status and error type are added at :meth:`end`."""
+        self._start = time.perf_counter()
         self.context = set_span_in_context(span, Context())
         self._parent = self.context
         self.response_id: str | None = None
@@ -284,9 +289,16 @@ class OtelTrace(RequestTrace):
         self.policy: str | None = None
         """The policy whose ``verify`` spans this trace starts (:meth:`for_policy`)."""
         self.is_candidate = False
+        self.live_policy: str | None = None
+        """On a candidate's trace: the live policy it is evaluated beside."""
         self._layer_attrs: dict[str, Any] = {}
         self._ended = False
         self._served = False
+
+    @property
+    def trace_id(self) -> str | None:
+        ctx = self.span.get_span_context()
+        return f"{ctx.trace_id:032x}" if ctx.is_valid else None
 
     def link(self) -> TraceLink | None:
         ctx = self.span.get_span_context()
@@ -393,6 +405,7 @@ class OtelTrace(RequestTrace):
         trace = OtelTrace(self.tel, span, server=False)
         trace.response_id = self.response_id
         trace.is_candidate = True
+        trace.live_policy = self.policy
         trace.for_policy(policy)
         try:
             yield trace
@@ -423,6 +436,14 @@ class OtelTrace(RequestTrace):
             self.span.add_event(sc.EVENT_VERITY_DECISION, attrs)
             self.span.set_attributes(attrs)
             self.layer_verdicts.clear()
+            # Counted apart from verity.decisions (which counts what the gateway did):
+            # what each candidate would have done, beside which live policy.
+            self.tel.metrics.candidate_decisions.add(1, clean_attrs([
+                (sc.VERITY_POLICY, self.live_policy),
+                (sc.VERITY_CANDIDATE_NAME, record.get("policy")),
+                (sc.VERITY_VERDICT, record.get("verdict") or sc.NO_VERDICT),
+                (sc.VERITY_ACTION, record.get("action") or sc.NO_ACTION),
+            ]))
             return
         self.span.add_event(sc.EVENT_VERITY_DECISION, attrs)
         self.span.set_attributes(attrs)
@@ -456,3 +477,9 @@ class OtelTrace(RequestTrace):
             if status >= 500 or not self.server:
                 span.set_status(Status(StatusCode.ERROR, error_type))
         span.end()
+        if self._http is not None:
+            attrs = {**self._http, sc.HTTP_RESPONSE_STATUS_CODE: status}
+            if error_type:
+                attrs[sc.ERROR_TYPE] = error_type
+            self.tel.metrics.http_server_duration.record(time.perf_counter() - self._start,
+                                                         attrs)

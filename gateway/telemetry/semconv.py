@@ -64,6 +64,18 @@ HTTP_ROUTE: Final = "http.route"
 HTTP_REQUEST_RESEND_COUNT: Final = "http.request.resend_count"
 """On an upstream call's span from its second attempt on: the attempts before it."""
 URL_PATH: Final = "url.path"
+OTHER_METHOD: Final = "_OTHER"
+"""``http.request.method`` for a method outside :data:`KNOWN_METHODS` (semconv)."""
+KNOWN_METHODS: Final = frozenset({"CONNECT", "DELETE", "GET", "HEAD", "OPTIONS", "PATCH",
+                                  "POST", "PUT", "QUERY", "TRACE"})
+
+
+def known_method(method: str) -> str:
+    """``method`` if HTTP registers it, else :data:`OTHER_METHOD`: a client may send any
+    token as a method, and span names and attributes must stay few."""
+    return method if method in KNOWN_METHODS else OTHER_METHOD
+
+
 URL_SCHEME: Final = "url.scheme"
 URL_FULL: Final = "url.full"
 NETWORK_PROTOCOL_VERSION: Final = "network.protocol.version"
@@ -89,6 +101,9 @@ VERITY_LAYER_ERROR: Final = "verity.layer.error"
 VERITY_POLICY: Final = "verity.policy.name"
 VERITY_POLICY_CANDIDATE: Final = "verity.policy.candidate"
 """True on a candidate policy's spans (evaluated in shadow, never applied)."""
+VERITY_CANDIDATE_NAME: Final = "verity.candidate.name"
+"""The candidate policy of a ``verity.candidate.decisions`` point (``verity.policy.name``
+is the live policy it was evaluated beside)."""
 VERITY_MODE: Final = "verity.mode"
 VERITY_VERDICT: Final = "verity.verdict"
 VERITY_SCORE: Final = "verity.score"
@@ -127,7 +142,15 @@ EVENT_VERITY_DECISION: Final = "verity.decision"
 NO_VERDICT: Final = "none"
 NO_ACTION: Final = "none"
 
+# --- HTTP metrics (stable HTTP semantic conventions) ------------------------
+METRIC_HTTP_SERVER_DURATION: Final = "http.server.request.duration"
+# The conventions' advice for http.server.request.duration, widened for LLM calls
+# (a chat completion takes seconds to minutes).
+HTTP_DURATION_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0,
+                                2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 320.0)
+
 # --- Gateway metrics --------------------------------------------------------
+METRIC_CANDIDATE_DECISIONS: Final = "verity.candidate.decisions"
 METRIC_LAYER_DURATION: Final = "verity.layer.duration"
 METRIC_LAYER_VERDICTS: Final = "verity.layer.verdicts"
 METRIC_DECISIONS: Final = "verity.decisions"

@@ -4,7 +4,10 @@ Used by ``gateway demo``, ``gateway eval``, the tests and the benchmarks. It is 
 plain ASGI app serving:
 
 - ``POST /v1/chat/completions`` (JSON and SSE, ``stream_options.include_usage``,
-  tool calls), ``GET /v1/models``, ``POST /v1/embeddings``, ``POST /v1/completions``.
+  tool calls), ``GET /v1/models``, ``POST /v1/embeddings``, ``POST /v1/completions``;
+- ``POST /v1/responses`` (the Responses API, JSON and typed SSE events, function
+  calls: :mod:`gateway.testing.scripted_responses`); ``responses_api=False`` answers it
+  404, as a chat-only server does.
 
 What it answers, first match wins:
 
@@ -40,6 +43,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+
+from gateway.testing import scripted_responses
 
 __all__ = ["Rule", "ScriptedUpstream", "read_all", "serve_lifespan"]
 
@@ -95,6 +100,8 @@ class ScriptedUpstream:
     fail_status: int = 503
     fail_retry_after: str | None = None
     seed: int = 0
+    responses_api: bool = True
+    """Whether ``POST /v1/responses`` is served (else 404, as a chat-only server)."""
 
     def __post_init__(self) -> None:
         self._rng = random.Random(self.seed)
@@ -194,6 +201,8 @@ class ScriptedUpstream:
             if "x-mock-gzip" in headers:
                 send = _gzipped(send)
             return await self._chat(headers, payload, send)
+        if path == "/v1/responses" and method == "POST" and self.responses_api:
+            return await self._responses(headers, payload, send)
         if path == "/v1/embeddings" and method == "POST":
             return await self._embeddings(payload, send)
         if path == "/v1/completions" and method == "POST":
@@ -292,6 +301,31 @@ class ScriptedUpstream:
             if chunk_delay and n:
                 await asyncio.sleep(chunk_delay)
             await send({"type": "http.response.body", "body": piece, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _responses(self, headers: dict[str, str], payload: dict[str, Any],
+                         send: Any) -> None:
+        text = self.answer(headers, scripted_responses.user_text(payload))
+        rid = "resp_" + hashlib.sha1(f"{time.time_ns()}".encode()).hexdigest()[:16]
+        tools = payload.get("tools")
+        tool = None
+        if "x-mock-tool-call" in headers and isinstance(tools, list) and tools:
+            tool = str(tools[0].get("name") or "tool")
+        final = scripted_responses.response(payload, rid, int(time.time()), text, tool=tool)
+        if payload.get("stream") is not True:
+            return await _json(send, 200, final, [(b"x-request-id", b"req_scripted")])
+        chunk_delay = float(headers.get("x-mock-chunk-delay-ms", self.chunk_delay_ms)) / 1000
+        cut_after = int(headers.get("x-mock-cut-after", "-1"))
+        await send({"type": "http.response.start", "status": 200, "headers": [
+            (b"content-type", b"text/event-stream; charset=utf-8"),
+            (b"cache-control", b"no-cache"), (b"x-request-id", b"req_scripted")]})
+        for n, event in enumerate(scripted_responses.events(final)):
+            if n == cut_after:
+                raise ConnectionAbortedError("scripted cut")  # uvicorn drops the connection
+            if chunk_delay and n:
+                await asyncio.sleep(chunk_delay)
+            await send({"type": "http.response.body", "body": scripted_responses.sse(event),
+                        "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _embeddings(self, payload: dict[str, Any], send: Any) -> None:

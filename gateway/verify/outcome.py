@@ -100,14 +100,15 @@ class LayerOutcome:
         return self.error is None and not self.skipped and self.weight > 0
 
     def header_value(self) -> str:
-        """``key=0.91:pass`` for the ``x-verity-layers`` header (``:report`` for a
-        weight-0, report-only layer: its score never takes part in the verdict)."""
+        """``key=0.9120:pass`` for the ``x-verity-layers`` header, four decimals like
+        ``x-verity-score`` (``:report`` for a weight-0, report-only layer: its score never
+        takes part in the verdict)."""
         if self.error is not None:
             return f"{self.key}=error"
         if self.skipped:
             return f"{self.key}=skipped"
         status = "report" if self.weight <= 0 else "pass" if self.passed else "fail"
-        return f"{self.key}={(self.score or 0.0):.2f}:{status}"
+        return f"{self.key}={(self.score or 0.0):.4f}:{status}"
 
     def to_dict(self, content: Redactor | None = None) -> dict[str, Any]:
         """The wire form. ``content``: the policy's redaction when it records content
@@ -230,6 +231,9 @@ class Outcome:
     "tried", "reasons", "fallback", "model"]}`` (retries and fallbacks; None: no
     upstream answered). Filled by the front door once the answer's call is made."""
     note: str | None = None
+    trace_id: str | None = None
+    """The trace its verification ran in (a shadow audit's own trace): the record's link
+    to it in a trace viewer; None with telemetry off."""
     content: dict[str, Any] | None = None
     """Request messages and answer text (redacted); only when the policy opts in."""
     redact: Redactor | None = field(default=None, repr=False)
@@ -291,6 +295,8 @@ class Outcome:
             "response_id": self.response_id, "upstream_status": self.upstream_status,
             "upstream": _upstream(self.upstream), "note": self.note,
         }
+        if self.trace_id is not None:
+            out["trace_id"] = self.trace_id
         if self.content is not None:
             out["content"] = self.content
         return out

@@ -91,6 +91,8 @@ class Verifier:
         n = len(completion.get("choices") or ())
         if n > 1:  # n > 1: the verdict is choice 0's alone (docs/policies.md, Runtime)
             v.note = f"only choice 0 verified; choices 1-{n - 1} of n={n} were not"
+        if job.note:
+            v.note = f"{v.note}; {job.note}" if v.note else job.note
         return v
 
     async def run(self, job: VerificationJob, trace: RequestTrace,
@@ -139,8 +141,9 @@ class Verifier:
             if cand is None:
                 return CandidateOutcome(ref.name, ref.version,
                                         error="policy version no longer loaded")
-            # A span of its own: its verify spans are told apart from the live policy's.
-            with trace.candidate(cand.name) as ctrace:
+            # A span of its own: its verify spans are told apart from the live policy's
+            # (and its decision is counted beside the live policy's name).
+            with trace.for_policy(job.policy.name).candidate(cand.name) as ctrace:
                 v = await self.verify(job.with_policy(ref), policy=cand, trace=ctrace)
                 out = CandidateOutcome(cand.name, cand.version, verdict=v.verdict,
                                        score=v.score,

@@ -67,10 +67,12 @@ def test_sdk_bad_request_error(client: openai.OpenAI, upstream: ServedUpstream) 
     assert info.value.param == "messages"
 
 
-def test_get_on_chat_completions_is_400(http: httpx.Client) -> None:
-    r = http.get("/v1/chat/completions")
-    assert r.status_code == 400
-    _error(r)
+@pytest.mark.parametrize("method", ["GET", "PUT", "DELETE"])
+def test_another_method_on_chat_completions_is_405(http: httpx.Client, method: str) -> None:
+    r = http.request(method, "/v1/chat/completions")
+    assert r.status_code == 405
+    assert r.headers["allow"] == "POST"
+    assert _error(r)["code"] == "method_not_allowed"
 
 
 class _BrokenEngine:
