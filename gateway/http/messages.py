@@ -32,10 +32,10 @@ from typing import Any
 
 import orjson
 
-from gateway.errors import InvalidRequest, NotFound, UpstreamError
+from gateway.errors import InvalidRequest, MethodNotAllowed, NotFound, UpstreamError
 from gateway.http.asgi import DisconnectWatcher, read_body
 from gateway.http.attempts import attempts
-from gateway.http.auth import Authenticator
+from gateway.http.auth import Authenticator, authorization
 from gateway.http.chat import Engine, uncancel
 from gateway.http.exchange import ChatExchange
 from gateway.http.messages_send import MessagesSend
@@ -57,12 +57,14 @@ _HIDDEN = (b"authorization", b"api-key", b"x-api-key", b"cookie")
 def with_bearer(scope: Mapping[str, Any]) -> dict[str, Any]:
     """``scope`` whose ``x-api-key`` (the Anthropic SDK's credential) is also an
     ``Authorization: Bearer`` header when it has none: authenticated as a gateway key,
-    or, in forward mode, sent to an OpenAI-compatible upstream as its key."""
+    or, in forward mode, sent to an OpenAI-compatible upstream as its key. Several
+    ``x-api-key`` headers become several ``Authorization`` headers: refused (401)."""
     headers = list(scope["headers"])
     if not any(k == b"authorization" for k, _ in headers):
-        key = next((v for k, v in headers if k == b"x-api-key"), None)
-        if key:
-            headers.append((b"authorization", b"Bearer " + key))
+        # Every x-api-key becomes one: several are refused as several Authorization
+        # headers are (:func:`~gateway.http.auth.authorization`), never one picked.
+        headers += [(b"authorization", b"Bearer " + v) for k, v in scope["headers"]
+                    if k == b"x-api-key" and v]
     return {**scope, "headers": headers}
 
 
@@ -87,13 +89,16 @@ class MessagesEndpoint:
         """``send`` is the request's :class:`MessagesSend` (so the error a raised
         :class:`~gateway.errors.GatewayError` becomes is in Anthropic's shape too)."""
         out = send if isinstance(send, MessagesSend) else MessagesSend(send)
-        path = scope["path"].rstrip("/")
-        if scope["method"] != "POST":
-            raise InvalidRequest(f"Use POST for {path}.")
+        path = COUNT_TOKENS_PATH if scope["path"].rstrip("/") == COUNT_TOKENS_PATH \
+            else MESSAGES_PATH  # a route template, never the client's string
+        # Authentication first: a caller without a key learns nothing of the route,
+        # not even which methods it takes.
         scope = with_bearer(scope)
-        headers = dict(scope["headers"])
-        principal = self.auth.authenticate(headers.get(b"authorization"))
+        principal = self.auth.authenticate(authorization(scope["headers"]))
+        if scope["method"] != "POST":
+            raise MethodNotAllowed(f"Use POST for {path}.", headers={"allow": "POST"})
         self.auth.authorize(principal, "POST", path)
+        headers = dict(scope["headers"])
         raw_length = headers.get(b"content-length")
         body = await read_body(receive, self.max_body_bytes,
                                raw_length.decode() if raw_length is not None else None)

@@ -345,3 +345,44 @@ def test_forward_mode_sends_the_clients_key(make_gateway: GatewayFactory, fake: 
     assert fake.last()["headers"]["x-api-key"] == UPSTREAM_KEY
     sent = {k.lower(): v for k, v in upstream.last("/v1/chat/completions")["headers"].items()}
     assert sent["authorization"] == f"Bearer {UPSTREAM_KEY}"
+
+
+# ---- the security rules every front door keeps ---------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["/v1/messages", "/v1/messages/count_tokens"])
+def test_a_wrong_method_is_a_405_only_for_a_caller_with_a_key(gw: ServedGateway,
+                                                              path: str) -> None:
+    with httpx.Client(base_url=gw.url, timeout=10) as http:
+        anonymous = http.get(path)
+        keyed = http.get(path, headers={"x-api-key": CLIENT_KEY})
+    assert anonymous.status_code == 401 and "allow" not in anonymous.headers
+    assert anonymous.json()["error"]["type"] == "authentication_error"
+    assert keyed.status_code == 405, keyed.text
+    assert keyed.headers["allow"] == "POST"
+    assert keyed.json()["error"]["type"] == "invalid_request_error"
+
+
+@pytest.mark.parametrize("headers", [
+    [("x-api-key", CLIENT_KEY), ("x-api-key", CLIENT_KEY)],
+    [("authorization", f"Bearer {CLIENT_KEY}"), ("authorization", f"Bearer {CLIENT_KEY}")],
+])
+def test_several_credentials_are_refused(gw: ServedGateway, fake: FakeAnthropic,
+                                         headers: list[tuple[str, str]]) -> None:
+    r = httpx.post(gw.url + "/v1/messages", headers=headers, timeout=10, json={
+        "model": "claude-verity-test", "max_tokens": 8,
+        "messages": [{"role": "user", "content": "hi"}]})
+    assert r.status_code == 401, r.text
+    assert r.json()["error"]["type"] == "authentication_error"
+    assert fake.requests == []
+
+
+def test_a_duplicate_key_is_refused(gw: ServedGateway, fake: FakeAnthropic) -> None:
+    body = (b'{"model": "claude-verity-test", "model": "scripted-small", "max_tokens": 8, '
+            b'"messages": [{"role": "user", "content": "hi"}]}')
+    r = httpx.post(gw.url + "/v1/messages", content=body, timeout=10,
+                   headers={"x-api-key": CLIENT_KEY, "content-type": "application/json"})
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["type"] == "invalid_request_error"
+    assert "twice" in r.json()["error"]["message"]
+    assert fake.requests == []
