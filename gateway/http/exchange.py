@@ -122,7 +122,8 @@ class ChatExchange:
         path = path or self.fmt.path
         model = model or self.info.model
         source = payload if payload is not None else self.payload
-        plan = self.upstreams.plan(model, path=path)
+        # store: false (Responses) keeps nothing upstream: retried like a chat completion.
+        plan = self.upstreams.plan(model, path=path, stateless=source.get("store") is False)
 
         async def send(client: UpstreamClient, asked: str, headers: dict[str, str]
                        ) -> UpstreamResponse:

@@ -141,15 +141,18 @@ class Upstreams:
     # ---- one request ----------------------------------------------------------------------
 
     def plan(self, model: str, *, method: str = "POST", path: str = "/chat/completions",
-             replayable: bool = True, targets: Sequence[Target] | None = None) -> AttemptPlan:
+             replayable: bool = True, targets: Sequence[Target] | None = None,
+             stateless: bool = False) -> AttemptPlan:
         """The attempt plan of one request for ``model`` (``path`` below ``/v1``).
 
         ``replayable``: its body can be sent twice (a streamed upload cannot: it is
         never retried). ``targets``: where to send it instead of the model's own.
+        ``stateless``: the body asks the upstream to store nothing (``store: false``).
         A ``retry-after`` over the cap opens the circuit for everyone only when the
         gateway's own key was used (in forward mode it is one client's limit)."""
         state = RetryState(self.retry, self._rng,
-                           retryable=replayable and retryable_request(method, path, self.retry))
+                           retryable=replayable and retryable_request(
+                               method, path, self.retry, stateless=stateless))
         return AttemptPlan(self.balancer, targets if targets is not None else self.targets(model),
                            model, state, hold_off=self.use_own_key)
 
