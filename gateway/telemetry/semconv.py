@@ -121,7 +121,7 @@ VERITY_PREPARE_FAILED_LAYER: Final = "verity.prepare.failed_layer"
 VERITY_PREPARE_CONTEXT_CHARS: Final = "verity.prepare.context_chars"
 VERITY_PREPARE_USED: Final = "verity.prepare.used"
 
-# Upstream attempts (retries, fallbacks, load balancing; span ``chat {model}``, and
+# Upstream attempts (retries, fallbacks, load balancing; span ``chat``, and
 # the request's SERVER span for the one that served it).
 VERITY_UPSTREAM_NAME: Final = "verity.upstream.name"
 """The configured upstream name (``upstreams[].name``)."""
