@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from gateway.settings.routing import routing_errors
 from gateway.settings.schema import ENV_PREFIX, ConfigError, Settings
 
 __all__ = ["load_settings"]
@@ -259,6 +260,9 @@ def load_settings(
     names = [u.name for u in settings.upstreams]
     if len(set(names)) != len(names):
         raise ConfigError("invalid configuration: upstreams: names must be unique")
+    problems = routing_errors(settings.routing, names)
+    if problems:
+        raise ConfigError("\n".join(["invalid configuration:"] + [f"  {p}" for p in problems]))
     if settings.judge.upstream and settings.judge.upstream not in names:
         raise ConfigError(f"invalid configuration: judge.upstream: no upstream named "
                           f"{settings.judge.upstream!r} (known: {', '.join(names) or 'none'})")

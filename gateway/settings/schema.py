@@ -23,6 +23,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from gateway.settings.routes import DEFAULT_KEY_ROUTES, parse_rule
+from gateway.settings.routing import RoutingConfig
 
 __all__ = [
     "DEFAULT_FLUSH_SECONDS", "DEFAULT_MAX_RESPONSE_BYTES", "AuditConfig",
@@ -345,6 +346,8 @@ class Settings(_Strict):
     telemetry: TelemetryConfig = TelemetryConfig()
     judge: JudgeConfig = JudgeConfig()
     server: ServerConfig = ServerConfig()
+    routing: RoutingConfig = RoutingConfig()
+    """Retries, passive health, pools and fallbacks (:mod:`gateway.settings.routing`)."""
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     readyz_detail: Literal["keyed", "public"] = "keyed"
     """Who sees ``/readyz``'s detail (policy files, their errors, the shadow queue).

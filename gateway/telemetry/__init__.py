@@ -14,8 +14,12 @@ Contract (what callers do):
 - ``trace = telemetry.start_request(scope, route)`` at the start of every
   request; ``trace.end(status, error_type)`` when the response is finished.
 - ``with trace.upstream(model=…, provider=…, server_address=…, stream=…,
-  server_url=…) as up:`` around the upstream call (``server_url``, the upstream's
-  base URL, gives ``server.port``); inside it ``up.headers()`` gives the W3C
+  server_url=…, attempt=…, upstream=…) as up:`` around each upstream call, one per
+  attempt (``server_url``, the upstream's base URL, gives ``server.port``;
+  ``attempt``, from 1, gives ``http.request.resend_count`` from the second on;
+  ``upstream`` is the configured name); ``up.outcome(o)`` says how the attempt ended
+  (``ok`` or the retry decision), ``trace.served(name, attempts)`` once the calls of
+  one upstream exchange are over; inside it ``up.headers()`` gives the W3C
   ``traceparent`` header pairs to send upstream, ``up.first_chunk()`` marks time
   to first chunk, ``up.response(status, body)`` records the response (``body``
   is the parsed completion, or the assembled stream summary with ``id``,
@@ -49,7 +53,8 @@ Contract (what callers do):
   this process it still reaches the live trace, which then links back.
 - ``telemetry.count(name, value, attributes)`` for gateway counters
   (shadow queue drops, fail-open count, …; short attribute keys such as ``policy``
-  are exported under their ``verity.*`` names); ``telemetry.gauge_shadow_depth(fn)``;
+  are exported under their ``verity.*`` names); ``telemetry.gauge_shadow_depth(fn)``,
+  ``telemetry.gauge_upstreams(fn)`` (each upstream's health state and calls in flight);
   ``telemetry.observe(name, value, attributes)`` for the named histograms and
   ``telemetry.gauge(name, fn)`` for the named gauges (``semconv.HISTOGRAMS``,
   ``semconv.GAUGES``: the shadow queue's wait, the verified share, the workers).
@@ -132,6 +137,11 @@ class UpstreamTrace:
     def error(self, error_type: str) -> None:
         pass
 
+    def outcome(self, outcome: str) -> None:
+        """How this attempt ended for the request: ``ok`` (its response was used), or
+        the retry decision after its failure (``retry``, ``retry_elsewhere``,
+        ``attempts_exhausted``, ``status_400`` …; :mod:`gateway.upstream.retry`)."""
+
 
 class LayerSpan:
     """One verification layer (INTERNAL span). No-op base."""
@@ -193,8 +203,13 @@ class RequestTrace:
     @contextmanager
     def upstream(self, *, model: str, provider: str, server_address: str,
                  stream: bool, operation: str = "chat",
-                 server_url: str | None = None) -> Iterator[UpstreamTrace]:
+                 server_url: str | None = None, attempt: int = 1,
+                 upstream: str | None = None) -> Iterator[UpstreamTrace]:
         yield _NOOP_UPSTREAM
+
+    def served(self, upstream: str | None, attempts: int) -> None:
+        """The request's upstream calls are over: ``upstream`` (its name; None: none
+        answered) served it after ``attempts`` calls, retries and fallbacks included."""
 
     def for_policy(self, policy: str) -> RequestTrace:
         """The trace to verify ``policy`` with: its ``verify`` spans name the policy."""
@@ -270,6 +285,10 @@ class Telemetry:
     def gauge(self, name: str, value: Callable[[], float | None]) -> None:
         """Report gauge ``name`` (``semconv.GAUGES``) by calling ``value()`` at each
         metric export (None: nothing to report then)."""
+
+    def gauge_upstreams(self, read: Callable[[], Sequence[tuple[str, int, int]]]) -> None:
+        """Report each upstream's health at each metric export: ``read()`` gives
+        (name, state — 0 closed, 1 half-open, 2 open — calls in flight)."""
 
     def instrument_httpx(self, client: Any) -> None:
         """Trace an ``httpx`` client the gateway owns (e.g. the judge client)."""

@@ -21,7 +21,7 @@ calls when a policy opts in.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from opentelemetry.context import Context
@@ -168,6 +168,9 @@ class OtelTelemetry(Telemetry):
 
     def gauge(self, name: str, value: Callable[[], float | None]) -> None:
         self.metrics.gauge(name, value)
+
+    def gauge_upstreams(self, read: Callable[[], Sequence[tuple[str, int, int]]]) -> None:
+        self.metrics.gauge_upstreams(read)
 
     def instrument_httpx(self, client: Any) -> None:
         """httpx or httpx2 (the openai/anthropic SDKs' fork) client; ``url.full`` is

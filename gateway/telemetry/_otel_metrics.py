@@ -10,7 +10,7 @@ instruments come from a no-op meter, so callers record unconditionally.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from opentelemetry.metrics import CallbackOptions, Meter, MeterProvider, NoOpMeter, Observation
@@ -53,6 +53,13 @@ class Instruments:
             description="Duration of HTTP server requests.")
         self.judge_cost = meter.create_counter(
             sc.METRIC_JUDGE_COST, unit="{USD}", description="Judge cost reported by layers.")
+        self.upstream_attempts = meter.create_counter(
+            sc.METRIC_UPSTREAM_ATTEMPTS, unit="{attempt}",
+            description="Upstream calls by upstream and outcome (ok, or the retry decision).")
+        self.upstream_served = meter.create_counter(
+            sc.METRIC_UPSTREAM_SERVED, unit="{request}",
+            description="Upstream exchanges by the upstream that served them and the calls "
+                        "they took (retries and fallbacks included).")
         self._counters: dict[str, Any] = {}
         self._histograms: dict[str, Any] = {}
 
@@ -102,3 +109,19 @@ class Instruments:
         self.meter.create_observable_gauge(sc.METRIC_SHADOW_QUEUE_DEPTH, callbacks=[observe],
                                            unit="{request}",
                                            description="Shadow audits waiting in the queue.")
+
+    def gauge_upstreams(self, read: Callable[[], Sequence[tuple[str, int, int]]]) -> None:
+        def state(_options: CallbackOptions) -> Iterable[Observation]:
+            return [Observation(value, {sc.VERITY_UPSTREAM_NAME: name})
+                    for name, value, _ in read()]
+
+        def in_flight(_options: CallbackOptions) -> Iterable[Observation]:
+            return [Observation(n, {sc.VERITY_UPSTREAM_NAME: name}) for name, _, n in read()]
+
+        self.meter.create_observable_gauge(
+            sc.METRIC_UPSTREAM_STATE, callbacks=[state], unit="1",
+            description="Upstream health: 0 closed (healthy), 1 half-open (a probe call "
+                        "allowed), 2 open (skipped until its cooldown ends).")
+        self.meter.create_observable_gauge(
+            sc.METRIC_UPSTREAM_IN_FLIGHT, callbacks=[in_flight], unit="{request}",
+            description="Upstream calls in flight (open streams included).")

@@ -61,6 +61,8 @@ CLIENT_ADDRESS: Final = "client.address"
 HTTP_REQUEST_METHOD: Final = "http.request.method"
 HTTP_RESPONSE_STATUS_CODE: Final = "http.response.status_code"
 HTTP_ROUTE: Final = "http.route"
+HTTP_REQUEST_RESEND_COUNT: Final = "http.request.resend_count"
+"""On an upstream call's span from its second attempt on: the attempts before it."""
 URL_PATH: Final = "url.path"
 OTHER_METHOD: Final = "_OTHER"
 """``http.request.method`` for a method outside :data:`KNOWN_METHODS` (semconv)."""
@@ -124,6 +126,19 @@ VERITY_PREPARE_FAILED_LAYER: Final = "verity.prepare.failed_layer"
 VERITY_PREPARE_CONTEXT_CHARS: Final = "verity.prepare.context_chars"
 VERITY_PREPARE_USED: Final = "verity.prepare.used"
 
+# Upstream attempts (retries, fallbacks, load balancing; span ``chat``, and
+# the request's SERVER span for the one that served it).
+VERITY_UPSTREAM_NAME: Final = "verity.upstream.name"
+"""The configured upstream name (``upstreams[].name``)."""
+VERITY_UPSTREAM_ATTEMPT: Final = "verity.upstream.attempt"
+"""The attempt's number within the request's upstream exchange, from 1."""
+VERITY_UPSTREAM_ATTEMPTS: Final = "verity.upstream.attempts"
+"""On the SERVER span: upstream calls it took (retries and fallbacks included)."""
+VERITY_UPSTREAM_OUTCOME: Final = "verity.upstream.outcome"
+"""How one attempt ended: ``ok``, or the retry decision (``retry``, ``retry_elsewhere``,
+``attempts_exhausted``, ``status_400``, ``not_idempotent`` …)."""
+VERITY_UPSTREAM_STATE: Final = "verity.upstream.state"
+
 # --- Gateway events ---------------------------------------------------------
 EVENT_VERITY_DECISION: Final = "verity.decision"
 
@@ -151,6 +166,11 @@ METRIC_SHADOW_VERIFIED_RATIO: Final = "verity.shadow.verified_ratio"
 METRIC_WORKERS: Final = "verity.workers"
 QUEUE_WAIT_BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
                              2.5, 5.0, 10.0, 30.0)
+METRIC_UPSTREAM_ATTEMPTS: Final = "verity.upstream.attempts"
+METRIC_UPSTREAM_SERVED: Final = "verity.upstream.served"
+METRIC_UPSTREAM_STATE: Final = "verity.upstream.state"
+"""Gauge per upstream: 0 closed (healthy), 1 half-open (probing), 2 open (skipped)."""
+METRIC_UPSTREAM_IN_FLIGHT: Final = "verity.upstream.in_flight"
 
 # Counters callers bump through ``Telemetry.count(short_name, …)``:
 # short name -> (metric name, unit, description). Unknown short names become

@@ -22,12 +22,19 @@ connection after N stream chunks), ``x-mock-tool-call`` (answer with a tool
 call), ``x-mock-reply`` (literal reply text), ``x-mock-gzip`` (gzip the chat
 answer, JSON or SSE, whatever the request's ``accept-encoding``). Every request is
 recorded in ``requests`` (method, path, query, headers, parsed JSON body).
+
+An upstream that fails on its own (retries, fallbacks, load balancing): ``failures``
+(statuses answered to the next requests, one each, before anything else: "fails N
+times"), then ``fail_rate`` (that fraction of requests answered ``fail_status``, drawn
+from ``random.Random(seed)``: reproducible), with ``fail_retry_after`` as their
+``retry-after``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import random
 import re
 import time
 import zlib
@@ -87,8 +94,24 @@ class ScriptedUpstream:
     requests: list[dict[str, Any]] = field(default_factory=list)
     cancelled: int = 0
     """How many requests the client abandoned while this upstream was still answering."""
+    failures: list[int] = field(default_factory=list)
+    """Error statuses for the next requests, one per request, consumed in order."""
+    fail_rate: float = 0.0
+    fail_status: int = 503
+    fail_retry_after: str | None = None
+    seed: int = 0
     responses_api: bool = True
     """Whether ``POST /v1/responses`` is served (else 404, as a chat-only server)."""
+
+    def __post_init__(self) -> None:
+        self._rng = random.Random(self.seed)
+
+    def _scripted_failure(self) -> int | None:
+        if self.failures:
+            return self.failures.pop(0)
+        if self.fail_rate > 0 and self._rng.random() < self.fail_rate:
+            return self.fail_status
+        return None
 
     # ---- ASGI ----------------------------------------------------------------------------
 
@@ -153,10 +176,14 @@ class ScriptedUpstream:
             except asyncio.CancelledError:
                 raise
         status = int(headers.get("x-mock-status", "200"))
+        retry_after = headers.get("x-mock-retry-after")
+        failure = self._scripted_failure()
+        if failure is not None:
+            status, retry_after = failure, retry_after or self.fail_retry_after
         if status >= 400:
             extra = [(b"x-request-id", b"req_mock_error")]
-            if "x-mock-retry-after" in headers:
-                extra.append((b"retry-after", headers["x-mock-retry-after"].encode()))
+            if retry_after is not None:
+                extra.append((b"retry-after", retry_after.encode()))
                 extra.append((b"x-ratelimit-remaining-requests", b"0"))
             return await _json(send, status, {"error": {
                 "message": f"scripted error {status}", "type": "scripted_error",

@@ -226,6 +226,10 @@ class Outcome:
     candidates: list[CandidateOutcome] = field(default_factory=list)
     response_id: str | None = None
     upstream_status: int | None = None
+    upstream: Mapping[str, Any] | None = None
+    """The upstream that answered and the calls it took: ``{"name", "attempts"[,
+    "tried", "reasons", "fallback", "model"]}`` (retries and fallbacks; None: no
+    upstream answered). Filled by the front door once the answer's call is made."""
     note: str | None = None
     trace_id: str | None = None
     """The trace its verification ran in (a shadow audit's own trace): the record's link
@@ -256,6 +260,7 @@ class Outcome:
                    streaming=job.streaming, audit_id=job.audit_id,
                    started_at=job.started_at or utc_now(), upstream_status=job.upstream_status,
                    response_id=job.answer.get("id"),
+                   upstream=dict(job.upstream) if job.upstream else None,
                    _t0=job.t0 or time.perf_counter())
 
     def record(self, v: Verification) -> None:
@@ -293,7 +298,7 @@ class Outcome:
             "attempt_history": [claims_entry(a, content) for a in self.attempt_history],
             "candidates": [c.to_dict(content) for c in self.candidates],
             "response_id": self.response_id, "upstream_status": self.upstream_status,
-            "note": self.note,
+            "upstream": _upstream(self.upstream), "note": self.note,
         }
         if self.trace_id is not None:
             out["trace_id"] = self.trace_id
@@ -321,6 +326,11 @@ def claims_entry(entry: Mapping[str, Any], content: Redactor | None) -> dict[str
     if isinstance(error, str):
         out["error"] = (content or redact_secrets)(error)
     return out
+
+
+def _upstream(used: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A copy (the front door may hold the same mapping), None when empty."""
+    return {k: list(v) if isinstance(v, list) else v for k, v in used.items()} if used else None
 
 
 def _round(value: float | None) -> float | None:
