@@ -195,6 +195,12 @@ def _within(w: _Worker, budget_ms: float, coro: Any) -> tuple[bool, Any]:
         return False, None
 
 
+def _ran_out(v: Verification) -> bool:
+    """Whether the pipeline stopped a layer because the time budget was spent."""
+    return any(o.error_type == "timeout" and o.error == "time budget exhausted"
+               for o in v.layers)
+
+
 def run_job(job: VerificationJob) -> JobResult:
     """Verify a background job within its budget; its record and how it ended."""
     w = _state()
@@ -267,7 +273,10 @@ def verify_inline(job: VerificationJob, budget_ms: float) -> Verification:
     try:
         finished, v = _within(w, budget_ms, w.verifier.verify(
             job, policy=policy, trace=trace, budget=budget))
-        if not finished:
+        # Past its budget either way: stopped by the alarm, or the pipeline found the
+        # budget spent before a layer (the alarm, armed a moment after the budget
+        # started, had not fired yet) -- recorded the same, as abandoned.
+        if not finished or _ran_out(v):
             v = abandoned(policy, (time.perf_counter() - t0) * 1000)
     finally:
         trace.end(200)
