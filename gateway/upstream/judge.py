@@ -191,6 +191,8 @@ class OpenAIJudge(_CachingJudge):
         super().__init__(config)
         self.url = base_url.rstrip("/") + "/chat/completions"
         self._modes: dict[str, int] = {}
+        self._settled: set[str] = set()
+        self._finding: dict[str, asyncio.Lock] = {}
         self._single: set[str] = set()
         headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = client or httpx.AsyncClient(
@@ -212,6 +214,7 @@ class OpenAIJudge(_CachingJudge):
     def _mode(self, model: str) -> str:
         pinned = self.config.structured_output
         if pinned != "auto":
+            self._settled.add(model)
             return pinned
         return STRUCTURED_MODES[self._modes.setdefault(model, 0)]
 
@@ -222,6 +225,8 @@ class OpenAIJudge(_CachingJudge):
         nxt = STRUCTURED_MODES.index(mode) + 1
         if self._modes.get(model, 0) < nxt:
             self._modes[model] = nxt
+            if nxt == len(STRUCTURED_MODES) - 1:
+                self._settled.add(model)  # nothing left to find out
             log.info("judge model %s: structured output %s not usable (%s); now %s",
                      model, mode, why, STRUCTURED_MODES[nxt])
         return True
@@ -250,8 +255,18 @@ class OpenAIJudge(_CachingJudge):
 
     async def _ask(self, messages: list[Mapping[str, Any]], model: str, ask: _Ask,
                    n: int) -> JudgeReply:
-        """One request in the model's structured-output mode, walking down the chain
-        when the endpoint refuses the mode (that request is then sent again)."""
+        """One request in the model's structured-output mode. Until a mode is settled
+        for the model, schema requests go one at a time (concurrent first calls wait
+        for the one finding out, rather than all being refused)."""
+        if ask.schema is None or model in self._settled:
+            return await self._try_modes(messages, model, ask, n)
+        async with self._finding.setdefault(model, asyncio.Lock()):
+            return await self._try_modes(messages, model, ask, n)
+
+    async def _try_modes(self, messages: list[Mapping[str, Any]], model: str, ask: _Ask,
+                         n: int) -> JudgeReply:
+        """Walk down the chain while the endpoint refuses the mode (the request is then
+        sent again in the next one)."""
         while True:
             mode = self._mode(model) if ask.schema is not None else "prompt"
             try:
@@ -260,8 +275,11 @@ class OpenAIJudge(_CachingJudge):
                 if exc.names_format and self._drop(model, mode, f"HTTP {exc.status}"):
                     continue
                 raise
-            if mode != "prompt" and not reply.truncated \
-                    and not all(_is_json(t) for t in reply.texts):
+            if mode == "prompt" or reply.truncated:
+                pass
+            elif all(_is_json(t) for t in reply.texts):
+                self._settled.add(model)
+            else:
                 self._drop(model, mode, "the reply was not JSON")
             return reply
 
