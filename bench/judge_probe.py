@@ -63,10 +63,10 @@ from judge_probe_kinds import (  # noqa: E402
     validate,
 )
 
-from gateway.context import ContextSpec, extract_context  # noqa: E402
+from gateway.sources.context import ContextSpec, extract_context  # noqa: E402
 from gateway.eval.metrics import auroc  # noqa: E402
-from gateway.verify.base import JudgeError, JudgeReply, LayerResources, VerifyInput  # noqa: E402
-from gateway.verify.registry import resolve  # noqa: E402
+from gateway.layers.base import JudgeError, JudgeReply, LayerResources, VerifyInput  # noqa: E402
+from gateway.layers.registry import resolve  # noqa: E402
 
 LAYERS = ("nli", "self-consistency", "semantic-entropy", "audit", "fact-check")
 REGIMES = ("today", "json_object", "schema", "short", "short-repair")
@@ -468,10 +468,21 @@ def _auroc(parsed: Sequence[Mapping[str, Any]]) -> str:
     return f"{value:.2f} (n={len(parsed)})"
 
 
+def _passed(parsed: Sequence[Mapping[str, Any]]) -> str:
+    """How many parsed faithful / hallucinated answers the layer passed: a judge that
+    passes (or fails) everything parses fine and tells nothing."""
+    out = []
+    for label in ("faithful", "hallucinated"):
+        mine = [r for r in parsed if r["label"] == label]
+        out.append(f"{sum(1 for r in mine if r['passed'])}/{len(mine)}")
+    return " / ".join(out)
+
+
 def report(log: Sequence[Mapping[str, Any]]) -> str:
     lines = ["| layer | regime | cases | parsed | judge error | skipped | parse rate | "
-             "calls/case | p50 call ms | p50 layer ms | AUROC (parsed) | top error |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "calls/case | p50 call ms | p50 layer ms | AUROC (parsed) | passed: faithful / "
+             "hallucinated | top error |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     layers = [r for r in log if r["type"] == "layer"]
     calls = [r for r in log if r["type"] == "call"]
     for (layer, regime) in dict.fromkeys((r["layer"], r["regime"]) for r in layers):
@@ -486,9 +497,9 @@ def report(log: Sequence[Mapping[str, Any]]) -> str:
             f"| {layer} | {regime} | {len(rows)} | {c['parsed']} | {c['error']} | {c['skipped']} "
             f"| {c['parsed'] / tried:.0%} | {len(mine) / len(rows):.1f} | "
             f"{_p50([k['ms'] for k in mine if 'ms' in k])} | {_p50([r['ms'] for r in rows])} | "
-            f"{auc} | {f'{top[0][0]} ({top[0][1]})' if top else ''} |"
+            f"{auc} | {_passed(parsed)} | {f'{top[0][0]} ({top[0][1]})' if top else ''} |"
             if tried else f"| {layer} | {regime} | {len(rows)} | 0 | 0 | {c['skipped']} | - | "
-            f"{len(mine) / len(rows):.1f} | - | {_p50([r['ms'] for r in rows])} | - | |")
+            f"{len(mine) / len(rows):.1f} | - | {_p50([r['ms'] for r in rows])} | - | - | |")
     lines += ["", "| call | regime | calls | HTTP error | empty | cut at max_tokens | JSON | "
               "schema-valid | violations | p50 ms | p50 prompt tok | p50 reply tok |",
               "|---|---|---|---|---|---|---|---|---|---|---|---|"]

@@ -25,7 +25,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from gateway.servers import ServerThread
+from gateway.testing.servers import ServerThread
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 
