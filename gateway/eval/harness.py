@@ -39,7 +39,7 @@ class CaseResult:
     verdict: str | None
     layers: dict[str, dict[str, Any]] = field(default_factory=dict)
     """layer key -> {"score", "passed", "latency_ms", "credit_score", "judge_calls",
-    "error"}."""
+    "judge_input_tokens", "error"}."""
     error: str | None = None
 
 
@@ -167,6 +167,7 @@ def run_cases(cases: Sequence[Case], policy_path: Path, *, concurrency: int = 8,
                 entry["latency_ms"] = layer.get("latency_ms")
                 entry["credit_score"] = layer.get("credit_score")
                 entry["judge_calls"] = layer.get("judge_calls") or 0
+                entry["judge_input_tokens"] = layer.get("judge_input_tokens") or 0
                 entry["error"] = layer.get("error") is not None
         score: float | None = None
         if record is not None and record.get("score") is not None:

@@ -64,6 +64,11 @@ def _block(results: Sequence[CaseResult]) -> dict[str, Any]:
         calls = [float(v.get("judge_calls") or 0) for _, v in rows]
         if any(calls):
             entry["judge_calls_per_request"] = sum(calls) / len(calls)
+            per_call = [float(v.get("judge_input_tokens") or 0) / c
+                        for (_, v), c in zip(rows, calls, strict=True) if c]
+            if any(per_call):  # a case's mean prompt size per call (the judge's usage)
+                entry["judge_input_tokens_per_call_p50"] = _pct(per_call, 0.5)
+                entry["judge_input_tokens_per_call_max"] = max(per_call)
         failed = sum(1 for _, v in rows if v.get("error") or v.get("status") == "error")
         entry["error_rate"] = failed / len(rows) if rows else None
         if len({y for _, y in sc}) == 2:

@@ -42,6 +42,7 @@ def test_eval_with_a_judge_runs_the_judge_layers(tmp_path: Path) -> None:
     assert layers["nli"]["judge_calls_per_request"] == 1.0
     assert layers["self-consistency"]["judge_calls_per_request"] == 2.0
     assert layers["nli"]["error_rate"] == 0.0 == layers["self-consistency"]["error_rate"]
+    assert layers["nli"]["judge_input_tokens_per_call_max"] == 100.0  # the server's usage
     models = {b["model"] for b in app.bodies}
     assert models == {"small-judge"}
     # json_schema refused once (the judge's own request), then json_object throughout.
