@@ -1,6 +1,8 @@
 """Shared plumbing of the model-based layers (``nli``, ``self-consistency``,
 ``semantic-entropy``, ``audit``, ``fact-check``): getting the judge, accounting for
-its calls, reading the JSON their prompts ask for, and picking what to send.
+its calls, asking for JSON by a :class:`ReplySchema` and reading it (leniently, with
+one repair call quoting the problem: :meth:`JudgeTally.ask_parsed`), and picking
+what to send.
 
 Nothing here decides a verdict; each layer module owns its prompt and scoring.
 """

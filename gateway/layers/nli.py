@@ -29,8 +29,10 @@ decided before the judge is needed, so with no judge too.
 the model-free grounding check does not find supported (see docs/layers.md,
 "Cascade" — cheaper, blind to what grounding wrongly supports).
 
+The reply is asked by schema (:func:`reply_schema`, see ``gateway.layers._judged``).
 An unusable judge reply (not JSON, a label outside the three, a hypothesis left out)
-raises :class:`~gateway.layers.base.JudgeError`; the policy's ``on_error`` decides.
+gets one repair call, then raises :class:`~gateway.layers.base.JudgeError`; the
+policy's ``on_error`` decides.
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ worded prompts ("Verify each of these claims…", "Is each of the following stat
 accurate given the context?", "Evaluate the truthfulness of…", "Would you agree
 with…", "Rate the accuracy of…"), each with the grounding context when there is one
 (else the judge's own knowledge) and the user's question. One call per variation
-classifies every claim: ``{"results": [{"id", "agrees", "confidence", "reason"}]}``.
+classifies every claim: ``{"results": [{"id", "agrees", "confidence"}]}``, asked by
+schema (:func:`reply_schema`).
 
 **Score** (seed 000): ``consistency rate × average confidence`` over every
 (claim, variation) vote, where the rate is the share of votes that agree.
