@@ -180,8 +180,10 @@ def test_every_judge_layer_parses_the_real_models_reply(
     spec = yaml.safe_load((POLICIES / f"{layer}.yaml").read_text(encoding="utf-8"))
     policies = tmp_path / "policies"
     policies.mkdir()
-    (policies / "p.yaml").write_text(yaml.safe_dump({**spec, "default": True}),
-                                     encoding="utf-8")
+    deliver = {"pass": {"type": "pass"}, "marginal": {"type": "flag"},  # wiring, not quality
+               "fail": {"type": "flag"}}
+    (policies / "p.yaml").write_text(yaml.safe_dump({**spec, "default": True,
+                                                     "actions": deliver}), encoding="utf-8")
     audit = tmp_path / "audit.jsonl"
     upstream.app.default_reply = ANSWER
     gw = make_gateway(policies_dir=str(policies), reload_policies=False,
