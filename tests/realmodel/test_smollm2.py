@@ -40,10 +40,6 @@ MODEL_FILE = Path(smollm2.__file__).parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
 ALIAS = "smollm2"
 START_TIMEOUT = 180.0
 LAYER_VALUE = re.compile(r"^nli=(?:\d\.\d\d:(?:pass|fail)|error|skipped)$")
-JUDGE_LAYERS = ("nli", "self-consistency", "semantic-entropy", "audit", "fact-check")
-POLICIES = Path(__file__).resolve().parents[2] / "bench" / "judge_policies"
-"""One policy per judge layer, sized for a 2,048-token judge (docs/layers.md)."""
-ANSWER = "The Eiffel Tower is 330 metres tall. It was completed in 1889 in Paris."
 
 POLICY = """
 name: realmodel-nli
@@ -63,6 +59,12 @@ actions:                     # deliver every answer: this test checks wiring, no
 
 FACTS = ("The Eiffel Tower is a wrought-iron tower in Paris, France. It is 330 metres tall "
          "and was completed in 1889.")
+
+
+JUDGE_LAYERS = ("nli", "self-consistency", "semantic-entropy", "audit", "fact-check")
+POLICIES = Path(__file__).resolve().parents[2] / "bench" / "judge_policies"
+"""One policy per judge layer, sized for a 2,048-token judge (docs/layers.md)."""
+ANSWER = "The Eiffel Tower is 330 metres tall. It was completed in 1889 in Paris."
 
 
 @pytest.fixture(scope="module")
@@ -194,7 +196,7 @@ def test_every_judge_layer_parses_the_real_models_reply(
         model="scripted-small", messages=_ask("Tell me about the Eiffel Tower."))
     assert raw.parse().choices[0].message.content == ANSWER
     value = raw.headers["x-verity-layers"]
-    assert re.fullmatch(rf"{layer}=\d\.\d\d:(?:pass|fail)", value), value
+    assert re.fullmatch(rf"{layer}=\d\.\d+:(?:pass|fail)", value), value
     gw.stop()  # flushes the audit writer
     (record,) = [orjson.loads(line) for line in audit.read_bytes().splitlines()]
     (entry,) = record["layers"]
