@@ -316,6 +316,10 @@ class JudgeConfig(_Strict):
     price_per_1k_output: float = Field(0.0, ge=0)
     max_response_bytes: int = Field(4 * 1024 * 1024, ge=1024)
     """Largest judge reply read (decompressed); over it the judge call fails."""
+    structured_output: Literal["auto", "json_schema", "json_object", "prompt"] = "auto"
+    """How an OpenAI-compatible judge is asked for a layer's reply schema: ``auto``
+    tries ``json_schema``, then ``json_object`` (with the schema), then the prompt
+    alone, once per model, and remembers (``gateway.upstream.judge``)."""
 
 
 class ServerConfig(_Strict):

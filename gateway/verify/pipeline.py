@@ -279,7 +279,7 @@ async def _run_layer(rl: ResolvedLayer, inp: VerifyInput, layer_for: LayerFactor
             else:
                 layer = layer_for(rl)
                 # A reply that broke the layer is not kept; the calls it made are counted.
-                with uncache_on_error(), metered() as usage:
+                with uncache_on_error(), metered(_allowance(budget, max_cost)) as usage:
                     if timed:
                         async with asyncio.timeout(timeout_ms / 1000):
                             result = await layer.verify(inp)
@@ -306,6 +306,12 @@ async def _run_layer(rl: ResolvedLayer, inp: VerifyInput, layer_for: LayerFactor
         if span.recording:  # the no-op span: skip building the dict
             span.result(out.to_dict())
     return out
+
+
+def _allowance(budget: Budget, max_cost: float | None) -> float | None:
+    """Judge USD a layer starting now may spend (None: no cost budget)."""
+    caps = [c for c in (budget.max_cost, max_cost) if c is not None]
+    return min(caps) - budget.spent_cost if caps else None
 
 
 def _fill(out: LayerOutcome, result: LayerResult, calibration: Calibration | None) -> None:
