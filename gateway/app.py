@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from functools import partial
@@ -50,6 +51,8 @@ class GatewayApp:
         self.proxy: Endpoints | None = None
         """The endpoints, while the lifespan runs (``None`` before and after)."""
         self.ready = False
+        self.worker: tuple[int, int] | None = None
+        """(index, count) when this is one of ``server.workers`` processes (``/readyz``)."""
 
     @asynccontextmanager
     async def lifespan(self) -> AsyncIterator[None]:
@@ -128,6 +131,9 @@ class GatewayApp:
             ready = ready and engine_ready
         else:
             detail = {"policies": "none (pass-through)"}
+        if self.worker is not None:
+            detail = {**detail, "worker": {"index": self.worker[0], "of": self.worker[1],
+                                           "pid": os.getpid()}}
         status = {"status": "ready" if ready else "not ready"}
         try:
             shown = self._readyz_detail_allowed(scope)

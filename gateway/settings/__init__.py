@@ -16,6 +16,7 @@ from gateway.settings.schema import (
     ConfigError,
     GatewayKey,
     JudgeConfig,
+    RedisConfig,
     ServerConfig,
     Settings,
     ShadowConfig,
@@ -28,6 +29,6 @@ from gateway.settings.schema import (
 
 __all__ = [
     "DEFAULT_MAX_RESPONSE_BYTES", "AuditConfig", "AuthConfig", "ConfigError", "GatewayKey",
-    "JudgeConfig", "ServerConfig", "Settings", "ShadowConfig", "TelemetryConfig",
+    "JudgeConfig", "RedisConfig", "ServerConfig", "Settings", "ShadowConfig", "TelemetryConfig",
     "TenantConfig", "Timeouts", "UpstreamConfig", "default_policies_dir", "load_settings",
 ]
