@@ -43,6 +43,7 @@ from typing import Any
 
 from gateway.audit.sink import AuditSink, open_audit_sink
 from gateway.errors import UpstreamError
+from gateway.fleet.publisher import open_fleet_runner
 from gateway.http.exchange import ChatExchange
 from gateway.layers.base import Judge
 from gateway.layers.registry import BUILTIN, LayerRegistry
@@ -187,10 +188,16 @@ async def open_engine(settings: Settings, telemetry: Telemetry, *,
         return
     async with open_runtime(settings, telemetry=telemetry, layers=layers) as runtime:
         queue = ShadowQueue(settings.shadow, telemetry)
-        queue.start()
         sink = open_audit_sink(settings.audit.path)
         verifier, recorder = Verifier(runtime), Recorder(telemetry, sink)
-        runner = LocalRunner(queue, verifier, recorder, telemetry)
+        runner: JobRunner
+        fleet = None
+        if settings.shadow.runner == "redis":  # jobs to gateway workers (gateway.fleet)
+            fleet = await open_fleet_runner(settings, verifier, recorder, telemetry)
+            runner = fleet
+        else:
+            queue.start()
+            runner = LocalRunner(queue, verifier, recorder, telemetry)
         store = runtime.policies
         watcher = asyncio.create_task(store.watch()) if settings.reload_policies else None
         engine = VerityEngine(runtime, verifier, runner, queue, recorder)
@@ -202,4 +209,6 @@ async def open_engine(settings: Settings, telemetry: Telemetry, *,
                 with suppress(asyncio.CancelledError):
                     await watcher
             await queue.close()
+            if fleet is not None:
+                await fleet.close()
             await asyncio.to_thread(sink.close)
