@@ -139,12 +139,21 @@ class _Group:
         self.stopping = False
         self.status = 0
         self.restarts: list[float] = []
+        self.held: list[socket.socket] = []
+        """Listening sockets not yet handed to a worker (closed in each worker)."""
 
     def spawn(self, index: int, sock: socket.socket) -> None:
         pid = os.fork()
         if pid == 0:  # the worker: never returns
+            # Only its own socket: a copy of another worker's would keep that one in the
+            # group after its worker died, its share of connections never accepted.
+            for other in self.held:
+                if other is not sock:
+                    other.close()
             _child(self.settings, self.serve_one, sock, index, os.getppid())
         sock.close()  # the worker holds it: a dead worker's socket leaves the group
+        if sock in self.held:
+            self.held.remove(sock)
         self.children[pid] = index
 
     def stop(self, signum: int = 0, _frame: object = None) -> None:
@@ -210,6 +219,7 @@ def supervise(settings: Settings, socks: list[socket.socket], serve_one: ServeOn
     module docstring); the group's exit status."""
     group = _Group(settings, serve_one)
     group.port = socks[0].getsockname()[1]
+    group.held = list(socks)
     previous = {sig: signal.signal(sig, group.stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         for index, sock in enumerate(socks):

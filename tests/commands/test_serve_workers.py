@@ -129,3 +129,24 @@ def test_a_policy_edit_reaches_every_worker(served: tuple[str, Path, Path, Any])
                                       for b in seen.values())
 
     assert _wait(both_reloaded)
+
+
+def test_a_dead_worker_is_replaced_and_no_connection_is_stranded(
+        served: tuple[str, Path, Path, Any]) -> None:
+    url, _, _, proc = served
+    seen = _pids(url)
+    assert len(seen) == 2
+    victim = next(pid for pid, b in seen.items() if b["worker"]["index"] == 1)
+    os.kill(victim, signal.SIGKILL)
+
+    def replaced() -> bool:
+        now = _pids(url)
+        return len(now) == 2 and victim not in now
+
+    assert _wait(replaced)
+    # Every new connection is accepted: the dead worker's socket left the group (no other
+    # process kept a copy of it, where the kernel would keep queueing connections).
+    for _ in range(40):
+        with httpx.Client(timeout=5) as fresh:
+            assert fresh.get(url + "/healthz").status_code == 200
+    assert proc.poll() is None
