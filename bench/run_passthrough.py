@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import platform
 import shutil
@@ -84,10 +85,8 @@ def tree_cpu_seconds(pid: int) -> float:
         except OSError:
             continue
         if int(raw[raw.rindex(")") + 2:].split()[1]) == pid:  # field 4: ppid
-            try:
+            with contextlib.suppress(OSError, ValueError):  # it exited meanwhile
                 total += cpu_seconds(int(stat.parent.name))
-            except (OSError, ValueError):
-                pass
     return total
 
 
