@@ -32,7 +32,7 @@ def verdict_headers(policy: Policy, audit_id: str, applied: Applied) -> Headers:
     out = verity_headers(policy, "inline", audit_id)
     out += [
         (b"x-verity-verdict", v.verdict.encode()),
-        (b"x-verity-score", (b"n/a" if v.score is None else f"{v.score:.2f}".encode())),
+        (b"x-verity-score", (b"n/a" if v.score is None else f"{v.score:.4f}".encode())),
         (b"x-verity-action", applied.action.encode()),
         # "n/a" (like the score) when no layer ran, e.g. an answer of tool calls only
         (b"x-verity-layers", (v.layers_header() or "n/a").encode("latin-1", "replace")),
