@@ -11,6 +11,8 @@ read them through a consumer group, verify them with a runtime of their own
   compromised Redis must not run code in the workers), bounded and checked on the way in.
 - :mod:`~gateway.fleet.connect` — the Redis client from the settings (the optional
   ``redis`` package: ``pip install 'verity-gateway[redis]'``).
+- :mod:`~gateway.fleet.stream` — the stream commands both sides share (the group, its
+  backlog, delivery counts, trimming) and reading Redis' replies.
 - :mod:`~gateway.fleet.publisher` — :class:`~gateway.fleet.publisher.RedisRunner`, the
   relay's :class:`~gateway.verify.queue.JobRunner`: ``submit`` never waits; a bounded
   buffer is published in the background; Redis down, slow or backed up → the job is

@@ -42,7 +42,14 @@ from typing import TYPE_CHECKING, Any
 from gateway.fleet.codec import JobFormatError, decode_job, peek_audit_id
 from gateway.fleet.connect import redis_errors
 from gateway.fleet.ledger import DONE, Held, Ledger, recorded
-from gateway.fleet.publisher import ensure_group
+from gateway.fleet.stream import (
+    deliveries,
+    ensure_group,
+    entries_of,
+    forget_idle_consumers,
+    text,
+    trim,
+)
 from gateway.redact import exception_summary
 from gateway.settings import RedisConfig
 from gateway.telemetry import RequestTrace, Telemetry
@@ -61,8 +68,6 @@ log = logging.getLogger("gateway.fleet")
 
 BLOCK_MS = 1000
 """How long one read waits for new entries (the stop event is seen this often)."""
-FORGET_CONSUMER_MS = 3600 * 1000
-"""A consumer idle this long with nothing pending is removed from the group."""
 HOUSEKEEPING_SECONDS = 300.0
 
 
@@ -151,7 +156,7 @@ class FleetWorker:
                            type(exc).__name__)
                 await _sleep_unless(stop, 1.0)
                 continue
-            entries = _entries(got)
+            entries = entries_of(got)
             if start != ">":
                 if not entries:
                     start = ">"
@@ -176,7 +181,7 @@ class FleetWorker:
                 if time.monotonic() - self._last_housekeeping >= HOUSEKEEPING_SECONDS:
                     await self._housekeeping()
                 else:
-                    await self._trim()
+                    await trim(self.client, self.config.stream)
             except self._errors as exc:
                 self._warn("claim", "fleet: claiming idle entries failed (%s)",
                            type(exc).__name__)
@@ -214,9 +219,9 @@ class FleetWorker:
         reply = await self.client.xautoclaim(
             self.config.stream, self.config.group, self.name,
             int(self.config.claim_idle_seconds * 1000), start_id="0-0", count=free)
-        claimed = [(entry, data) for entry, data in _entries([[b"", reply[1]]])
+        claimed = [(entry, data) for entry, data in entries_of([[b"", reply[1]]])
                    if entry not in self._running]
-        deleted = [_text(e) for e in (reply[2] if len(reply) > 2 else [])]
+        deleted = [text(e) for e in (reply[2] if len(reply) > 2 else [])]
         if deleted:
             self.counts["lost"] += len(deleted)
             self.telemetry.count("fleet.lost", len(deleted))
@@ -232,38 +237,14 @@ class FleetWorker:
             self._dispatch(Delivery(entry, data, counts.get(entry, 1)))
 
     async def _deliveries(self, entries: list[str]) -> dict[str, int]:
-        """How many times each of ``entries`` (this consumer's) has been delivered."""
-        if not entries:
-            return {}
-        rows = await self.client.xpending_range(
-            self.config.stream, self.config.group, min=min(entries, key=_entry_key),
-            max=max(entries, key=_entry_key), count=len(entries) + self.concurrency,
-            consumername=self.name)
-        return {_text(r["message_id"]): int(r["times_delivered"]) for r in rows}
-
-    async def _trim(self) -> None:
-        """Trim the stream below the oldest entry any consumer group still needs."""
-        keep: list[str] = []
-        for info in await self.client.xinfo_groups(self.config.stream):
-            group = _text(info.get("name"))
-            summary = await self.client.xpending(self.config.stream, group)
-            if summary.get("pending"):
-                keep.append(_text(summary["min"]))
-            else:
-                keep.append(_next_id(_text(info.get("last-delivered-id") or "0-0")))
-        if keep:
-            await self.client.xtrim(self.config.stream, minid=min(keep, key=_entry_key),
-                                    approximate=True)
+        return await deliveries(self.client, self.config.stream, self.config.group,
+                                self.name, entries)
 
     async def _housekeeping(self) -> None:
         self._last_housekeeping = time.monotonic()
-        await self._trim()
-        for info in await self.client.xinfo_consumers(self.config.stream, self.config.group):
-            name = _text(info.get("name"))
-            if name != self.name and not info.get("pending") \
-                    and int(info.get("idle") or 0) > FORGET_CONSUMER_MS:
-                await self.client.xgroup_delconsumer(self.config.stream, self.config.group,
-                                                     name)
+        await trim(self.client, self.config.stream)
+        await forget_idle_consumers(self.client, self.config.stream, self.config.group,
+                                    keep=self.name)
 
     # ---- one job -------------------------------------------------------------------------
 
@@ -447,30 +428,3 @@ class FleetWorker:
 async def _sleep_unless(stop: asyncio.Event, seconds: float) -> None:
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(stop.wait(), seconds)
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _entries(reply: Any) -> list[tuple[str, bytes | None]]:
-    """``[(entry id, job bytes or None)]`` from an XREADGROUP / XAUTOCLAIM reply."""
-    out: list[tuple[str, bytes | None]] = []
-    for _stream, items in reply or ():
-        for entry, fields in items or ():
-            if not isinstance(fields, dict):  # trimmed away while pending
-                out.append((_text(entry), None))
-                continue
-            data = fields.get(b"job")
-            out.append((_text(entry), data if isinstance(data, bytes) else b""))
-    return out
-
-
-def _entry_key(entry: str) -> tuple[int, int]:
-    ms, _, seq = entry.partition("-")
-    return int(ms), int(seq or 0)
-
-
-def _next_id(entry: str) -> str:
-    ms, seq = _entry_key(entry)
-    return f"{ms}-{seq + 1}"

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from gateway.fleet.codec import encode_job
 from gateway.fleet.connect import open_redis, redis_errors
+from gateway.fleet.stream import backlog, ensure_group
 from gateway.settings import RedisConfig, Settings
 from gateway.telemetry import Telemetry
 from gateway.verify.job import VerificationJob
@@ -46,7 +47,7 @@ from gateway.verify.verifier import Verifier
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
-__all__ = ["RedisRunner", "ensure_group", "job_size", "open_fleet_runner"]
+__all__ = ["RedisRunner", "job_size", "open_fleet_runner"]
 
 log = logging.getLogger("gateway.fleet")
 
@@ -64,18 +65,6 @@ _NOTES = {
     "closed": "not verified: still queued at shutdown",
     "cancelled": "not verified: still queued at shutdown",
 }
-
-
-async def ensure_group(client: Redis, stream: str, group: str) -> None:
-    """Create the consumer group (and the stream) unless it exists. From the stream's
-    start: jobs published before the group existed are verified too."""
-    from redis.exceptions import ResponseError
-
-    try:
-        await client.xgroup_create(stream, group, id="0", mkstream=True)
-    except ResponseError as exc:
-        if "BUSYGROUP" not in str(exc):
-            raise
 
 
 def job_size(job: VerificationJob) -> int:
@@ -274,20 +263,6 @@ class RedisRunner:
             log.warning("fleet: Redis unreachable (%s); shadow jobs are shed until it "
                         "answers", type(exc).__name__)
         self.up = False
-
-
-async def backlog(client: Redis, stream: str, group: str) -> int | None:
-    """Jobs of ``group`` published and not yet acknowledged (not yet delivered plus
-    pending); the stream's length when Redis cannot count the undelivered ones."""
-    for info in await client.xinfo_groups(stream):
-        name = info.get("name")
-        if (name.decode() if isinstance(name, bytes) else name) != group:
-            continue
-        lag, pending = info.get("lag"), info.get("pending") or 0
-        if lag is None:
-            return int(await client.xlen(stream))
-        return int(lag) + int(pending)
-    return None
 
 
 def _kind(job: VerificationJob) -> str:
