@@ -256,3 +256,41 @@ def test_without_redis_the_relay_serves_and_records_what_it_shed(
     assert all(r["note"] == "not verified: Redis was unreachable" for r in records())
     status = relay.app.proxy.engine.runner.status()  # type: ignore[union-attr]
     assert status["redis"] == "down" and status["dropped_by_reason"] == {"redis_down": 3}
+
+
+def test_an_inline_policys_candidates_are_evaluated_by_the_worker(
+        make_gateway: GatewayFactory, redis_url: str, stream: str, tmp_path: Path,
+        client_redis: Any) -> None:
+    policies = tmp_path / "inline-policies"
+    policies.mkdir()
+    (policies / "live.yaml").write_text(
+        "mode: inline\ndefault: true\ncandidates: [strict]\n"
+        "layers: [{name: keyword, config: {block: [zzz]}}]\n", encoding="utf-8")
+    (policies / "strict.yaml").write_text(
+        'mode: inline\nmatch: {models: ["never-*"]}\n'
+        "layers: [{name: length, config: {max_chars: 5}}]\nactions: {fail: {type: block}}\n",
+        encoding="utf-8")
+    relay = make_gateway(policies_dir=str(policies), shadow={"runner": "redis"},
+                         redis={"url": redis_url, "stream": stream, "timeout": 15})
+    workers = Workers(tmp_path, redis_url, stream)
+    workers.config.write_text(workers.config.read_text(encoding="utf-8").replace(
+        f"policies_dir: {default_policies_dir()}", f"policies_dir: {policies}"),
+        encoding="utf-8")
+    try:
+        with openai.OpenAI(base_url=relay.base_url, api_key="sk-test", max_retries=0) as c:
+            raw = c.chat.completions.with_raw_response.create(
+                model="m", messages=[{"role": "user", "content": "hello"}])
+        assert raw.headers["x-verity-verdict"] == "pass"  # the live verdict, inline
+        audit_id = raw.headers["x-verity-audit-id"]
+        _wait(lambda: _accounted(relay, 1), message="the candidates job published")
+        workers.start("w1")
+        _wait(lambda: _settled(client_redis, stream) and workers.records(),
+              message="the candidates recorded")
+        (rec,) = workers.records()
+        assert rec["audit_id"] == audit_id and rec["policy"] == "live"
+        assert rec["verdict"] == "pass" and rec["mode"] == "inline"
+        (cand,) = rec["candidates"]
+        assert cand["name"] == "strict" and cand["verdict"] == "fail"
+        assert _relay_records(relay) == []
+    finally:
+        workers.stop_all()
