@@ -14,7 +14,8 @@ full — when:
 - ``backlog``: the workers are behind by ``redis.max_backlog`` jobs (published and not
   yet acknowledged, read every second) — so the stream's trim never reaches a job that
   was not verified, and a fleet without workers holds a bounded stream;
-- ``too_large``: the encoded job is over ``redis.max_job_bytes``;
+- ``too_large``: the encoded job is over ``redis.max_job_bytes``; ``unencodable``: it
+  holds a value JSON cannot carry (the publisher never stops on one job);
 - ``closed`` / ``cancelled``: shutdown (still buffered after ``shadow.drain_seconds``).
 
 Every command is bounded by ``redis.timeout``; a client request never waits for
@@ -62,6 +63,7 @@ _NOTES = {
     "redis_error": "not verified: publishing to Redis failed",
     "backlog": "not verified: the workers' backlog was full (redis.max_backlog)",
     "too_large": "not verified: the job is over redis.max_job_bytes",
+    "unencodable": "not verified: the job could not be encoded for the stream",
     "closed": "not verified: still queued at shutdown",
     "cancelled": "not verified: still queued at shutdown",
 }
@@ -220,7 +222,11 @@ class RedisRunner:
             if not self.up:
                 self._shed(job, "redis_down")
                 continue
-            data = encode_job(job)
+            try:
+                data = encode_job(job)
+            except (TypeError, ValueError):  # e.g. an integer over 64 bits in metadata
+                self._shed(job, "unencodable")
+                continue
             if len(data) > self.config.max_job_bytes:
                 self._shed(job, "too_large")
             else:
