@@ -239,7 +239,9 @@ class RedisRunner:
                 pipe.xadd(self.config.stream, {b"job": data}, maxlen=self.config.maxlen,
                           approximate=True)
             await pipe.execute()
-        except self._errors as exc:
+        except Exception as exc:  # noqa: BLE001 - the batch is shed and recorded, whatever broke
+            if not isinstance(exc, self._errors):
+                log.exception("fleet: publishing a batch failed")
             self._went_down(exc)
             for job, _ in entries:
                 self._shed(job, "redis_error")
@@ -261,7 +263,9 @@ class RedisRunner:
                 log.info("fleet: Redis reachable; publishing jobs to stream %r",
                          self.config.stream)
             self.backlog = await backlog(self.client, self.config.stream, self.config.group)
-        except self._errors as exc:
+        except Exception as exc:  # noqa: BLE001 - the monitor outlives any failure
+            if not isinstance(exc, self._errors):
+                log.exception("fleet: probing Redis failed")
             self._went_down(exc)
 
     def _went_down(self, exc: BaseException) -> None:

@@ -125,27 +125,33 @@ def _wait(what: Callable[[], Any], timeout: float = 120.0, message: str = "condi
         time.sleep(0.1)
 
 
-def _send(relay: ServedGateway, n: int) -> list[str]:
+def _client(relay: ServedGateway) -> openai.OpenAI:
+    """The SDK client of a test. Close it only once the relay has accounted for every job:
+    a connection closed while the relay still finishes the last request cancels that
+    request, and its record then says ``client disconnected`` instead of being a job."""
+    return openai.OpenAI(base_url=relay.base_url, api_key="sk-test", max_retries=0)
+
+
+def _send(client: openai.OpenAI, n: int) -> list[str]:
     """``n`` chat completions through the relay with the openai SDK (every third one
     streamed); their audit ids."""
     ids = []
     rag = ("<context>The Eiffel Tower is in Paris. It was finished in 1889 and is 330 metres "
            "tall.</context>")
-    with openai.OpenAI(base_url=relay.base_url, api_key="sk-test", max_retries=0) as client:
-        for i in range(n):
-            messages = [{"role": "system", "content": rag},
-                        {"role": "user", "content": f"When was the Eiffel Tower finished? {i}"}]
-            if i % 3 == 2:
-                with client.chat.completions.with_streaming_response.create(
-                        model="m", messages=messages, stream=True) as got:
-                    ids.append(got.headers["x-verity-audit-id"])
-                    assert "".join(c.choices[0].delta.content or "" for c in got.parse()
-                                   if c.choices)
-            else:
-                raw = client.chat.completions.with_raw_response.create(model="m",
-                                                                       messages=messages)
-                ids.append(raw.headers["x-verity-audit-id"])
-                assert raw.parse().choices[0].message.content
+    for i in range(n):
+        messages = [{"role": "system", "content": rag},
+                    {"role": "user", "content": f"When was the Eiffel Tower finished? {i}"}]
+        if i % 3 == 2:
+            with client.chat.completions.with_streaming_response.create(
+                    model="m", messages=messages, stream=True) as got:
+                ids.append(got.headers["x-verity-audit-id"])
+                assert "".join(c.choices[0].delta.content or "" for c in got.parse()
+                               if c.choices)
+        else:
+            raw = client.chat.completions.with_raw_response.create(model="m",
+                                                                   messages=messages)
+            ids.append(raw.headers["x-verity-audit-id"])
+            assert raw.parse().choices[0].message.content
     return ids
 
 
@@ -158,10 +164,11 @@ def _settled(client: Any, stream: str) -> bool:
 def test_relay_to_redis_to_worker(make_gateway: GatewayFactory, redis_url: str,
                                   stream: str, workers: Workers, client_redis: Any) -> None:
     relay = _relay(make_gateway, redis_url, stream)
-    ids = _send(relay, 12)
+    with _client(relay) as client:
+        ids = _send(client, 12)
+        _wait(lambda: _accounted(relay, 12), message="12 jobs published")
     shadow = relay.app.proxy.engine.runner.status()  # type: ignore[union-attr]
     assert shadow["runner"] == "redis"
-    _wait(lambda: _accounted(relay, 12), message="12 jobs published")
     assert _relay_records(relay) == [], "nothing was shed"
     assert client_redis.xlen(stream) == 12
     proc = workers.start("w1")
@@ -182,8 +189,9 @@ def test_a_worker_killed_mid_load_loses_no_job(make_gateway: GatewayFactory, red
                                                client_redis: Any) -> None:
     relay = _relay(make_gateway, redis_url, stream)
     n = 150
-    ids = _send(relay, n)
-    _wait(lambda: _accounted(relay, n), message=f"{n} jobs published or shed")
+    with _client(relay) as client:
+        ids = _send(client, n)
+        _wait(lambda: _accounted(relay, n), message=f"{n} jobs published or shed")
     shed = {r["audit_id"] for r in _relay_records(relay)}
     assert len(shed) < n - 40, "most jobs reached the stream"
     first = workers.start("w1")
@@ -243,7 +251,9 @@ def test_without_redis_the_relay_serves_and_records_what_it_shed(
 
     relay = make_gateway(policies_dir=str(default_policies_dir()), shadow={"runner": "redis"},
                          redis={"url": f"redis://127.0.0.1:{free_port()}/0", "timeout": 0.5})
-    ids = _send(relay, 3)  # the clients are served as ever
+    with _client(relay) as client:
+        ids = _send(client, 3)  # the clients are served as ever
+        wait_until(lambda: _accounted(relay, 3), timeout=30, message="3 jobs shed")
     audit = Path(relay.settings.audit.path or "")
 
     def records() -> list[dict[str, Any]]:
@@ -253,7 +263,7 @@ def test_without_redis_the_relay_serves_and_records_what_it_shed(
 
     wait_until(lambda: len(records()) == 3, timeout=30, message="3 shed records")
     assert sorted(r["audit_id"] for r in records()) == sorted(ids)
-    assert all(r["note"] == "not verified: Redis was unreachable" for r in records())
+    assert [r["note"] for r in records()] == ["not verified: Redis was unreachable"] * 3
     status = relay.app.proxy.engine.runner.status()  # type: ignore[union-attr]
     assert status["redis"] == "down" and status["dropped_by_reason"] == {"redis_down": 3}
 
@@ -277,12 +287,12 @@ def test_an_inline_policys_candidates_are_evaluated_by_the_worker(
         f"policies_dir: {default_policies_dir()}", f"policies_dir: {policies}"),
         encoding="utf-8")
     try:
-        with openai.OpenAI(base_url=relay.base_url, api_key="sk-test", max_retries=0) as c:
+        with _client(relay) as c:
             raw = c.chat.completions.with_raw_response.create(
                 model="m", messages=[{"role": "user", "content": "hello"}])
+            _wait(lambda: _accounted(relay, 1), message="the candidates job published")
         assert raw.headers["x-verity-verdict"] == "pass"  # the live verdict, inline
         audit_id = raw.headers["x-verity-audit-id"]
-        _wait(lambda: _accounted(relay, 1), message="the candidates job published")
         workers.start("w1")
         _wait(lambda: _settled(client_redis, stream) and workers.records(),
               message="the candidates recorded")
