@@ -22,7 +22,9 @@ Prints a Markdown table and writes JSON to ``bench/results/`` (gitignored).
 ``--policies DIR`` starts the gateway with that policies directory (shadow /
 inline runs); ``--workers N`` starts it with N relay processes (its CPU is then the
 supervisor's plus its workers'); ``--gateway-env K=V`` adds gateway environment (e.g. an OTLP
-endpoint); ``--label`` names the run in the output file.
+endpoint); ``--label`` names the run in the output file; ``--keyed`` runs it in
+gateway-keys mode with an upstream key (the load authenticates): the configuration
+with secrets to keep out of responses (``gateway/upstream/scrub.py``).
 """
 
 from __future__ import annotations
@@ -56,6 +58,8 @@ from loadgen import LoadResult, new_event_loop, run_load  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 CHAT = "/v1/chat/completions"
+BENCH_GATEWAY_KEY = "gw-bench-key-0123456789abcdef"
+BENCH_UPSTREAM_KEY = "sk-bench-upstream-0123456789abcdef"
 BUSY = 0.10  # share of one CPU used by other processes above which a cell is flagged
 
 
@@ -190,8 +194,8 @@ class Cell:
 
 
 def run_cell(loop: asyncio.AbstractEventLoop, url: str, *, stream: bool, concurrency: int,
-             latency_ms: float, args: argparse.Namespace, gateway_pid: int, mock_pid: int
-             ) -> tuple[LoadResult, dict[str, float]]:
+             latency_ms: float, args: argparse.Namespace, gateway_pid: int, mock_pid: int,
+             headers: dict[str, str] | None = None) -> tuple[LoadResult, dict[str, float]]:
     """One measured cell; CPU deltas cover the measured window (after the warm-up)."""
     snap: list[float] = []
 
@@ -203,7 +207,8 @@ def run_cell(loop: asyncio.AbstractEventLoop, url: str, *, stream: bool, concurr
         wait_for_quiet(args.quiet_threshold, args.quiet_wait)
     result = loop.run_until_complete(run_load(
         url, concurrency=concurrency, requests=args.requests, duration=args.duration,
-        warmup=args.warmup, ramp=ramp, stream=stream, on_measure=on_measure))
+        warmup=args.warmup, ramp=ramp, stream=stream, on_measure=on_measure,
+        headers=headers))
     if not snap:
         return result, {"gateway": 0.0, "mock": 0.0, "foreign": 0.0, "steal": 0.0}
     busy, steal = system_cpu()
@@ -225,6 +230,14 @@ def run_matrix(args: argparse.Namespace, pin: bool, workdir: Path, log: Path) ->
     for kv in args.gateway_env:
         key, _, value = kv.partition("=")
         gw_env[key] = value
+    keyed: list[str] = []
+    load_headers: dict[str, str] | None = None
+    if args.keyed:  # gateway keys + an upstream key: the configuration that has secrets
+        gw_env.update(GATEWAY_AUTH__KEYS="[{name: bench, tenant: bench, "
+                                         "key_env: BENCH_GATEWAY_KEY}]",
+                      BENCH_GATEWAY_KEY=BENCH_GATEWAY_KEY, BENCH_UPSTREAM_KEY=BENCH_UPSTREAM_KEY)
+        keyed = ["--upstream-key-env", "BENCH_UPSTREAM_KEY"]
+        load_headers = {"authorization": f"Bearer {BENCH_GATEWAY_KEY}"}
     loop = new_event_loop()
     try:
         for latency in args.latencies:
@@ -236,7 +249,7 @@ def run_matrix(args: argparse.Namespace, pin: bool, workdir: Path, log: Path) ->
             gw_argv = [*_pin(args.gateway_cpus if pin else None), sys.executable, "-m",
                        "gateway", "serve", "--host", "127.0.0.1", "--port", str(gport),
                        "--upstream", f"http://127.0.0.1:{mport}/v1", "--policies", policies,
-                       "--workers", str(args.workers)]
+                       "--workers", str(args.workers), *keyed]
             with process("mock", mock_argv, env=base_env, cwd=str(workdir), log=log,
                          ready_url=f"http://127.0.0.1:{mport}/v1/models") as mock, \
                     process("gateway", gw_argv, env=gw_env, cwd=str(workdir), log=log,
@@ -248,7 +261,8 @@ def run_matrix(args: argparse.Namespace, pin: bool, workdir: Path, log: Path) ->
                             res, cpu = run_cell(loop, url, stream=stream,
                                                        concurrency=c, latency_ms=latency,
                                                        args=args,
-                                                       gateway_pid=gw.pid, mock_pid=mock.pid)
+                                                       gateway_pid=gw.pid, mock_pid=mock.pid,
+                                                       headers=load_headers)
                             cell = Cell(latency, stream, c, target, res,
                                         cpu["gateway"] if target == "gateway" else None,
                                         cpu["mock"], cpu["foreign"], cpu["steal"])
@@ -356,6 +370,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="gateway policies directory (default: an empty one = pass-through)")
     p.add_argument("--gateway-env", metavar="K=V", action="append", default=[],
                    help="extra gateway environment (repeatable)")
+    p.add_argument("--keyed", action="store_true",
+                   help="gateway-keys mode with an upstream key (the load sends the gateway "
+                        "key): the configuration whose secrets are kept out of responses")
     p.add_argument("--quiet-wait", type=float, default=0.0, metavar="S",
                    help="on a shared box, wait up to S seconds before each cell for other "
                         "processes to go quiet (see --quiet-threshold)")
@@ -399,7 +416,7 @@ def main(argv: list[str] | None = None) -> int:
                            "requests_cap": args.requests, "chunks": args.chunks,
                            "mock": args.mock, "policies": args.policies,
                            "ramp": not args.no_ramp, "quiet_wait_s": args.quiet_wait,
-                           "workers": args.workers},
+                           "workers": args.workers, "keyed": args.keyed},
               "wall_s": round(time.monotonic() - t0, 1),
               "cells": [c.row() for c in cells], "table": table}
     path = args.out / f"{args.label}-{stamp}.json"

@@ -16,16 +16,17 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppres
 from functools import partial
 from typing import Any
 
+from gateway.dashboard.mount import DashboardMount
 from gateway.errors import GatewayError, NotFound, NotReady
 from gateway.http.asgi import send_error, send_json
-from gateway.http.auth import Authenticator
+from gateway.http.auth import Authenticator, authorization
 from gateway.http.chat import Engine
 from gateway.http.endpoints import Endpoints
 from gateway.layers.registry import BUILTIN, LayerRegistry
 from gateway.modes.dispatch import open_engine
 from gateway.settings import Settings
 from gateway.telemetry import Telemetry, create_telemetry
-from gateway.upstream import open_client
+from gateway.upstream import configured_secrets, open_client
 from gateway.upstream.router import Upstreams
 
 __all__ = ["GatewayApp", "create_app"]
@@ -50,6 +51,8 @@ class GatewayApp:
         self._engine_factory = engine_factory
         self.proxy: Endpoints | None = None
         """The endpoints, while the lifespan runs (``None`` before and after)."""
+        self.dashboard: DashboardMount | None = None
+        """The audit pages (``audit.dashboard.path``), while the lifespan runs."""
         self.ready = False
         self.worker: tuple[int, int] | None = None
         """(index, count) when this is one of ``server.workers`` processes (``/readyz``)."""
@@ -60,9 +63,13 @@ class GatewayApp:
         telemetry = self._telemetry or create_telemetry()
         log.info("%s", telemetry.describe())
         trace_configs = telemetry.aiohttp_trace_configs()  # [] when telemetry is off
-        clients = [open_client(u, trace_configs) for u in self.settings.upstreams]
-        upstreams = Upstreams(clients, use_own_key=auth.enabled)
+        secrets = configured_secrets(self.settings)  # kept out of what upstreams send back
+        clients = [open_client(u, trace_configs, secrets) for u in self.settings.upstreams]
+        upstreams = Upstreams(clients, use_own_key=auth.enabled, routing=self.settings.routing)
+        telemetry.gauge_upstreams(upstreams.health_gauges)
         proxy = Endpoints(self.settings, upstreams, auth, telemetry)
+        if self.settings.audit.dashboard.path:
+            self.dashboard = DashboardMount(self.settings.audit, auth)
         factory = self._engine_factory or partial(open_engine, layers=self.layers)
         try:
             async with factory(self.settings, telemetry) as engine:
@@ -81,6 +88,9 @@ class GatewayApp:
                     self.ready = False
         finally:
             await upstreams.aclose()
+            if self.dashboard is not None:
+                self.dashboard.close()
+                self.dashboard = None
             # Last, after the shadow drain and the audit's flush (both in the engine's
             # exit): spans those produced are exported too, within flush_seconds.
             telemetry.shutdown(self.settings.telemetry.flush_seconds)
@@ -95,7 +105,14 @@ class GatewayApp:
                 if proxy is not None:
                     if path == "/v1/chat/completions" or path == "/v1/chat/completions/":
                         return await proxy.chat_completions(scope, receive, send)
+                    if path == "/v1/responses" or path == "/v1/responses/":
+                        return await proxy.responses_api(scope, receive, send)
+                    if path.startswith("/v1/messages") and path.rstrip("/") in (
+                            "/v1/messages", "/v1/messages/count_tokens"):
+                        return await proxy.messages(scope, receive, send)
                     if path == "/v1/models" and scope["method"] == "GET":
+                        if any(k == b"anthropic-version" for k, _ in scope["headers"]):
+                            return await proxy.anthropic_models(scope, receive, send)
                         return await proxy.models(scope, receive, send)
                     if path.startswith("/v1/"):
                         return await proxy.forward(scope, receive, send)
@@ -103,6 +120,9 @@ class GatewayApp:
                     return await send_json(send, 200, {"status": "ok"})
                 if path == "/readyz":
                     return await self._readyz(scope, send)
+                dashboard = self.dashboard
+                if dashboard is not None and dashboard.matches(path):
+                    return await dashboard(scope, receive, send)
                 if proxy is None and path.startswith("/v1/"):
                     return await send_error(send, NotReady("The gateway is not ready yet."))
                 return await send_error(send, NotFound(f"Unknown path {path!r}."))
@@ -121,8 +141,10 @@ class GatewayApp:
 
     async def _readyz(self, scope: Mapping[str, Any], send: Any) -> None:
         """200 ``{"status": "ready"}`` / 503 ``{"status": "not ready"}``; the detail
-        (policy files and their errors, the shadow queue) only to whom
-        ``readyz_detail`` allows: it names paths and configuration problems."""
+        (policy files and their errors, the shadow queue, each upstream's health and
+        each pool's members) only to whom ``readyz_detail`` allows: it names paths and
+        configuration problems. Upstream health never makes the gateway unready: every
+        replica would go unready at once, and a failing upstream is not one of ours."""
         ready = self.ready
         engine = self.proxy.engine if self.proxy else None
         detail: dict[str, Any] = {}
@@ -134,6 +156,8 @@ class GatewayApp:
         if self.worker is not None:
             detail = {**detail, "worker": {"index": self.worker[0], "of": self.worker[1],
                                            "pid": os.getpid()}}
+        if self.proxy is not None:  # shown, never counted: a failing upstream is not ours
+            detail["upstreams"] = self.proxy.upstreams.snapshot().as_dict()
         status = {"status": "ready" if ready else "not ready"}
         try:
             shown = self._readyz_detail_allowed(scope)
@@ -147,8 +171,8 @@ class GatewayApp:
         auth = self.proxy.auth if self.proxy is not None else None
         if auth is None or not auth.enabled:  # forward mode (or not started): no key to check
             return False
-        authorization = next((v for k, v in scope["headers"] if k == b"authorization"), None)
-        return authorization is not None and auth.authenticate(authorization) is not None
+        credential = authorization(scope["headers"])  # several: 401, as on /v1
+        return credential is not None and auth.authenticate(credential) is not None
 
     async def _lifespan(self, receive: Any, send: Any) -> None:
         message = await receive()

@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "gateway"
 
 HTTP_AND_PROVIDERS = ("gateway.http", "gateway.modes", "gateway.upstream", "gateway.app",
-                      "gateway.runtime", "gateway.testing", "starlette", "aiohttp", "httpx",
+                      "gateway.runtime", "gateway.pool", "gateway.testing", "starlette",
+                      "aiohttp", "httpx",
                       "httpx2", "uvicorn", "openai", "anthropic")
 """What verification never reaches: HTTP, the relay, the providers, the composition root."""
 LIBRARIES = ("gateway.text", "gateway.sources", "gateway.layers", "gateway.policy",
@@ -31,10 +32,16 @@ RULES = [
     (("gateway.fleet",), HTTP_AND_PROVIDERS),
     (("gateway.wire",), HTTP_AND_PROVIDERS + ("gateway.verify", "gateway.telemetry",
                                               "gateway.audit", "gateway.layers")),
-    (("gateway.http",), ("gateway.modes", "gateway.verify", "gateway.app", "gateway.runtime")),
+    (("gateway.http",), ("gateway.modes", "gateway.verify", "gateway.app", "gateway.runtime",
+                         "gateway.dashboard")),
+    (("gateway.pool",), ("gateway.http", "gateway.modes", "gateway.app", "gateway.testing",
+                         "aiohttp", "uvicorn", "starlette")),
     (("gateway.telemetry", "gateway.audit"),
-     ("gateway.http", "gateway.modes", "gateway.upstream", "gateway.app", "gateway.runtime",
+     ("gateway.dashboard", "starlette", "gateway.http", "gateway.modes", "gateway.upstream", "gateway.app", "gateway.runtime",
       "gateway.testing", "gateway.verify", "gateway.layers", "gateway.policy")),
+    (("gateway.dashboard",), ("gateway.modes", "gateway.verify", "gateway.runtime",
+                              "gateway.upstream", "gateway.app", "gateway.layers",
+                              "gateway.policy", "gateway.commands")),
     (("gateway.settings", "gateway.errors", "gateway.types", "gateway.redact"),
      HTTP_AND_PROVIDERS + ("gateway.verify", "gateway.telemetry", "gateway.audit",
                            "gateway.layers", "gateway.policy", "gateway.text",

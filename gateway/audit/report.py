@@ -1,160 +1,188 @@
-"""Read the JSONL audit file and summarise it (``gateway audit …``).
+"""The audit summarised: what ``gateway audit report`` and ``tail`` print.
 
-The report answers the question a team asks before turning a shadow policy
-inline: *what would it have done?* — verdicts and actions by policy and mode,
-each layer's scores, latency and errors, and how often each candidate policy's
-verdict differed from the live one.
+The report answers the question a team asks before turning a shadow policy inline:
+*what would it have done?* — verdicts and actions by policy and mode, each layer's
+scores, fire rate, latency, errors and judge cost, and how a candidate policy's
+decisions differ from the live one's ("would have blocked N more, M fewer").
+:func:`summarize` asks an :class:`~gateway.audit.store.AuditStore` (three grouped
+queries, whatever the number of records); :func:`render_report` and
+:func:`format_record_lines` lay the results out in columns as wide as their widest
+value, so no value ever runs into the next.
 """
 
 from __future__ import annotations
 
-import math
-from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator
-from pathlib import Path
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-import orjson
+from gateway.audit.filters import AuditFilter
 
-__all__ = ["iter_records", "summarize_records", "format_record_line", "render_report"]
+if TYPE_CHECKING:
+    from gateway.audit.store import AuditStore
 
-
-def iter_records(path: Path) -> Iterator[dict[str, Any]]:
-    """Records of an audit file, oldest first; a torn last line is skipped."""
-    with path.open("rb") as fh:
-        for line in fh:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                rec = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                continue
-            if isinstance(rec, dict):
-                yield rec
-
-
-def _pct(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
-
-
-def summarize_records(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    total = 0
-    outcomes: Counter[tuple[str, str, str | None, str | None]] = Counter()
-    layer_scores: dict[str, list[float]] = defaultdict(list)
-    layer_lat: dict[str, list[float]] = defaultdict(list)
-    layer_fail: Counter[str] = Counter()
-    layer_err: Counter[str] = Counter()
-    cand_total: Counter[tuple[str, str]] = Counter()
-    cand_diff: Counter[tuple[str, str]] = Counter()
-    cand_verdicts: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
-    for rec in records:
-        total += 1
-        policy = str(rec.get("policy"))
-        outcomes[(policy, str(rec.get("mode")), _opt_str(rec.get("verdict")),
-                  _opt_str(rec.get("action")))] += 1
-        for layer in rec.get("layers") or ():
-            key = f"{policy}/{layer.get('key') or layer.get('name')}"
-            if layer.get("error"):
-                layer_err[key] += 1
-            elif not layer.get("skipped"):
-                if layer.get("score") is not None:
-                    layer_scores[key].append(float(layer["score"]))
-                if layer.get("passed") is False:
-                    layer_fail[key] += 1
-            if layer.get("latency_ms") is not None:
-                layer_lat[key].append(float(layer["latency_ms"]))
-        for cand in rec.get("candidates") or ():
-            pair = (policy, str(cand.get("name")))
-            cand_total[pair] += 1
-            verdict = str(cand.get("verdict") or cand.get("error") or "none")
-            cand_verdicts[pair][verdict] += 1
-            if cand.get("verdict") != rec.get("verdict"):
-                cand_diff[pair] += 1
-    layers = {}
-    for key in sorted(set(layer_scores) | set(layer_lat) | set(layer_err)):
-        scores = layer_scores.get(key, [])
-        layers[key] = {
-            "n": len(scores), "mean_score": sum(scores) / len(scores) if scores else None,
-            "failed": layer_fail[key], "errors": layer_err[key],
-            "latency_ms_p50": _pct(layer_lat.get(key, []), 0.5),
-            "latency_ms_p99": _pct(layer_lat.get(key, []), 0.99)}
-    return {
-        "records": total,
-        # verdict and action are null (JSON) for a record that was never verified
-        "outcomes": [{"policy": p, "mode": m, "verdict": v, "action": a, "count": n}
-                     for (p, m, v, a), n in sorted(outcomes.items(), key=_outcome_order)],
-        "layers": layers,
-        "candidates": [{"policy": p, "candidate": c, "evaluated": n,
-                        "verdict_differs": cand_diff[(p, c)],
-                        "verdicts": dict(cand_verdicts[(p, c)])}
-                       for (p, c), n in sorted(cand_total.items())],
-    }
-
-
-def _opt_str(value: Any) -> str | None:
-    return None if value is None else str(value)
-
-
-def _outcome_order(item: tuple[tuple[str, str, str | None, str | None], int]) -> tuple[Any, ...]:
-    (p, m, v, a), _ = item  # None (not verified) sorts after every verdict / action
-    return p, m, v is None, v or "", a is None, a or ""
-
+__all__ = ["BLOCKING", "NOT_VERIFIED", "format_record_lines", "render_report",
+           "render_table", "summarize"]
 
 NOT_VERIFIED = "not verified"
 _NOTE_PREFIX = NOT_VERIFIED + ": "
+BLOCKING = ("block",)
+"""Actions that withhold the answer: what "would have blocked" counts."""
+POLICY_WIDTH = 40
+"""``tail``'s policy/mode column at most (longer names are cut with ``…``)."""
+ACTION_WIDTH = 48
+"""``tail``'s action column at most (a long not-verified reason is cut with ``…``)."""
 
 
-def format_record_line(rec: dict[str, Any]) -> str:
-    """One fixed-column line: time, audit id, policy/mode, verdict, score, action, layers.
+def summarize(store: AuditStore, where: AuditFilter | None = None) -> dict[str, Any]:
+    """The report's numbers for the records ``where`` selects (JSON-ready)."""
+    cond, params = (where or AuditFilter()).sql()
+    total = store.query(f"SELECT count(*) FROM records WHERE {cond}", params)[0][0]
+    outcomes = [{"policy": p, "mode": m, "verdict": v, "action": a, "count": n}
+                for p, m, v, a, n in store.query(
+                    f"SELECT policy, mode, verdict, action, count(*) FROM records "
+                    f"WHERE {cond} GROUP BY ALL ORDER BY policy, mode, verdict NULLS LAST, "
+                    f"action NULLS LAST", params)]
+    ran = "layer_error IS NULL AND NOT coalesce(layer_skipped, false)"
+    layers = {}
+    for (policy, key, runs, n, mean, failed, errors, skipped, pct, cost,
+         calls) in store.query(f"""
+            SELECT policy, layer_key, count(*),
+                   count(layer_score) FILTER (WHERE {ran}),
+                   avg(layer_score) FILTER (WHERE {ran}),
+                   count(*) FILTER (WHERE {ran} AND layer_passed = false),
+                   count(*) FILTER (WHERE layer_error IS NOT NULL),
+                   count(*) FILTER (WHERE layer_skipped AND layer_error IS NULL),
+                   quantile_disc(layer_latency_ms, [0.5, 0.99]),
+                   coalesce(sum(layer_cost), 0), coalesce(sum(layer_judge_calls), 0)
+            FROM layers WHERE {cond} GROUP BY ALL ORDER BY ALL""", params):
+        p50, p99 = pct if pct is not None else (None, None)
+        layers[f"{policy}/{key}"] = {
+            "runs": runs, "n": n, "mean_score": mean, "failed": failed, "errors": errors,
+            "skipped": skipped, "fire_rate": failed / n if n else None,
+            "latency_ms_p50": p50, "latency_ms_p99": p99, "cost": cost, "judge_calls": calls}
+    blocking = list(BLOCKING)
+    candidates: dict[tuple[str, str], dict[str, Any]] = {}
+    for policy, cand, verdict, n, differs, more, fewer in store.query(f"""
+            SELECT policy, candidate_name,
+                   coalesce(candidate_verdict, candidate_error, 'none'), count(*),
+                   count(*) FILTER (WHERE candidate_verdict IS DISTINCT FROM verdict),
+                   count(*) FILTER (WHERE list_contains($blocking, candidate_action)
+                                    AND NOT coalesce(list_contains($blocking, action), false)),
+                   count(*) FILTER (WHERE list_contains($blocking, action)
+                                    AND NOT coalesce(list_contains($blocking, candidate_action),
+                                                     false))
+            FROM candidates WHERE {cond} GROUP BY ALL ORDER BY ALL""",
+            {**params, "blocking": blocking}):
+        row = candidates.setdefault((policy, cand), {
+            "policy": policy, "candidate": cand, "evaluated": 0, "verdict_differs": 0,
+            "would_block_more": 0, "would_block_fewer": 0, "verdicts": {}})
+        row["evaluated"] += n
+        row["verdict_differs"] += differs
+        row["would_block_more"] += more
+        row["would_block_fewer"] += fewer
+        row["verdicts"][verdict] = n
+    return {"records": total,
+            # verdict and action are null (JSON) for a record that was never verified
+            "outcomes": outcomes, "layers": layers, "candidates": list(candidates.values())}
 
-    A record that was never verified (``verdict`` null: the upstream failed, the
-    shadow queue dropped it, ...) shows ``not verified`` in the verdict column and
-    the reason from its ``note`` in the action column.
-    """
-    layers = " ".join(
-        f"{lay.get('key')}={'err' if lay.get('error') else 'skip' if lay.get('skipped') else format(lay.get('score') or 0.0, '.2f')}"
-        for lay in rec.get("layers") or ())
-    where = f"{rec.get('policy')}/{rec.get('mode')}"
-    if rec.get("verdict") is None:
-        note = str(rec.get("note") or "")
-        reason = note[len(_NOTE_PREFIX):] if note.startswith(_NOTE_PREFIX) else note
-        verdict, score_text = NOT_VERIFIED, ""
-        action = "   " + format(f"({reason})" if reason else "", "<24")
-    else:
-        score = rec.get("score")
-        verdict = str(rec.get("verdict"))
-        score_text = "n/a" if score is None else f"{score:.2f}"
-        applied = "" if rec.get("applied", True) else " (not applied)"
-        action = "-> " + format(f"{rec.get('action')}{applied}", "<24")
-    return (f"{str(rec.get('started_at') or '')[:19]:<19}  {rec.get('audit_id')}  "
-            f"{where:<20}  {verdict:<12} {score_text:>4}  {action}  [{layers}]")
+
+def render_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *,
+                 right: Sequence[bool] = (), indent: str = "  ", gap: int = 2) -> list[str]:
+    """Lines of a table whose columns are as wide as their widest cell, ``gap``
+    spaces apart; ``right[i]`` right-aligns column ``i`` (numbers)."""
+    cells = [[str(h) for h in headers], *[[_cell(v) for v in row] for row in rows]]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    out = []
+    for row in cells:
+        parts = [(c.rjust(w) if i < len(right) and right[i] else c.ljust(w))
+                 for i, (c, w) in enumerate(zip(row, widths, strict=True))]
+        out.append(indent + (" " * gap).join(parts).rstrip())
+    return out
 
 
-def _f(x: Any) -> str:
-    return "—" if x is None else f"{x:.3f}" if isinstance(x, float) else str(x)
+def _cell(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return str(value)
+
+
+def _ms(value: Any) -> str:
+    return "—" if value is None else f"{value:.1f}"
 
 
 def render_report(summary: dict[str, Any]) -> str:
     out = [f"records: {summary['records']}", "", "verdicts and actions:"]
-    out.append(f"  {'policy':<18}{'mode':<8}{'verdict':<14}{'action':<12}{'count':>7}")
-    for row in summary["outcomes"]:
-        verdict = NOT_VERIFIED if row["verdict"] is None else row["verdict"]
-        out.append(f"  {row['policy']:<18}{row['mode']:<8}{verdict:<14}"
-                   f"{_f(row['action']):<12}{row['count']:>7}")
-    out += ["", "layers:",
-            f"  {'policy/layer':<30}{'n':>6}{'mean':>8}{'failed':>8}{'errors':>8}"
-            f"{'p50 ms':>9}{'p99 ms':>9}"]
-    for key, v in summary["layers"].items():
-        out.append(f"  {key:<30}{v['n']:>6}{_f(v['mean_score']):>8}{v['failed']:>8}"
-                   f"{v['errors']:>8}{_f(v['latency_ms_p50']):>9}{_f(v['latency_ms_p99']):>9}")
+    out += render_table(
+        ("policy", "mode", "verdict", "action", "count"),
+        [(r["policy"], r["mode"], NOT_VERIFIED if r["verdict"] is None else r["verdict"],
+          r["action"], r["count"]) for r in summary["outcomes"]],
+        right=(False, False, False, False, True))
+    out += ["", "layers (failed = fired; latency in ms over every run):"]
+    out += render_table(
+        ("policy/layer", "n", "mean", "failed", "fire %", "errors", "skipped", "p50 ms",
+         "p99 ms", "judge $"),
+        [(key, v["n"], v["mean_score"], v["failed"],
+          "—" if v["fire_rate"] is None else f"{100 * v['fire_rate']:.1f}", v["errors"],
+          v["skipped"], _ms(v["latency_ms_p50"]), _ms(v["latency_ms_p99"]),
+          f"{v['cost']:.4f}") for key, v in summary["layers"].items()],
+        right=(False, *([True] * 9)))
     if summary["candidates"]:
         out += ["", "candidates (what another policy would have decided on the same answers):"]
         for row in summary["candidates"]:
             verdicts = ", ".join(f"{k} {n}" for k, n in sorted(row["verdicts"].items()))
             out.append(f"  {row['policy']} vs {row['candidate']}: {row['evaluated']} evaluated, "
-                       f"verdict differs on {row['verdict_differs']} ({verdicts})")
+                       f"verdict differs on {row['verdict_differs']} ({verdicts}); would have "
+                       f"blocked {row['would_block_more']} more, {row['would_block_fewer']} "
+                       f"fewer")
     return "\n".join(out)
+
+
+def _layers_text(rec: dict[str, Any]) -> str:
+    def one(lay: dict[str, Any]) -> str:
+        if lay.get("error"):
+            return f"{lay.get('key')}=err"
+        if lay.get("skipped"):
+            return f"{lay.get('key')}=skip"
+        return f"{lay.get('key')}={float(lay.get('score') or 0.0):.2f}"
+    return " ".join(one(lay) for lay in rec.get("layers") or () if isinstance(lay, dict))
+
+
+def _outcome(rec: dict[str, Any]) -> tuple[str, str, str]:
+    """(verdict, score, action) columns; a record never verified says so, with the
+    reason from its ``note`` in the action column."""
+    if rec.get("verdict") is None:
+        note = str(rec.get("note") or "")
+        reason = note[len(_NOTE_PREFIX):] if note.startswith(_NOTE_PREFIX) else note
+        return NOT_VERIFIED, "", "   " + (f"({reason})" if reason else "")
+    score = rec.get("score")
+    applied = "" if rec.get("applied", True) else " (not applied)"
+    return (str(rec.get("verdict")), "n/a" if score is None else f"{float(score):.2f}",
+            f"-> {rec.get('action')}{applied}")
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def format_record_lines(records: Sequence[dict[str, Any]], *,
+                        widths: tuple[int, int] | None = None
+                        ) -> tuple[list[str], tuple[int, int]]:
+    """One line per record — time, audit id, policy/mode, verdict, score, action,
+    layers — in columns that line up across the lines; and the widths of the
+    policy/mode and action columns (pass them back for lines printed later, e.g. by
+    ``tail --follow``: longer values are then cut with ``…``)."""
+    wheres = [f"{r.get('policy')}/{r.get('mode')}" for r in records]
+    outcomes = [_outcome(r) for r in records]
+    if widths is None:
+        widths = (min(POLICY_WIDTH, max([20, *map(len, wheres)])),
+                  min(ACTION_WIDTH, max([26, *(len(o[2]) for o in outcomes)])))
+    policy_w, action_w = widths
+    lines = []
+    for rec, where, (verdict, score, action) in zip(records, wheres, outcomes, strict=True):
+        lines.append(f"{str(rec.get('started_at') or '')[:19]:<19}  {rec.get('audit_id')}  "
+                     f"{_cut(where, policy_w):<{policy_w}}  {verdict:<12} "
+                     f"{score:>4}  {_cut(action, action_w):<{action_w}}  "
+                     f"[{_layers_text(rec)}]")
+    return lines, widths

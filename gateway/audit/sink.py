@@ -8,12 +8,13 @@ a mapping, or an object with ``to_dict()`` (the engine hands over its
 ``Outcome`` as is and does not touch it afterwards): the sink builds the mapping
 when it needs it — the null sink never does. The default :class:`JsonlAuditSink`
 hands the record to a writer thread that builds, scrubs, encodes and appends it
-to ``settings.audit.path`` (one ``orjson`` line per outcome, created with mode
-0600). The thread wakes on the first record of a batch, lets more arrive for
+to ``settings.audit.path`` — one file, or a directory of rotated files
+(:mod:`gateway.audit.layout`) — one ``orjson`` line per outcome, files created with
+mode 0600. The thread wakes on the first record of a batch, lets more arrive for
 ``flush_interval`` seconds (0.05 by default: one wake-up and one ``write`` per
-batch, not per record), writes and flushes the batch; :meth:`JsonlAuditSink.flush`
+batch, not per record) and appends the batch; :meth:`JsonlAuditSink.flush`
 and :meth:`JsonlAuditSink.close` cut the wait short. :meth:`JsonlAuditSink.close`
-writes what is queued, flushes and joins the thread.
+writes what is queued and joins the thread.
 
 Records are scrubbed before they are written: any mapping key that names a
 credential (``authorization``, ``api_key``, ``api-key``, ``x-api-key``,
@@ -28,15 +29,23 @@ policy's redaction; without it ``failed_claims`` are ``[]`` beside a
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import logging
 import os
 import queue
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import orjson
+
+from gateway.audit.maintain import Maintainer, Retention
+from gateway.audit.writer import AppendFile, SegmentWriter
+
+if TYPE_CHECKING:
+    from gateway.settings import AuditConfig
 
 __all__ = ["AuditRecord", "AuditSink", "JsonlAuditSink", "MemoryAuditSink", "NullAuditSink",
            "open_audit_sink", "scrub"]
@@ -153,17 +162,36 @@ class MemoryAuditSink:
 
 _STOP = object()
 
+IDLE_TICK = 60.0
+"""Seconds the writer thread waits for records before it checks, in a directory
+layout, whether the open file is due to be closed (age, day change)."""
+
 
 class JsonlAuditSink:
-    """Append-only JSONL file written by a background thread."""
+    """Append-only JSONL, written by a background thread: one file (a path ending in
+    ``.jsonl``) or a directory of rotated files (:mod:`gateway.audit.layout`).
 
-    def __init__(self, path: str | os.PathLike[str], *, flush_interval: float = 0.05) -> None:
+    Each batch of records is encoded on the writer thread and appended with one
+    ``write`` (:mod:`gateway.audit.writer`): whole lines, never interleaved with
+    another process's, and a line a crash tore is never glued to the next record.
+    In a directory layout, each file the writer closes goes to ``on_close``."""
+
+    def __init__(self, path: str | os.PathLike[str], *, flush_interval: float = 0.05,
+                 rotate_bytes: int = 64 * 1024 * 1024, rotate_seconds: float = 3600.0,
+                 on_close: Callable[[Path], None] | None = None) -> None:
         self.path = Path(path)
         self.flush_interval = flush_interval
+        self.directory = not self.path.name.endswith(".jsonl")
         self._wake = threading.Event()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        self._file = os.fdopen(fd, "ab")
+        self._target: AppendFile | SegmentWriter
+        if self.directory:
+            self._target = SegmentWriter(self.path, max_bytes=rotate_bytes,
+                                         max_age=rotate_seconds, on_close=on_close)
+            self._tick: float | None = min(IDLE_TICK, rotate_seconds)
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._target = AppendFile(self.path)
+            self._tick = None
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._closed = False
         self._shapes = _ShapeCache()
@@ -171,6 +199,12 @@ class JsonlAuditSink:
         self.errors = 0
         self._thread = threading.Thread(target=self._run, name="audit-writer", daemon=True)
         self._thread.start()
+
+    @property
+    def files(self) -> list[Path]:
+        """The files written to (a directory layout: every file this process opened)."""
+        target = self._target
+        return list(target.files) if isinstance(target, SegmentWriter) else [self.path]
 
     def write(self, record: AuditRecord) -> None:
         """Queue ``record`` (the caller must not mutate it afterwards); building,
@@ -196,50 +230,101 @@ class JsonlAuditSink:
         self._queue.put(_STOP)
         self._wake.set()
         self._thread.join()
-        self._file.close()
+        self._target.close()
+
+    def _next(self) -> Any:
+        """The next queued item; in a directory layout, closes a file that is due while
+        nothing arrives."""
+        while True:
+            try:
+                return self._queue.get(timeout=self._tick)
+            except queue.Empty:
+                target = self._target
+                if isinstance(target, SegmentWriter):
+                    self._guard(target.tick)
 
     def _run(self) -> None:
         while True:
-            item = self._queue.get()
+            item = self._next()
             if self.flush_interval > 0:  # gather a batch: puts meanwhile wake nobody
                 self._wake.wait(self.flush_interval)
                 self._wake.clear()
             batch = [item]
-            while True:  # take whatever else is already queued: one flush per batch
+            while True:  # take whatever else is already queued: one write per batch
                 try:
                     batch.append(self._queue.get_nowait())
                 except queue.Empty:
                     break
+            lines: list[bytes] = []
+            waiting: list[threading.Event] = []
             stop = False
             for entry in batch:
                 if entry is _STOP:
                     stop = True
                 elif isinstance(entry, threading.Event):
-                    self._flush()
-                    entry.set()
+                    waiting.append(entry)
                 else:
                     try:
-                        self._file.write(orjson.dumps(self._shapes.scrubbed(as_mapping(entry)),
-                                                      default=str)
-                                         + b"\n")
-                        self.written += 1
+                        lines.append(orjson.dumps(self._shapes.scrubbed(as_mapping(entry)),
+                                                  default=str) + b"\n")
                     except Exception:  # the writer thread outlives a bad record
                         self.errors += 1
-                        log.exception("audit write failed")
-            self._flush()
+                        log.exception("audit record could not be encoded")
+            if lines and self._guard(functools.partial(self._target.append, b"".join(lines))):
+                self.written += len(lines)
+            for event in waiting:
+                event.set()
             if stop:
                 return
 
-    def _flush(self) -> None:
+    def _guard(self, step: Callable[[], None]) -> bool:
         try:
-            self._file.flush()
+            step()
         except OSError:
             self.errors += 1
-            log.exception("audit flush failed")
+            log.exception("audit write to %s failed", self.path)
+            return False
+        return True
 
 
-def open_audit_sink(path: str | None) -> AuditSink:
-    """The JSONL sink for ``path``, or a null sink when ``path`` is None/empty."""
-    if not path:
+def open_audit_sink(config: AuditConfig | str | None) -> AuditSink:
+    """The sink ``config`` (``settings.audit``, or just a path) asks for: a null sink
+    when the path is None/empty, else the JSONL sink — in a directory layout with
+    compaction and retention when configured (:mod:`gateway.audit.maintain`)."""
+    if config is None or isinstance(config, str):
+        return JsonlAuditSink(config) if config else NullAuditSink()
+    if not config.path:
         return NullAuditSink()
-    return JsonlAuditSink(path)
+    if not config.is_directory():
+        return JsonlAuditSink(config.path)
+    if config.compact and importlib.util.find_spec("duckdb") is None:
+        raise RuntimeError("audit.compact needs DuckDB: pip install 'verity-gateway[audit]' "
+                           "(or set audit.compact: false)")
+    retention = Retention(config.retention_days,
+                          None if config.retention_mb is None
+                          else int(config.retention_mb * 1024 * 1024))
+    maintainer = (Maintainer(Path(config.path), compact=config.compact, retention=retention,
+                             max_age=config.rotate_seconds)
+                  if config.compact or retention else None)
+    sink = JsonlAuditSink(config.path, rotate_bytes=int(config.rotate_mb * 1024 * 1024),
+                          rotate_seconds=config.rotate_seconds,
+                          on_close=maintainer.closed if maintainer else None)
+    return sink if maintainer is None else _Maintained(sink, maintainer)
+
+
+class _Maintained:
+    """A directory sink and its maintenance thread, closed together."""
+
+    def __init__(self, sink: JsonlAuditSink, maintainer: Maintainer) -> None:
+        self.sink = sink
+        self.maintainer = maintainer
+
+    def write(self, record: AuditRecord) -> None:
+        self.sink.write(record)
+
+    def flush(self, timeout: float = 5.0) -> None:
+        self.sink.flush(timeout)
+
+    def close(self) -> None:
+        self.sink.close()  # its last file goes to the maintainer first
+        self.maintainer.close()

@@ -2,8 +2,10 @@
 
 Starts the built-in scripted upstream (``gateway.testing.scripted``) and the gateway with
 the shipped policies, each under uvicorn on a free loopback port, sends a handful
-of requests through the ``openai`` SDK and prints, for each, the answer, every
-``x-verity-*`` response header and the audit id. No key, no network.
+of requests through the ``openai`` SDK (``chat.completions.create``, or with
+``--api responses`` ``responses.create``: the same verdicts) and prints, for each,
+the answer, every ``x-verity-*`` response header and the audit id. No key, no
+network.
 """
 
 from __future__ import annotations
@@ -72,6 +74,9 @@ def add_parser(sub: Any) -> None:
                    help="ask for this policy with the x-verity-policy header (only a policy "
                         "that sets allow_header_selection: true; the gateway refuses any "
                         "other with 403, which the demo shows)")
+    p.add_argument("--api", choices=("chat", "responses"), default="chat",
+                   help="send the requests with chat.completions.create (default) or "
+                        "responses.create (the Responses API, /v1/responses)")
     p.add_argument("--audit", metavar="FILE",
                    help="audit file to write (default: a temporary file, removed after)")
     p.set_defaults(func=run)
@@ -109,7 +114,8 @@ def _run(args: argparse.Namespace, tmp: Path) -> int:
             with openai.OpenAI(base_url=gateway.url + "/v1", api_key="demo-no-key-needed",
                                max_retries=0, timeout=30) as client:
                 for n, scenario in enumerate(SCENARIOS, 1):
-                    _show(n, scenario, _send(client, scenario, args.policy, openai))
+                    send = _send_responses if args.api == "responses" else _send
+                    _show(n, scenario, send(client, scenario, args.policy, openai))
     records = len(audit.read_text(encoding="utf-8").splitlines()) if audit.exists() else 0
     where = audit if args.audit else "a temporary file (use --audit FILE to keep it)"
     print(f"audit: {records} record(s) written to {where}")
@@ -155,6 +161,37 @@ def _send(client: Any, s: Scenario, policy: str | None, openai: Any) -> Result:
         completion = raw.parse()
         answer = completion.choices[0].message.content or "" if completion.choices else ""
         return Result(raw.status_code, answer, _verity(raw.headers))
+    except openai.APIStatusError as exc:
+        return Result(exc.status_code, "", _verity(exc.response.headers),
+                      error=_error_message(exc))
+
+
+def _send_responses(client: Any, s: Scenario, policy: str | None, openai: Any) -> Result:
+    """:func:`_send` through ``responses.create``: the answer is ``output_text`` (or a
+    refusal: a block is a ``refusal`` part in the Responses API)."""
+    headers = {"x-scripted-reply-id": s.key}
+    if policy:
+        headers["x-verity-policy"] = policy
+    kwargs: dict[str, Any] = {"model": "scripted-small", "input": s.messages(),
+                              "extra_headers": headers, "metadata": s.metadata}
+    try:
+        if s.stream:
+            raw = client.responses.with_raw_response.create(stream=True, **kwargs)
+            parts: list[str] = []
+            try:
+                for event in raw.parse():
+                    if event.type in ("response.output_text.delta", "response.refusal.delta"):
+                        parts.append(event.delta)
+            except openai.APIError as exc:  # an error event at the end of the stream
+                return Result(raw.status_code, "".join(parts), _verity(raw.headers),
+                              error=exc.message)
+            return Result(raw.status_code, "".join(parts), _verity(raw.headers))
+        raw = client.responses.with_raw_response.create(**kwargs)
+        response = raw.parse()
+        refusals = [p.refusal for item in response.output if item.type == "message"
+                    for p in item.content if p.type == "refusal"]
+        return Result(raw.status_code, response.output_text or "".join(refusals),
+                      _verity(raw.headers))
     except openai.APIStatusError as exc:
         return Result(exc.status_code, "", _verity(exc.response.headers),
                       error=_error_message(exc))

@@ -6,9 +6,11 @@ import argparse
 import contextlib
 import logging
 import os
+import signal
 import socket
 import sys
 from collections.abc import Mapping
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -169,6 +171,18 @@ def serve_socket(settings: Settings, sock: socket.socket, worker: int | None) ->
                             timeout_graceful_shutdown=30, server_header=False,
                             http=limited_protocol(settings.server))
     server = uvicorn.Server(config)
-    with sock, contextlib.suppress(KeyboardInterrupt):
-        server.run(sockets=[sock])
+    # uvicorn re-raises the SIGTERM it handled once it has shut down, under the handler
+    # that was there before it: the default one would kill the process (status -15) after
+    # a clean drain. A no-op handler there lets a graceful stop end with status 0. (A
+    # worker of ``server.workers`` has its own handler outside this window: supervise.)
+    previous = signal.signal(signal.SIGTERM, _drained)
+    try:
+        with sock, contextlib.suppress(KeyboardInterrupt):
+            server.run(sockets=[sock])
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     return 0 if server.started else 3
+
+
+def _drained(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM outside uvicorn's own handler: the server has drained (or not started)."""

@@ -240,8 +240,8 @@ def _child(settings: Settings, serve_one: ServeOne, sock: socket.socket, index: 
            parent: int) -> None:
     code = 1
     try:
-        # uvicorn re-raises the signal that stopped it once it has shut down; with the
-        # default handler that would kill the worker (status -15) after a clean stop.
+        # Told to stop while not serving (starting, building the app): exit 0. While
+        # uvicorn runs, serve_socket's own SIGTERM handler takes the signal it re-raises.
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, _stop_worker)
         os.setpgid(0, 0)  # Ctrl-C reaches the supervisor only, which tells each worker once

@@ -105,7 +105,7 @@ async def _work(settings: Settings, name: str, concurrency: int) -> int:
         return 2
     telemetry = create_telemetry()
     log.info("%s", telemetry.describe())
-    sink = open_audit_sink(settings.audit.path)
+    sink = open_audit_sink(settings.audit)
     try:
         async with open_runtime(settings, telemetry=telemetry) as runtime:
             watcher = (asyncio.create_task(runtime.policies.watch())

@@ -60,7 +60,7 @@ def measurement_policy(path: Path) -> tuple[str, dict[str, Any]]:
 
 
 def _parse_layers(header: str | None) -> dict[str, dict[str, Any]]:
-    """``grounding=0.91:pass,claims=1.00:pass`` -> {key: {score, passed}}."""
+    """``grounding=0.9134:pass,claims=1.0000:pass`` -> {key: {score, passed}}."""
     out: dict[str, dict[str, Any]] = {}
     for item in (header or "").split(","):
         key, _, rest = item.strip().partition("=")

@@ -48,7 +48,7 @@ from gateway.verify.verifier import Verifier
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
-__all__ = ["RedisRunner", "job_size", "open_fleet_runner"]
+__all__ = ["RedisRunner", "fleet_runner", "job_size"]
 
 log = logging.getLogger("gateway.fleet")
 
@@ -279,11 +279,10 @@ def _kind(job: VerificationJob) -> str:
     return "shadow" if job.kind == "verify" else "candidates"
 
 
-async def open_fleet_runner(settings: Settings, verifier: Verifier, recorder: Recorder,
-                            telemetry: Telemetry) -> RedisRunner:
-    """The relay's :class:`RedisRunner` for ``settings`` (``shadow.runner: redis``),
-    started; :meth:`RedisRunner.close` it at shutdown."""
-    runner = RedisRunner(settings.redis, open_redis(settings.redis), verifier, recorder,
-                         telemetry, drain_seconds=settings.shadow.drain_seconds)
-    await runner.start()
-    return runner
+def fleet_runner(settings: Settings, verifier: Verifier, recorder: Recorder,
+                 telemetry: Telemetry) -> RedisRunner:
+    """The relay's :class:`RedisRunner` for ``settings`` (``shadow.runner: redis``), not
+    started: :meth:`RedisRunner.start` it in the running loop, :meth:`RedisRunner.close`
+    it at shutdown."""
+    return RedisRunner(settings.redis, open_redis(settings.redis), verifier, recorder,
+                       telemetry, drain_seconds=settings.shadow.drain_seconds)

@@ -11,19 +11,23 @@ Two modes:
 - **forward** (no keys configured): the client's ``Authorization`` is sent
   upstream as is; every route is allowed unless ``auth.routes`` is set.
 
-Keys are compared by SHA-256 digest, so the table holds no plaintext.
+Keys are compared by SHA-256 digest, so the table holds no plaintext. A request with
+more than one ``Authorization`` header is refused in both modes (:func:`authorization`):
+a proxy in front that checks one of them and a gateway (or upstream) that reads the
+other would disagree on who is calling.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from gateway.errors import AuthenticationFailed
 from gateway.http.routes import RouteSet
 from gateway.settings import AuthConfig
 
-__all__ = ["Authenticator", "Principal"]
+__all__ = ["Authenticator", "Principal", "authorization"]
 
 
 _ALL_ROUTES = RouteSet(None)
@@ -37,6 +41,21 @@ class Principal:
     """What the key may call, compiled at load (``auth.keys[].routes`` and fallbacks)."""
     policy_selection: bool = False
     """The key may choose its verification policy (``auth.keys[].policy_selection``)."""
+
+
+def authorization(headers: Iterable[tuple[bytes, bytes]]) -> bytes | None:
+    """The request's ``Authorization`` header (``headers``: the ASGI scope's, names
+    lower-case), None without one; 401 when there are several (RFC 9110 §11.6.2: a
+    single credential, not a list), whatever their values."""
+    found: bytes | None = None
+    for k, v in headers:
+        if k == b"authorization":
+            if found is not None:
+                raise AuthenticationFailed(
+                    "Several Authorization headers: send exactly one, "
+                    "'Authorization: Bearer <key>'.")
+            found = v
+    return found
 
 
 def _digest(secret: str) -> bytes:

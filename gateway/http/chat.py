@@ -5,6 +5,11 @@ to an upstream, and ask the engine for a policy. With none, the request is pure
 pass-through (:func:`gateway.http.relay.passthrough`: the body goes upstream byte for
 byte, the answer comes back as it arrives). With one, the request is handed to the
 engine (``gateway.modes``) as a :class:`~gateway.http.exchange.ChatExchange`.
+
+:class:`ChatEndpoint` is also the base of the other OpenAI front doors
+(``gateway.http.responses``): a subclass names its path and
+:class:`~gateway.wire.base.ResponseFormat` and checks its own body shape
+(:meth:`ChatEndpoint.check_shape`, :meth:`ChatEndpoint.check_verified`).
 """
 
 from __future__ import annotations
@@ -13,14 +18,16 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from gateway.errors import InvalidRequest
+from gateway.errors import InvalidRequest, MethodNotAllowed
 from gateway.http.asgi import DisconnectWatcher, read_body
-from gateway.http.auth import Authenticator
+from gateway.http.auth import Authenticator, authorization
 from gateway.http.exchange import ChatExchange
 from gateway.http.relay import passthrough
 from gateway.telemetry import RequestTrace
 from gateway.types import RequestInfo
 from gateway.upstream.router import Upstreams
+from gateway.wire.base import ResponseFormat
+from gateway.wire.chat import CHAT_COMPLETIONS
 from gateway.wire.messages import check_messages, json_type, parse_object
 
 __all__ = ["CHAT_PATH", "ChatEndpoint", "Engine"]
@@ -44,6 +51,9 @@ class Engine(Protocol):
 class ChatEndpoint:
     """The chat completions endpoint of one app."""
 
+    path = CHAT_PATH
+    fmt: ResponseFormat = CHAT_COMPLETIONS
+
     def __init__(self, upstreams: Upstreams, auth: Authenticator, max_body_bytes: int,
                  engine: Engine | None = None) -> None:
         self.upstreams = upstreams
@@ -53,11 +63,14 @@ class ChatEndpoint:
 
     async def __call__(self, scope: Mapping[str, Any], receive: Any, send: Any,
                        trace: RequestTrace) -> int:
+        # Authentication first: a caller without a key learns nothing of the route,
+        # not even which methods it takes.
+        principal = self.auth.authenticate(authorization(scope["headers"]))
         if scope["method"] != "POST":
-            raise InvalidRequest("Use POST for /v1/chat/completions.")
+            raise MethodNotAllowed(f"Use POST for {self.path}.",
+                                   headers={"allow": "POST"})
+        self.auth.authorize(principal, "POST", self.path)
         headers = dict(scope["headers"])
-        principal = self.auth.authenticate(headers.get(b"authorization"))
-        self.auth.authorize(principal, "POST", CHAT_PATH)
         raw_length = headers.get(b"content-length")
         body = await read_body(receive, self.max_body_bytes,
                                raw_length.decode() if raw_length is not None else None)
@@ -69,15 +82,12 @@ class ChatEndpoint:
             raise InvalidRequest(f"Invalid type for 'model': expected a string, but got "
                                  f"{json_type(model)} instead.", param="model",
                                  code="invalid_type")
-        messages = payload.get("messages")
-        if not isinstance(messages, list):
-            raise InvalidRequest("'messages' must be an array of message objects.",
-                                 param="messages")
+        self.check_shape(payload)
         upstream = self.upstreams.route(model)
         metadata = payload.get("metadata")
         requested = headers.get(b"x-verity-policy")
         info = RequestInfo(
-            model=model, route=CHAT_PATH,
+            model=model, route=self.path,
             headers={k.decode("latin-1"): v.decode("latin-1") for k, v in headers.items()
                      if k not in (b"authorization", b"api-key", b"cookie")},
             tenant=principal.tenant if principal else None,
@@ -90,12 +100,12 @@ class ChatEndpoint:
         engine = self.engine
         plan = engine.select(info) if engine is not None else None
         if plan is not None:
-            # Verification reads the messages: reject the shapes no chat API accepts
+            # Verification reads the messages: reject the shapes no server accepts
             # before the upstream is called (and bills). Pass-through leaves them to it.
-            check_messages(messages)
+            self.check_verified(payload)
         watcher = DisconnectWatcher(receive)
         exchange = ChatExchange(scope, receive, send, body, payload, info, upstream,
-                                self.upstreams, principal, trace, watcher)
+                                self.upstreams, principal, trace, watcher, fmt=self.fmt)
         try:
             if plan is None or engine is None:
                 await passthrough(exchange)
@@ -110,6 +120,16 @@ class ChatEndpoint:
         finally:
             watcher.disarm()
         return exchange.status
+
+    def check_shape(self, payload: dict[str, Any]) -> None:
+        """Reject a body every request must not have (``messages`` not an array)."""
+        if not isinstance(payload.get("messages"), list):
+            raise InvalidRequest("'messages' must be an array of message objects.",
+                                 param="messages")
+
+    def check_verified(self, payload: dict[str, Any]) -> None:
+        """Reject, before a verified request is sent, the shapes no server accepts."""
+        check_messages(payload["messages"])
 
 
 def uncancel() -> int:

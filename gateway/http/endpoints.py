@@ -1,8 +1,8 @@
 """The endpoints of one app, and what they share: :class:`Endpoints`.
 
 Built by the lifespan with the app's resources (the upstream clients, the
-authenticator, the telemetry, the verification engine). The chat and forward
-endpoints run inside the request's trace (:meth:`Endpoints.serve`): its SERVER span
+authenticator, the telemetry, the verification engine). The chat, Responses and
+forward endpoints run inside the request's trace (:meth:`Endpoints.serve`): its SERVER span
 starts with the request and ends with the response's status, and a gateway error
 becomes its OpenAI error body.
 """
@@ -17,7 +17,11 @@ from gateway.http.asgi import ClientGone, send_error
 from gateway.http.auth import Authenticator
 from gateway.http.chat import CHAT_PATH, ChatEndpoint, Engine
 from gateway.http.forward import ForwardEndpoint
+from gateway.http.forward_path import route_template
+from gateway.http.messages import MessagesEndpoint, with_bearer
+from gateway.http.messages_send import MessagesSend, models_page
 from gateway.http.models import ModelsEndpoint
+from gateway.http.responses import RESPONSES_PATH, ResponsesEndpoint
 from gateway.settings import Settings
 from gateway.telemetry import RequestTrace, Telemetry
 from gateway.upstream.router import Upstreams
@@ -37,8 +41,10 @@ class Endpoints:
         self.auth = auth
         self.telemetry = telemetry
         self.chat = ChatEndpoint(upstreams, auth, settings.max_body_bytes, engine)
+        self.responses = ResponsesEndpoint(upstreams, auth, settings.max_body_bytes, engine)
         self.forwarder = ForwardEndpoint(upstreams, auth, settings.max_body_bytes)
         self.model_list = ModelsEndpoint(upstreams, auth)
+        self.messages_door = MessagesEndpoint(upstreams, auth, settings.max_body_bytes, engine)
 
     @property
     def engine(self) -> Engine | None:
@@ -48,16 +54,45 @@ class Endpoints:
     @engine.setter
     def engine(self, engine: Engine | None) -> None:
         self.chat.engine = engine
+        self.messages_door.engine = engine
+        self.responses.engine = engine
 
     async def chat_completions(self, scope: Mapping[str, Any], receive: Any, send: Any) -> None:
         await self.serve(self.chat, CHAT_PATH, scope, receive, send)
 
+    async def responses_api(self, scope: Mapping[str, Any], receive: Any, send: Any) -> None:
+        await self.serve(self.responses, RESPONSES_PATH, scope, receive, send)
+
     async def models(self, scope: Mapping[str, Any], receive: Any, send: Any) -> None:
         await self.model_list(scope, receive, send)
 
+    async def messages(self, scope: Mapping[str, Any], receive: Any, send: Any) -> None:
+        """``POST /v1/messages`` and ``count_tokens``: every answer, errors included, in
+        Anthropic's shape (:mod:`gateway.http.messages`)."""
+        await self.serve(self.messages_door, scope["path"].rstrip("/"), scope, receive,
+                         MessagesSend(send))
+
+    async def anthropic_models(self, scope: Mapping[str, Any], receive: Any, send: Any) -> None:
+        """``GET /v1/models`` from the Anthropic SDK (it sends ``anthropic-version``):
+        the merged list as Anthropic's page."""
+        scope = with_bearer(scope)
+        out = MessagesSend(send)  # an error in Anthropic's shape; the list rewritten here
+        status = 0
+
+        async def rewritten(message: dict[str, Any]) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            elif message["type"] == "http.response.body" and status == 200:
+                message = {**message, "body": models_page(message.get("body", b""))}
+            await out(message)
+
+        await self.model_list(scope, receive, rewritten)
+
     async def forward(self, scope: Mapping[str, Any], receive: Any, send: Any) -> None:
         """Forward any other ``/v1/*`` request verbatim, streaming both ways."""
-        await self.serve(self.forwarder, scope["path"], scope, receive, send)
+        # A route template, never the client's path: span names stay few.
+        await self.serve(self.forwarder, route_template(scope["path"]), scope, receive, send)
 
     async def serve(self, handler: Handler, route: str, scope: Mapping[str, Any], receive: Any,
                     send: Any) -> None:

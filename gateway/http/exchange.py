@@ -1,11 +1,13 @@
-"""One chat completion request on its way through the gateway: :class:`ChatExchange`.
+"""One request of a front door on its way through the gateway: :class:`ChatExchange`.
 
 It carries the request (ASGI scope, body, parsed payload, :class:`~gateway.types.
-RequestInfo`, the routed upstream, the caller, the request's trace) and offers the
-two things every path needs:
+RequestInfo`, the routed upstream, the caller, the request's trace, the front door's
+:class:`~gateway.wire.base.ResponseFormat`: chat completions unless the front door
+says otherwise) and offers the two things every path needs:
 
-- **the upstream call** — :meth:`ChatExchange.call_upstream` (one call inside its
-  ``chat {model}`` CLIENT span, the response released after) and
+- **the upstream call** — :meth:`ChatExchange.call_upstream` (the calls of one
+  exchange — retries, fallbacks, load balancing — each inside its ``chat``
+  CLIENT span, the response handed on released after) and
   :meth:`ChatExchange.complete` (a non-streaming call with another payload, routed
   by its model: a regenerate attempt);
 - **the response** — :meth:`respond`, :meth:`respond_error`, or a stream
@@ -20,22 +22,49 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
-from gateway.errors import GatewayError, UpstreamError
+from gateway.errors import GatewayError
 from gateway.http.asgi import DisconnectWatcher, send_bytes, send_error
+from gateway.http.attempts import attempts
 from gateway.http.auth import Principal
 from gateway.http.forward_path import forwarded_query
 from gateway.telemetry import RequestTrace, UpstreamTrace
 from gateway.types import Headers, RequestInfo
 from gateway.upstream.base import UpstreamClient, UpstreamResponse
 from gateway.upstream.router import Upstreams
+from gateway.wire.base import ResponseFormat
+from gateway.wire.chat import CHAT_COMPLETIONS
 from gateway.wire.messages import maybe_json
 
 __all__ = ["ChatExchange"]
+
+
+class _ChatShapedTrace(UpstreamTrace):
+    """An upstream span that reads a format's answers as chat completions."""
+
+    __slots__ = ("_fmt", "_up")
+
+    def __init__(self, up: UpstreamTrace, fmt: ResponseFormat) -> None:
+        self._up = up
+        self._fmt = fmt
+        self.recording = up.recording
+
+    def headers(self) -> Headers:
+        return self._up.headers()
+
+    def first_chunk(self) -> None:
+        self._up.first_chunk()
+
+    def response(self, status: int, body: Mapping[str, Any] | None) -> None:
+        chat = self._fmt.job_answer(body) if body is not None and status < 400 else body
+        self._up.response(status, chat)
+
+    def error(self, error_type: str) -> None:
+        self._up.error(error_type)
 
 
 @dataclass(slots=True, eq=False)
@@ -49,13 +78,21 @@ class ChatExchange:
     payload: dict[str, Any]
     info: RequestInfo
     upstream: UpstreamClient
-    """The upstream the request's model routes to."""
+    """The first upstream the request's model routes to (of its pool, if it has one)."""
     upstreams: Upstreams
     principal: Principal | None
     trace: RequestTrace
     watcher: DisconnectWatcher
     status: int = 0
     """The status the client got (or the upstream's, while it is being relayed)."""
+    served: dict[str, Any] = field(default_factory=dict)
+    """The upstream that answered the request and the calls it took (retries,
+    fallbacks), filled in place once it did: ``{"name", "attempts"[, "tried",
+    "reasons", "fallback", "model"]}`` (the audit record's ``upstream``; records made
+    before the call hold this mapping and read it when written)."""
+    fmt: ResponseFormat = CHAT_COMPLETIONS
+    """The front door's request and response shapes."""
+    _messages: list[Any] | None = None
 
     @property
     def stream(self) -> bool:
@@ -63,51 +100,58 @@ class ChatExchange:
 
     @property
     def messages(self) -> list[Any]:
-        """The request's ``messages`` (checked to be a list by the front door)."""
-        messages: list[Any] = self.payload.get("messages") or []
-        return messages
+        """The request as chat-shaped messages (chat: its ``messages``, checked to be a
+        list by the front door): what the layers read."""
+        if self._messages is None:
+            self._messages = self.fmt.request_messages(self.payload)
+        return self._messages
 
     # ---- the upstream ---------------------------------------------------------------------
 
     @asynccontextmanager
-    async def call_upstream(self, body: bytes, *, stream: bool, path: str = "/chat/completions",
-                            model: str | None = None, upstream: UpstreamClient | None = None
+    async def call_upstream(self, body: bytes, *, stream: bool, path: str | None = None,
+                            model: str | None = None, payload: dict[str, Any] | None = None
                             ) -> AsyncIterator[tuple[UpstreamResponse, UpstreamTrace]]:
-        """Open one upstream call inside its CLIENT span; the response is released after.
+        """One upstream exchange (retries, fallbacks, load balancing:
+        :mod:`gateway.http.attempts`), each call inside its CLIENT span; the response
+        handed on is released after.
 
-        ``upstream`` defaults to the one the request was routed to."""
-        target = upstream or self.upstream
-        with self.trace.upstream(model=model or self.info.model, provider=target.config.kind,
-                                 server_address=target.server_address, stream=stream,
-                                 server_url=target.base_url) as up:
-            try:
-                resp = await target.send(
-                    "POST", path, target.build_headers(self.scope["headers"],
-                                                       use_own_key=self.upstreams.use_own_key,
-                                                       extra=up.headers()), body,
-                    forwarded_query(self.scope))
-            except UpstreamError as err:
-                up.error(type(err).__name__)
-                raise
-            try:
-                yield resp, up
-            except BaseException as exc:
-                if isinstance(exc, UpstreamError):  # reading the body failed (cut, too large)
-                    up.error(type(exc).__name__)
-                resp.close()
-                raise
-            finally:
-                resp.release()
+        ``body`` is ``payload`` serialized (default: the request's own); a fallback that
+        asks another model gets ``payload`` with that model. The first exchange of the
+        request (its answer) is what :attr:`served` describes."""
+        path = path or self.fmt.path
+        model = model or self.info.model
+        source = payload if payload is not None else self.payload
+        # store: false (Responses) keeps nothing upstream: retried like a chat completion.
+        plan = self.upstreams.plan(model, path=path, stateless=source.get("store") is False)
+
+        async def send(client: UpstreamClient, asked: str, headers: dict[str, str]
+                       ) -> UpstreamResponse:
+            out = body if asked == model else orjson.dumps({**source, "model": asked})
+            return await self.send_upstream(client, path, headers, out, source)
+
+        async with attempts(self.upstreams, self.trace, plan, send, self.scope["headers"],
+                            stream=stream) as served:
+            if not self.served:  # the request's answer; a regenerate call's is not kept
+                self.served.update(served.record())
+            up = served.up if self.fmt.chat_shaped else _ChatShapedTrace(served.up, self.fmt)
+            yield served.resp, up
+
+    async def send_upstream(self, client: UpstreamClient, path: str, headers: dict[str, str],
+                            body: bytes, payload: dict[str, Any]) -> UpstreamResponse:
+        """Send one attempt (a front door that talks to some upstreams in its own API
+        overrides this: ``gateway.http.messages``)."""
+        return await client.send("POST", path, headers, body, forwarded_query(self.scope))
 
     async def complete(self, payload: dict[str, Any]) -> tuple[int, Any, bytes]:
         """Non-streaming call with ``payload``; return (status, parsed JSON or None, raw).
 
-        A payload naming another model (a regenerate ``fallback_model``) is routed by it."""
+        A payload naming another model (a regenerate ``fallback_model``) is routed by
+        it, with that model's pool and fallbacks."""
         body = orjson.dumps(payload)
         model = str(payload.get("model") or self.info.model)
-        target = self.upstream if model == self.info.model else self.upstreams.route(model)
         async with self.call_upstream(body, stream=False, model=model,
-                                      upstream=target) as (resp, up):
+                                      payload=payload) as (resp, up):
             raw = await resp.read()
             parsed = maybe_json(raw)
             up.response(resp.status, parsed if isinstance(parsed, dict) else None)

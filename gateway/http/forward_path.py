@@ -26,7 +26,8 @@ from urllib.parse import quote, unquote_to_bytes
 
 from gateway.errors import InvalidRequest
 
-__all__ = ["MAX_DECODES", "InvalidPath", "forwarded_path", "forwarded_query"]
+__all__ = ["MAX_DECODES", "RESOURCES", "InvalidPath", "forwarded_path", "forwarded_query",
+           "route_template"]
 
 PREFIX = b"/v1/"
 MAX_DECODES = 3
@@ -94,3 +95,23 @@ def forwarded_query(scope: Mapping[str, Any]) -> str:
     if not query or _RAW_QUERY.fullmatch(query):
         return query.decode("ascii")
     return quote(query, safe=_QUERY_SAFE)
+
+
+RESOURCES = frozenset({
+    "assistants", "audio", "batches", "chat", "completions", "containers", "conversations",
+    "embeddings", "evals", "files", "fine_tuning", "images", "models", "moderations",
+    "realtime", "responses", "threads", "uploads", "vector_stores",
+})
+"""The OpenAI API's top-level resources: a forwarded path's route template keeps one of
+these names, and nothing else the client wrote."""
+
+
+def route_template(path: str) -> str:
+    """A forwarded ``/v1/*`` path (decoded, as routed) as a route template for span
+    names, free of anything the client chose: ``/v1/<resource>`` or
+    ``/v1/<resource>/*`` for a known resource (:data:`RESOURCES`), else ``/v1/*``.
+    ``/v1/files/file-abc/content`` is ``/v1/files/*``; ``/v1/<random>`` is ``/v1/*``."""
+    head, sep, rest = path[len("/v1/"):].partition("/")
+    if head not in RESOURCES:
+        return "/v1/*"
+    return f"/v1/{head}/*" if sep and rest else f"/v1/{head}"

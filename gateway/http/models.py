@@ -10,7 +10,7 @@ import orjson
 
 from gateway.errors import GatewayError, UpstreamError
 from gateway.http.asgi import send_bytes, send_error
-from gateway.http.auth import Authenticator
+from gateway.http.auth import Authenticator, authorization
 from gateway.upstream.base import UpstreamClient
 from gateway.upstream.router import Upstreams
 from gateway.wire.messages import maybe_json
@@ -29,8 +29,7 @@ class ModelsEndpoint:
 
     async def __call__(self, scope: Mapping[str, Any], receive: Any, send: Any) -> None:
         try:
-            headers = dict(scope["headers"])
-            principal = self.auth.authenticate(headers.get(b"authorization"))
+            principal = self.auth.authenticate(authorization(scope["headers"]))
             self.auth.authorize(principal, "GET", "/v1/models")
             await send_bytes(send, 200, orjson.dumps(await self._list(scope)), [])
         except GatewayError as err:

@@ -1,7 +1,7 @@
 """Relaying an upstream answer unverified: JSON or SSE, as it arrives.
 
-:func:`passthrough` is a chat completion with no policy (or any answer a mode relays
-as it is): the request body goes upstream byte for byte and the response is relayed
+:func:`passthrough` is a request with no policy (or any answer a mode relays as it
+is), in the front door's format: the request body goes upstream byte for byte and the response is relayed
 — a stream chunk by chunk (:func:`relay_stream`), ending with an error event if the
 upstream cuts it. :func:`traced_chunks` is the upstream body as it arrives, with time
 to first chunk and a cut stream recorded on the upstream call's span.
@@ -17,7 +17,7 @@ from gateway.telemetry import UpstreamTrace
 from gateway.types import Headers
 from gateway.upstream.base import UpstreamResponse
 from gateway.wire.messages import maybe_json
-from gateway.wire.sse import StreamSummary, encode_event, ended_cleanly
+from gateway.wire.sse import ended_cleanly
 
 __all__ = ["passthrough", "relay_stream", "traced_chunks"]
 
@@ -39,15 +39,18 @@ async def passthrough(x: ChatExchange) -> None:
 async def relay_stream(x: ChatExchange, resp: UpstreamResponse, up: UpstreamTrace,
                        extra_headers: Headers | None = None) -> None:
     """Forward an SSE body chunk by chunk; a cut stream ends with an error event."""
-    acc = StreamSummary() if up.recording else None
+    fmt = x.fmt
+    acc = fmt.summary() if up.recording else None
     await x.start_stream(resp.status, resp.headers + (extra_headers or []))
     # The pass-through hot path inlines traced_chunks(): the extra async-generator
     # hop per chunk measured ~0.01 ms CPU per stream (~4 %) at concurrency 16.
-    # The last two reads are kept (not copied) to tell, at the end, a stream that
-    # ended from one the upstream just stopped (sse.ended_cleanly).
+    # The end tells a stream that ended from one the upstream just stopped: for chat
+    # completions the last two reads, kept (not copied) inline (sse.ended_cleanly);
+    # another format's end watch sees every chunk.
     send = x.send
     first = True
     before = last = b""
+    watch = None if fmt.chat_shaped else fmt.end_watch()
     try:
         async for chunk in resp.iter_chunks():
             if first:
@@ -55,14 +58,17 @@ async def relay_stream(x: ChatExchange, resp: UpstreamResponse, up: UpstreamTrac
                 first = False
             if acc is not None:
                 acc.feed_bytes(chunk)
-            before, last = last, chunk
+            if watch is None:
+                before, last = last, chunk
+            else:
+                watch.feed(chunk)
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
-        if not ended_cleanly(before, last):
+        if not (ended_cleanly(before, last) if watch is None else watch.ended()):
             raise resp.truncated()
     except UpstreamError as err:
         up.error(type(err).__name__)
         x.status = err.status
-        await x.send_body(encode_event(err.body()))
+        await x.send_body(fmt.error_event(err.body(), acc))
     else:
         if acc is not None:
             up.response(resp.status, acc.completion())

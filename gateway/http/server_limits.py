@@ -6,7 +6,8 @@ requests), header lines of any size are accumulated before the app (and its
 authentication) sees anything, and connections are accepted without limit
 (``limit_concurrency`` answers 503 only once a request's headers are in, and counts
 every open connection against requests on the existing ones). So ``gateway serve``
-runs :func:`limited_protocol`, uvicorn's own httptools protocol with three checks:
+runs :func:`limited_protocol`, uvicorn's own httptools protocol with three checks, and
+the gateway's answer where uvicorn has its own:
 
 - ``server.max_connections`` — a connection beyond it is answered 503 at once
   (before anything is read) and closed;
@@ -14,7 +15,11 @@ runs :func:`limited_protocol`, uvicorn's own httptools protocol with three check
   seconds after the connection opened (or, on a kept-alive connection, after the
   request's first byte) is answered 408 and the connection closed;
 - ``server.max_header_bytes`` — request line and headers over it: 431, closed. Counted
-  as bytes arrive, so at most one network read (≤ 256 KiB) past the limit is held.
+  as bytes arrive, so at most one network read (≤ 256 KiB) past the limit is held;
+- a request the HTTP parser refuses (a NUL in a header or the path, a bad
+  ``content-length``, ``content-length`` with ``chunked``, not HTTP at all) — uvicorn
+  answers a ``text/plain`` 400; here it is 400 ``invalid_http`` in the OpenAI shape,
+  connection closed, nothing reaches the app (uvicorn logs its own warning line).
 
 Each answer has the OpenAI error shape and ``connection: close``; each kind is
 logged as a warning on ``gateway.server``, at most once per :data:`LOG_EVERY`
@@ -82,6 +87,9 @@ def limited_protocol(limits: ServerConfig) -> type[asyncio.Protocol]:
     slow = _response(408, "Request Timeout",
                      f"The request headers did not arrive within {header_timeout:g}s.",
                      "invalid_request_error", "request_timeout")
+    invalid = _response(400, "Bad Request",
+                        "The request is not valid HTTP/1.1: the server's parser refused it.",
+                        "invalid_request_error", "invalid_http")
     large = _response(431, "Request Header Fields Too Large",
                       f"The request line and headers are over {max_header_bytes} bytes.",
                       "invalid_request_error", "request_headers_too_large")
@@ -161,6 +169,14 @@ def limited_protocol(limits: ServerConfig) -> type[asyncio.Protocol]:
             if self._in_headers and self._header_bytes > max_header_bytes \
                     and not self.transport.is_closing():
                 self._refuse_large()
+
+        # -- what the parser refuses ---------------------------------------------------
+
+        def send_400_response(self, msg: str) -> None:
+            # uvicorn's text/plain "Invalid HTTP request received.", in the gateway's shape.
+            self._disarm()
+            self.transport.write(invalid)
+            self.transport.close()
 
         # -- parser callbacks ----------------------------------------------------------
 

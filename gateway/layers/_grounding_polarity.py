@@ -18,10 +18,18 @@ well ("I do not like romantic comedies": an opinion).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 
 from gateway.text.antonyms import opposed
 from gateway.text.context_facts import ContextFacts
-from gateway.text.polarity import Clause, clause_polarity, flip_by_prefix, polar
+from gateway.text.polarity import (
+    Clause,
+    FlipCues,
+    clause_polarity,
+    flip_by_prefix,
+    may_flip,
+    polar,
+)
 
 __all__ = ["clause_flip"]
 
@@ -58,10 +66,19 @@ def _rough_coverage(a: Clause, have: frozenset[str]) -> float:
 
 
 def clause_flip(text: str, start: int, skip: list[tuple[int, int]], cf: ContextFacts,
-                sids: Sequence[int], min_coverage: float, personal: str | None) -> str | None:
+                sids: Sequence[int], min_coverage: float, personal: str | None,
+                cues: FlipCues, has: Callable[[frozenset[str]], bool]) -> str | None:
     """The context clause an answer clause negates (or is negated by), else ``None``.
-    ``personal``: ``"first"`` (an opinion: never) or ``"second"`` person."""
+    ``personal``: ``"first"`` (an opinion: never) or ``"second"`` person; ``cues``: the
+    answer sentence's :func:`~gateway.text.polarity.flip_cues`, ``has`` whether it has a
+    word of one of the given stems (asked only when a prefix negation needs it)."""
     if not sids or personal == "first":
+        return None
+    # Most sentence pairs have nothing that could flip (no negation on either side, no
+    # opposite directions, no prefix-negated word the other has): no clause analysis.
+    # (A negation in the answer always may: the context's cues are not read then.)
+    if not cues.neg and not any(may_flip(cues, cf.flip_cues(sid), has,
+                                         partial(cf.has_stem, sid)) for sid in sids):
         return None
     # Nothing to flip when neither side has a negation, a negating prefix or a direction
     # word (most sentences): the clause analysis is skipped.

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from gateway.layers._grounding_facts import MAX_SAME, FactOptions, _best
+from gateway.layers._grounding_bind import MAX_SAME, FactOptions, best_slot
 from gateway.text.context_facts import ContextFacts, sentence_slots
 from gateway.text.measures import (
     CONFLICT,
@@ -76,7 +76,7 @@ def question_facts(text: str, cf: ContextFacts, opts: FactOptions) -> QuestionFa
                                            if relation(m, c) == CONFLICT})[:MAX_SAME]
                       for c in cf.slots(sid)
                       if c.measure is not None and relation(m, c.measure) == CONFLICT]
-            best = _best(cf, f, rivals, ())
+            best = best_slot(cf, f, rivals, ())
             if best is not None and best[0] >= opts.bind_min:
                 out.false.append(m)
     return out

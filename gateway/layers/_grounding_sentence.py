@@ -11,7 +11,7 @@ the formulas are in :mod:`gateway.layers.grounding`'s docstring.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -26,9 +26,11 @@ from gateway.text.index import Match, TextIndex
 from gateway.text.measures import sentence_measures, years_as_measures
 from gateway.text.names import names_in
 from gateway.text.phatic import PHATIC_WORDS, is_phatic
-from gateway.text.polarity import contrast_spans, leading_particle
+from gateway.text.polarity import FlipCues, contrast_spans, flip_cues, leading_particle
 from gateway.text.quantities import extract_quantities
+from gateway.text.stem import stem
 from gateway.text.tokens import (
+    STOPWORDS,
     Span,
     content_words,
     entity_candidates,
@@ -102,6 +104,20 @@ def _speaker(tokens: Sequence[str], n_entities: int, n_values: int) -> str | Non
     if not _FIRST_PERSON.isdisjoint(tokens):
         return "first"
     return "second" if not _PERSONAL.isdisjoint(tokens) else None
+
+
+def _cues(tokens: Sequence[str]) -> tuple[FlipCues, Callable[[frozenset[str]], bool]]:
+    """The sentence's flip cues, and whether it has a word of some stems (computed on
+    demand, stopwords aside)."""
+    words = set(tokens)
+    stems: list[frozenset[str]] = []
+
+    def has(wanted: frozenset[str]) -> bool:
+        if not stems:
+            stems.append(frozenset(stem(w) for w in words - STOPWORDS))
+        return not wanted.isdisjoint(stems[0])
+
+    return flip_cues(words, lambda: tokens), has
 
 
 def _in_name(start: int, end: int, entities: Sequence[Span]) -> bool:
@@ -188,7 +204,7 @@ def check_analyzed(
     dates, numbers = sentence.dates, sentence.numbers
     cf = context_facts(ctx)
     names = names_in(text, entities, cf.proper()) if cf.proper() else list(entities)
-    measures = sentence_measures(text, numbers, dates)
+    measures = sentence_measures(text, numbers, dates, set(tokens))
     dates = tuple(years_as_measures(text, dates)[0])
     if len(ctx.sentences) > cfg.long_context_sentences:
         aligned = [m.sentence for m in matches]  # a document: no frames compared
@@ -234,7 +250,8 @@ def check_analyzed(
     flipped = clause_flip(text, claim_start, contrasts, cf,
                           [m.sentence for m in matches[:cfg.contradiction_window]],
                           cfg.negation_min_coverage,
-                          _speaker(tokens, len(entities), n_values) if opinions else None)
+                          _speaker(tokens, len(entities), n_values) if opinions else None,
+                          *_cues(tokens))
     flip = flipped is not None
     contradicted = flip or contradicted_value
     risk = (

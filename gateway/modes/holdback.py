@@ -1,13 +1,15 @@
 """``streaming: passthrough``: relay a stream as it comes, but hold its tail back.
 
-:class:`HoldBack` forwards events as they arrive but keeps back the *tail* — the
-first event carrying a ``finish_reason``, the usage chunk, ``[DONE]``, an unreadable
-event or any other event that is not a chat completion chunk (no ``choices`` list:
-an error event, other JSON), and anything after — until the answer is verified;
-:meth:`HoldBack.finish` then sends the held tail with the verdict's addition, built
-by the request's :class:`~gateway.wire.base.ResponseFormat` (for chat completions:
-:func:`gateway.wire.chat.verdict_tail`, whose docstring says how the verdict is
-signalled in-band).
+:class:`HoldBack` forwards events as they arrive but keeps back the *tail* — what
+a verdict may change, as the front door's format decides
+(:meth:`~gateway.wire.base.ResponseFormat.hold`): for chat completions the first
+event carrying a ``finish_reason``, the usage chunk, ``[DONE]``, an unreadable event
+or any other event that is not a chat completion chunk, and anything after
+(:class:`~gateway.wire.chat_hold.ChatHold`); for the Responses API the last text
+part's closing events and the stream's end
+(:class:`~gateway.wire.responses_format.ResponsesHold`) — until the answer is
+verified; :meth:`HoldBack.finish` then sends the held tail with the verdict's
+addition.
 """
 
 from __future__ import annotations
@@ -22,9 +24,8 @@ from gateway.modes.relay import failed
 from gateway.telemetry import UpstreamTrace
 from gateway.types import Headers
 from gateway.upstream.base import UpstreamResponse
-from gateway.wire.base import ResponseFormat
-from gateway.wire.chat import CHAT_COMPLETIONS, relayable
-from gateway.wire.sse import SSEParser, StreamAccumulator, encode_data, encode_event
+from gateway.wire.base import StreamFold, StreamHold
+from gateway.wire.sse import SSEParser
 
 __all__ = ["HoldBack"]
 
@@ -32,43 +33,37 @@ __all__ = ["HoldBack"]
 class HoldBack:
     """``streaming: passthrough``: relay events, hold the tail until :meth:`finish`."""
 
-    def __init__(self, x: ChatExchange, fmt: ResponseFormat = CHAT_COMPLETIONS) -> None:
+    def __init__(self, x: ChatExchange) -> None:
         self.x = x
-        self.fmt = fmt
-        self.acc = StreamAccumulator()
-        self.tail: list[bytes] = []
+        self.hold: StreamHold = x.fmt.hold()
         self.error: UpstreamError | None = None
         self._parser = SSEParser()
+
+    @property
+    def acc(self) -> StreamFold:
+        """The answer so far (every event fed)."""
+        return self.hold.acc
 
     async def relay(self, resp: UpstreamResponse, up: UpstreamTrace, headers: Headers) -> None:
         """Forward events until the tail starts; a cut or truncated stream, or one over
         ``max_response_bytes`` (the answer and tail are held), sets :attr:`error`."""
         await self.x.start_stream(resp.status, headers)
         limit, held = resp.max_bytes, 0
+        feed = self.hold.feed
         try:
             async for chunk in traced_chunks(resp, up):
                 held += len(chunk)
                 if held > limit:
                     raise failed(up, resp.too_large())
-                out: list[bytes] = []
-                for data in self._parser.feed(chunk):
-                    obj = self.acc.feed_data(data)
-                    # From the first event that is not a readable chat completion chunk
-                    # on, everything is held: it cannot be verified, and on_error decides
-                    # at finish() whether it goes out.
-                    if self.tail or self.acc.unreadable or not relayable(obj):
-                        self.tail.append(data)
-                    else:
-                        out.append(encode_data(data))
+                out = b"".join([feed(data) for data in self._parser.feed(chunk)])
                 if out:
-                    await self.x.send_body(b"".join(out))
+                    await self.x.send_body(out)
             if self.acc.truncated:
                 raise failed(up, resp.truncated())
         except UpstreamError as err:
             self.error = err
             self.x.status = err.status
             self.acc.drop_content()  # not verified: nothing of it is needed any more
-            self.tail = []
         else:
             if up.recording:
                 up.response(resp.status, self.acc.completion())
@@ -79,20 +74,16 @@ class HoldBack:
     async def abort(self) -> None:
         """After a cut stream: the error event, as pass-through would send it."""
         assert self.error is not None
-        await self.x.end_stream(encode_event(self.error.body()))
+        await self.x.end_stream(self.x.fmt.error_event(self.error.body(), self.acc))
 
     async def finish(self, *, action: str, text: str | None = None,
                      verity: Mapping[str, Any] | None = None,
                      error_body: Mapping[str, Any] | None = None) -> None:
         """Send the held tail with the verdict's addition, and end the body.
 
-        ``action`` ``disclaimer`` adds ``text`` before choice 0's finish; ``block``
-        sends ``text`` in place of the upstream finish chunks (every choice's);
-        ``error_body`` ends the stream with an error event. Otherwise the tail goes
-        out as it came."""
-        changed = error_body is not None or action == "block" \
-            or (action == "disclaimer" and bool(text))
-        tail = self.fmt.verdict_tail(self.tail, self.completion() if changed else {},
-                                     action=action, text=text, verity=verity,
-                                     error_body=error_body)
-        await self.x.end_stream(tail)
+        ``action`` ``disclaimer`` appends ``text`` to the answer; ``block`` sends
+        ``text`` as the answer's end (for chat: in place of the upstream finish chunks,
+        every choice's); ``error_body`` ends the stream with an error event. Otherwise
+        the tail goes out as it came."""
+        await self.x.end_stream(self.hold.end(action=action, text=text, verity=verity,
+                                              error_body=error_body))

@@ -2,7 +2,7 @@
 
 - **non-stream** — read the completion, verify, apply the action, answer with
   ``x-verity-policy``, ``-mode``, ``-verdict``, ``-score``, ``-action``, ``-layers``
-  (``grounding=0.91:pass,claims=1.00:pass``), ``-audit-id`` (and ``-attempts`` after
+  (``grounding=0.9134:pass,claims=1.0000:pass``), ``-audit-id`` (and ``-attempts`` after
   regenerate). An answer left unchanged (pass, flag) is sent as the upstream bytes.
   With ``expose_detail`` and the request header ``x-verity-detail: true`` the body
   gets a ``verity`` object (per-layer detail); never otherwise.
@@ -12,10 +12,11 @@
   headers as non-stream.
 - **stream, passthrough** — :mod:`gateway.modes.passthrough`.
 
-An upstream success that cannot be verified: :mod:`gateway.modes.unverified`. A JSON
-chat completion answering a ``stream: true`` request is verified like any answer and
-re-sent as a synthesized SSE stream (the SDK reads nothing from a JSON body on a
-stream call). The layers' context-side work (indexing the grounding documents) runs
+Answers are read and rewritten through the front door's
+:class:`~gateway.wire.base.ResponseFormat` (``x.fmt``). An upstream success that
+cannot be verified: :mod:`gateway.modes.unverified`. A JSON answer to a
+``stream: true`` request is verified like any answer and re-sent as a synthesized
+SSE stream (the SDK reads nothing from a JSON body on a stream call). The layers' context-side work (indexing the grounding documents) runs
 while the upstream generates the answer (:mod:`gateway.verify.prepare`).
 
 A client that disconnects cancels verification (the exchange's disconnect watcher);
@@ -34,19 +35,13 @@ from gateway.modes import passthrough
 from gateway.modes.headers import verdict_headers, verity_headers
 from gateway.modes.relay import is_sse, read_all
 from gateway.modes.request import PolicyRequest
-from gateway.modes.unverified import NOT_CHUNKS, NOT_COMPLETION, unverifiable
+from gateway.modes.unverified import not_answer, not_stream, unverifiable
 from gateway.modes.verdict import conclude, detail, verified, wants_detail
 from gateway.types import Headers
 from gateway.verify.actions import Applied
-from gateway.wire.chat import (
-    body_problem,
-    include_usage,
-    is_completion,
-    stream_problem,
-    synthesize,
-)
+from gateway.wire.base import StreamFold
+from gateway.wire.chat import include_usage
 from gateway.wire.messages import maybe_json
-from gateway.wire.sse import StreamAccumulator
 
 if TYPE_CHECKING:
     from gateway.modes.dispatch import VerityEngine
@@ -61,7 +56,9 @@ async def handle(engine: VerityEngine, r: PolicyRequest) -> None:
     prepared = engine.runtime.prepared
     # The layers' context-side work (e.g. indexing the grounding documents) runs while
     # the upstream generates the answer, not after it.
-    prepared.start(r.audit_id, r.policy, x.messages, x.trace.prepare())
+    # (Not for a request verified in a worker process: that work would be the loop's.)
+    if not engine.in_pool(r):
+        prepared.start(r.audit_id, r.policy, x.messages, x.trace.prepare())
     try:
         if not x.stream:
             await _non_stream(engine, r)
@@ -83,22 +80,25 @@ async def json_for_stream(engine: VerityEngine, r: PolicyRequest, status: int, d
                           parsed: Any, up_headers: Headers) -> None:
     """A ``stream: true`` request the upstream answered with a plain JSON body.
 
-    A chat completion is verified like any answer (whatever ``streaming`` says: nothing
-    has been sent, so every action is possible) and re-sent as a synthesized SSE stream,
-    which is what a streaming client reads; anything else is unverifiable."""
+    An answer of the format is verified like any answer (whatever ``streaming`` says:
+    nothing has been sent, so every action is possible) and re-sent as a synthesized
+    SSE stream, which is what a streaming client reads; anything else is unverifiable."""
     policy, x = r.policy, r.x
-    if not is_completion(parsed):
-        await unverifiable(engine, r, status, data, up_headers, NOT_COMPLETION,
-                           body_problem(data, parsed))
+    fmt = x.fmt
+    if not fmt.is_answer(parsed):
+        await unverifiable(engine, r, status, data, up_headers, not_answer(fmt),
+                           fmt.body_problem(data, parsed))
         return
     outcome, applied = await verified(engine, r, parsed, status)
-    converted = "the upstream answered the stream request with a JSON completion; re-sent as SSE"
+    noun = "completion" if fmt.chat_shaped else fmt.noun
+    converted = f"the upstream answered the stream request with a JSON {noun}; re-sent as SSE"
     outcome.note = f"{outcome.note}; {converted}" if outcome.note else converted
     headers = verdict_headers(policy, outcome.audit_id, applied)
     if applied.error is not None:
         await _send_blocked(r, applied, headers)
     else:
-        raw = synthesize(applied.completion or parsed, include_usage=include_usage(x.payload))
+        raw = fmt.stream_body(applied.completion or parsed,
+                              include_usage=include_usage(x.payload))
         kept = [h for h in up_headers if h[0] != b"content-type"]
         await x.respond(status, raw, kept + headers, content_type=_SSE_CT)
     conclude(engine, r, parsed, outcome)
@@ -117,9 +117,9 @@ async def _non_stream(engine: VerityEngine, r: PolicyRequest) -> None:
     if status >= 400:
         await x.respond(status, data, up_headers + verity_headers(policy, "inline"))
         return
-    if not is_completion(parsed):  # an SSE answer to stream: false included
-        await unverifiable(engine, r, status, data, up_headers, NOT_COMPLETION,
-                           body_problem(data, parsed))
+    if not x.fmt.is_answer(parsed):  # an SSE answer to stream: false included
+        await unverifiable(engine, r, status, data, up_headers, not_answer(x.fmt),
+                           x.fmt.body_problem(data, parsed))
         return
     outcome, applied = await verified(engine, r, parsed, status)
     headers = verdict_headers(policy, outcome.audit_id, applied)
@@ -140,7 +140,8 @@ async def _non_stream(engine: VerityEngine, r: PolicyRequest) -> None:
 
 async def _buffer(engine: VerityEngine, r: PolicyRequest) -> None:
     policy, x = r.policy, r.x
-    acc: StreamAccumulator | None = None
+    fmt = x.fmt
+    acc: StreamFold | None = None
     parsed: Any = None
     async with x.call_upstream(x.body, stream=True) as (resp, up):
         status, up_headers = resp.status, resp.headers
@@ -151,7 +152,7 @@ async def _buffer(engine: VerityEngine, r: PolicyRequest) -> None:
             await x.respond(status, data, up_headers + verity_headers(policy, "inline"))
             return
         if is_sse(resp):
-            raw, acc = await read_all(resp, up)
+            raw, acc = await read_all(resp, up, fmt.fold())
         else:
             raw = await resp.read()
             parsed = maybe_json(raw)
@@ -163,8 +164,9 @@ async def _buffer(engine: VerityEngine, r: PolicyRequest) -> None:
     if acc.error is not None:  # an in-band upstream error: relay it unverified
         await x.respond(status, raw, up_headers + verity_headers(policy, "inline"))
         return
-    if acc.unreadable or not is_completion(completion):
-        await unverifiable(engine, r, status, raw, up_headers, NOT_CHUNKS, stream_problem(acc))
+    if acc.unreadable or not fmt.is_answer(completion):
+        await unverifiable(engine, r, status, raw, up_headers, not_stream(fmt),
+                           fmt.stream_problem(acc))
         return
     outcome, applied = await verified(engine, r, completion, status)
     headers = verdict_headers(policy, outcome.audit_id, applied)
@@ -172,7 +174,7 @@ async def _buffer(engine: VerityEngine, r: PolicyRequest) -> None:
         await _send_blocked(r, applied, headers)
     else:
         if applied.modified:
-            raw = synthesize(applied.completion or completion,
-                             include_usage=include_usage(x.payload))
+            raw = fmt.stream_body(applied.completion or completion,
+                                  include_usage=include_usage(x.payload))
         await x.respond(status, raw, up_headers + headers)
     conclude(engine, r, completion, outcome)

@@ -5,7 +5,8 @@ Chunks are relayed as they arrive, the tail (finish, usage, ``[DONE]``) is held 
 until the verdict (:class:`~gateway.modes.holdback.HoldBack`); only policy, mode and
 audit-id headers can be sent. ``regenerate`` cannot replace text already delivered,
 so it degrades to its ``fallback`` (recorded in the audit ``note``). How the verdict
-is signalled in-band: :mod:`gateway.wire.chat`.
+is signalled in-band is the format's: :mod:`gateway.wire.chat_hold`,
+:mod:`gateway.wire.responses_format`.
 """
 
 from __future__ import annotations
@@ -18,10 +19,9 @@ from gateway.modes.headers import verity_headers
 from gateway.modes.holdback import HoldBack
 from gateway.modes.relay import is_sse
 from gateway.modes.request import PolicyRequest, Progress
-from gateway.modes.unverified import NOT_CHUNKS, unverified
+from gateway.modes.unverified import not_stream, unverified
 from gateway.modes.verdict import act, conclude
 from gateway.types import Headers
-from gateway.wire.chat import answer_text, is_completion, stream_problem
 from gateway.wire.messages import maybe_json
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ JsonForStream = Callable[["VerityEngine", PolicyRequest, int, bytes, Any, Header
 def _sent(hold: HoldBack) -> Progress:
     """A passthrough stream cut by its client: how much (unverified) answer it was sent."""
     def progress() -> tuple[str, str | None]:
-        n = len(answer_text(hold.completion()))
+        n = len(hold.x.fmt.answer_text(hold.completion()))
         return f"after {n} characters of the answer were sent", hold.acc.id
     return progress
 
@@ -78,11 +78,11 @@ async def handle(engine: VerityEngine, r: PolicyRequest, json_for_stream: JsonFo
             await hold.finish(action="pass")
         engine.finish(outcome, x.trace)
         return
-    if hold.acc.unreadable or not is_completion(completion):
+    if hold.acc.unreadable or not x.fmt.is_answer(completion):
         # The held tail starts at the first unreadable event: fail_closed drops it and
         # ends with an error event (the SDK raises), fail_open sends it as it came.
-        _, err = unverified(r, status, NOT_CHUNKS, stream_problem(hold.acc), outcome,
-                            refused="the stream ended with an upstream_error event")
+        _, err = unverified(r, status, not_stream(x.fmt), x.fmt.stream_problem(hold.acc),
+                            outcome, refused="the stream ended with an upstream_error event")
         if err is not None:
             await hold.finish(action="block", error_body=err.body())
         else:
@@ -96,8 +96,8 @@ async def handle(engine: VerityEngine, r: PolicyRequest, json_for_stream: JsonFo
     if applied.error is not None:
         await hold.finish(action="block", error_body=applied.error.body())
     elif applied.action == "block":
-        text = answer_text(applied.completion or {})
-        await hold.finish(action="block", text="\n\n" + text, verity=signal)
+        await hold.finish(action="block", text="\n\n" + (applied.message or ""),
+                          verity=signal)
     else:
         await hold.finish(action=applied.action, text=applied.appended, verity=signal)
     conclude(engine, r, completion, outcome)

@@ -1,13 +1,14 @@
 """Reading an upstream stream for verification: relayed as it comes, or read whole.
 
 - :func:`relay_accumulating` — shadow streams: forward upstream bytes exactly as
-  they arrive (same chunks, same timing) while folding them into a
-  :class:`~gateway.wire.sse.StreamAccumulator`.
+  they arrive (same chunks, same timing) while folding them into the front door's
+  :class:`~gateway.wire.base.StreamFold` (for chat completions a
+  :class:`~gateway.wire.sse.StreamAccumulator`).
 - :func:`read_all` — ``streaming: buffer``: read the whole upstream stream (raw bytes
-  kept, so an unchanged answer is replayed byte for byte). Its ``unreadable`` count
-  (data events that are not JSON, e.g. invalid UTF-8, or not chat completion chunks:
-  their content is not in the accumulated answer) makes the inline paths treat such
-  a stream as unverifiable.
+  kept, so an unchanged answer is replayed byte for byte). Its fold's ``unreadable``
+  count (data events that are not JSON, e.g. invalid UTF-8, or not events of the
+  format: their content is not in the accumulated answer) makes the inline paths
+  treat such a stream as unverifiable.
 
 The hold-back of ``streaming: passthrough`` is :mod:`gateway.modes.holdback`.
 """
@@ -20,7 +21,7 @@ from gateway.http.relay import traced_chunks
 from gateway.telemetry import UpstreamTrace
 from gateway.types import Headers
 from gateway.upstream.base import UpstreamResponse
-from gateway.wire.sse import StreamAccumulator, encode_event, ended_cleanly
+from gateway.wire.base import StreamFold
 
 __all__ = ["failed", "is_sse", "read_all", "relay_accumulating"]
 
@@ -36,20 +37,21 @@ def failed(up: UpstreamTrace, err: UpstreamError) -> UpstreamError:
 
 
 async def relay_accumulating(x: ChatExchange, resp: UpstreamResponse, up: UpstreamTrace,
-                             headers: Headers, acc: StreamAccumulator | None = None,
-                             ) -> tuple[StreamAccumulator | None, str | None]:
-    """Relay the upstream stream verbatim, folding it into ``acc`` (a new one if not
-    given: a caller that passes its own can read the answer so far meanwhile).
+                             headers: Headers, acc: StreamFold | None = None,
+                             ) -> tuple[StreamFold | None, str | None]:
+    """Relay the upstream stream verbatim, folding it into ``acc`` (a new fold of the
+    exchange's format if not given: a caller that passes its own can read the answer
+    so far meanwhile).
 
     Return ``(acc, None)``, or ``(None, note)`` when the answer cannot be verified: the
     stream was cut or truncated (it then ends with an error event), or went over
     ``max_response_bytes``: from there on it is relayed without being held (the client
     gets it all; the accumulated answer is dropped)."""
-    acc = acc if acc is not None else StreamAccumulator()
+    acc = acc if acc is not None else x.fmt.fold()
     await x.start_stream(resp.status, headers)
     note: str | None = None
     limit, held = resp.max_bytes, 0
-    before = last = b""
+    watch = x.fmt.end_watch()  # the end of what is no longer folded
     try:
         async for chunk in traced_chunks(resp, up):
             await x.send_body(chunk)
@@ -61,15 +63,15 @@ async def relay_accumulating(x: ChatExchange, resp: UpstreamResponse, up: Upstre
                 resp.too_large()  # logged; the stream goes on, unheld
                 note = f"not verified: {UpstreamTooLarge.code}"
                 acc.drop_content()
-            before, last = last, chunk
-        if acc.truncated if note is None else not ended_cleanly(before, last):
+            watch.feed(chunk)
+        if acc.truncated if note is None else not watch.ended():
             raise resp.truncated()
     except UpstreamError as err:
         up.error(type(err).__name__)
         x.status = err.status
         note = f"not verified: {err.code}" if isinstance(err, UpstreamTruncated) \
             else "not verified: the upstream stream was cut"
-        await x.send_body(encode_event(err.body()))
+        await x.send_body(x.fmt.error_event(err.body(), acc))
     else:
         if note is None and up.recording:
             up.response(resp.status, acc.completion())
@@ -79,10 +81,10 @@ async def relay_accumulating(x: ChatExchange, resp: UpstreamResponse, up: Upstre
     return (acc, None) if note is None else (None, note)
 
 
-async def read_all(resp: UpstreamResponse, up: UpstreamTrace) -> tuple[bytes, StreamAccumulator]:
-    """Read a whole SSE body, at most ``max_response_bytes`` (else UpstreamTooLarge);
-    UpstreamError (a cut or truncated stream) propagates."""
-    acc = StreamAccumulator()
+async def read_all(resp: UpstreamResponse, up: UpstreamTrace, acc: StreamFold
+                   ) -> tuple[bytes, StreamFold]:
+    """Read a whole SSE body into ``acc``, at most ``max_response_bytes`` (else
+    UpstreamTooLarge); UpstreamError (a cut or truncated stream) propagates."""
     parts: list[bytes] = []
     limit, held = resp.max_bytes, 0
     async for chunk in traced_chunks(resp, up):  # a cut stream's UpstreamError propagates

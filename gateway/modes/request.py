@@ -31,7 +31,7 @@ def _ref(policy: Policy) -> PolicyRef:
 
 @dataclass(slots=True, eq=False)
 class PolicyRequest:
-    """A chat request with its policy (see the module docstring)."""
+    """A request with its policy (see the module docstring)."""
 
     x: ChatExchange
     selection: Selection
@@ -62,20 +62,24 @@ class PolicyRequest:
         return Outcome(policy=policy.name, policy_version=policy.version, mode=mode,
                        model=x.info.model, tenant=x.info.tenant, stream=x.stream,
                        streaming=policy.spec.streaming if x.stream else None,
-                       audit_id=self.audit_id)
+                       audit_id=self.audit_id, upstream=x.served)
 
     def job(self, answer: Mapping[str, Any], outcome: Outcome, *, kind: JobKind = "verify",
             policy: Policy | None = None, decided: Mapping[str, Any] | None = None,
             background: bool = False) -> VerificationJob:
-        """The verification job of ``answer``: this request's, recorded as ``outcome``
-        (``background``: it runs after the response, its trace linked to this one)."""
+        """The verification job of ``answer`` (in the front door's format): this
+        request's, recorded as ``outcome`` (``background``: it runs after the
+        response, its trace linked to this one)."""
         x, info = self.x, self.x.info
         return VerificationJob(
-            messages=x.messages, answer=answer, policy=_ref(policy or self.policy),
+            messages=x.messages, answer=x.fmt.job_answer(answer),
+            policy=_ref(policy or self.policy),
             audit_id=outcome.audit_id, mode=outcome.mode, model=info.model,
             route=info.route, stream=info.stream, tenant=info.tenant,
             key_name=info.key_name, metadata=info.metadata,
             upstream_status=outcome.upstream_status, streaming=outcome.streaming,
+            upstream=dict(x.served) if x.served else None,
             started_at=outcome.started_at, t0=outcome.t0,
             candidates=tuple(_ref(c) for c in self.selection.candidates), kind=kind,
-            decided=decided, trace=x.trace.link() if background else None)
+            decided=decided, trace=x.trace.link() if background else None,
+            note=x.fmt.unseen_context(x.payload))

@@ -16,9 +16,8 @@ from typing import TYPE_CHECKING, Any
 from gateway.modes.headers import verity_headers
 from gateway.modes.relay import is_sse, relay_accumulating
 from gateway.modes.request import PolicyRequest
-from gateway.wire.chat import answer_text, is_completion
+from gateway.modes.unverified import not_answer, not_stream
 from gateway.wire.messages import maybe_json
-from gateway.wire.sse import StreamAccumulator
 
 if TYPE_CHECKING:
     from gateway.modes.dispatch import VerityEngine
@@ -30,6 +29,7 @@ async def handle(engine: VerityEngine, r: PolicyRequest) -> None:
     """Relay the upstream answer untouched (same bytes, same timing), then queue its
     verification (the job runner writes the record)."""
     policy, x = r.policy, r.x
+    fmt = x.fmt
     outcome = r.new_outcome("shadow")
     completion: dict[str, Any] | None = None
     async with x.call_upstream(x.body, stream=x.stream) as (resp, up):
@@ -40,27 +40,26 @@ async def handle(engine: VerityEngine, r: PolicyRequest) -> None:
         if ok:
             r.track(outcome)
         if x.stream and ok and is_sse(resp):
-            relayed = StreamAccumulator()  # what the client got so far, if it leaves
+            relayed = fmt.fold()  # what the client got so far, if it leaves
             r.track(outcome, lambda: (
-                f"after {len(answer_text(relayed.completion()))} characters of the answer "
-                f"were relayed", relayed.id))
+                f"after {len(fmt.answer_text(relayed.completion()))} characters of the "
+                f"answer were relayed", relayed.id))
             acc, why = await relay_accumulating(x, resp, up, headers, relayed)
             completion = acc.completion() if acc is not None else None
             if completion is None:
                 outcome.note = why
-            elif acc is not None and acc.unreadable:  # its text is not all in the answer
-                completion = None
-                outcome.note = (f"not verified: the upstream stream is not a chat "
-                                f"completion stream ({acc.unreadable} event(s) unreadable)")
+            elif acc is not None and (acc.unreadable or not fmt.is_answer(completion)):
+                completion = None  # its text is not all in the answer
+                outcome.note = f"not verified: {not_stream(fmt)} ({fmt.stream_problem(acc)})"
         else:
             data = await resp.read()
             parsed = maybe_json(data)
             up.response(resp.status, parsed if isinstance(parsed, dict) else None)
             await x.respond(resp.status, data, headers)
-            if ok and is_completion(parsed):
+            if ok and fmt.is_answer(parsed):
                 completion = parsed
             elif ok:
-                outcome.note = "not verified: the upstream body is not a chat completion"
+                outcome.note = f"not verified: {not_answer(fmt)}"
     if completion is None:
         if outcome.note is not None:  # an audit id went out: account for it
             engine.finish(outcome, x.trace)

@@ -1,10 +1,10 @@
 """An upstream success the policy cannot verify: never delivered as if verified.
 
-A body that is not a chat completion (not JSON, invalid UTF-8, trailing bytes, no
-``choices``, a choice, message or content of another shape:
-:func:`gateway.wire.chat.is_completion`; an SSE answer to ``stream: false``), a
-stream whose events are not chat completion chunks or one of whose events cannot be
-read (``StreamAccumulator.unreadable``): with ``on_error: fail_closed`` the client
+A body that is not an answer of the front door's format (for chat completions: not
+JSON, invalid UTF-8, trailing bytes, no ``choices``, a choice, message or content of
+another shape: :func:`gateway.wire.chat.is_completion`; an SSE answer to
+``stream: false``), a stream whose events are not the format's or one of whose
+events cannot be read (the fold's ``unreadable``): with ``on_error: fail_closed`` the client
 gets a 502 ``upstream_error`` (in passthrough, once the body has started: that error
 as the last event), with ``fail_open`` the upstream body with ``x-verity-verdict:
 n/a``; either way an audit record (``note: "not verified: …"``) and a warning log
@@ -21,16 +21,28 @@ from gateway.modes.headers import unverified_headers, verity_headers
 from gateway.modes.request import PolicyRequest
 from gateway.types import Headers
 from gateway.verify.outcome import Outcome
+from gateway.wire.base import ResponseFormat
 
 if TYPE_CHECKING:
     from gateway.modes.dispatch import VerityEngine
 
-__all__ = ["NOT_CHUNKS", "NOT_COMPLETION", "unverifiable", "unverified"]
+__all__ = ["NOT_CHUNKS", "NOT_COMPLETION", "not_answer", "not_stream", "unverifiable",
+           "unverified"]
 
 log = logging.getLogger("gateway.engine")
 
 NOT_COMPLETION = "the upstream body is not a chat completion"  # as shadow's note says
 NOT_CHUNKS = "the upstream stream is not a chat completion stream"
+
+
+def not_answer(fmt: ResponseFormat) -> str:
+    """What an unverifiable body is, in notes (:data:`NOT_COMPLETION` for chat)."""
+    return f"the upstream body is not a {fmt.noun}"
+
+
+def not_stream(fmt: ResponseFormat) -> str:
+    """What an unverifiable stream is, in notes (:data:`NOT_CHUNKS` for chat)."""
+    return f"the upstream stream is not a {fmt.noun} stream"
 
 
 def unverified(r: PolicyRequest, status: int, what: str, why: str,

@@ -5,6 +5,13 @@
 each regenerate attempt's), applies the action (:mod:`gateway.verify.actions`;
 ``regenerate`` calls the upstream through the exchange) and fills the request's
 record; :func:`conclude` closes it after the response.
+
+A request for structured output (chat ``response_format``, Responses ``text.format``:
+``json_schema`` / ``json_object``) never gets a disclaimer: text appended to JSON
+breaks the client's parsing (the SDK's ``parse`` raises). Its ``disclaimer`` (a
+band's, or a regenerate's fallback) is a ``flag`` instead — the verdict in the
+headers (and, in a passthrough stream, nowhere else) — and the record's note says so
+(:data:`STRUCTURED_NOTE`).
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from gateway.modes.request import PolicyRequest
+from gateway.policy.models import ActionSet, DisclaimerAction, RegenerateAction
 from gateway.verify.actions import (
     Applied,
     RegenContext,
@@ -20,16 +28,19 @@ from gateway.verify.actions import (
     apply_static,
     band_action,
     needs_upstream,
+    without_disclaimer,
 )
 from gateway.verify.content import record_content
 from gateway.verify.outcome import Outcome, Verification
 from gateway.verify.pipeline import Budget
-from gateway.wire.chat import CHAT_COMPLETIONS
 
 if TYPE_CHECKING:
     from gateway.modes.dispatch import VerityEngine
 
-__all__ = ["act", "conclude", "detail", "verified", "wants_detail"]
+__all__ = ["STRUCTURED_NOTE", "act", "conclude", "detail", "verified", "wants_detail"]
+
+STRUCTURED_NOTE = ("disclaimer not appended: the client asked for structured (JSON) output; "
+                   "flagged instead")
 
 
 async def verified(engine: VerityEngine, r: PolicyRequest, completion: dict[str, Any],
@@ -46,17 +57,24 @@ async def act(engine: VerityEngine, r: PolicyRequest, completion: dict[str, Any]
     (``allow_regenerate=False``: the answer was already streamed, so an action that
     needs the upstream again applies its ``fallback`` instead)."""
     x, policy = r.x, r.policy
-    fmt = CHAT_COMPLETIONS
+    fmt = x.fmt
     budget = Budget.for_policy(policy)
     spec = policy.spec
+    actions = spec.actions
+    if fmt.structured(x.payload):  # JSON output: text appended would break its parsing
+        actions = without_disclaimer(actions)
     outcome.response_id = completion.get("id")  # the delivered answer's, once acted on
     r.track(outcome)  # a client that disconnects from here on gets this record
     calls: list[str | None] = []  # each regenerate call's response id
     job = r.job(completion, outcome)
 
+    pool = engine.pool if engine.in_pool(r) else None
+
     async def verify(c: dict[str, Any]) -> Verification:
-        return await engine.verifier.verify(job if c is completion else job.with_answer(c),
-                                            policy=policy, trace=x.trace, budget=budget)
+        this = job if c is completion else job.with_answer(fmt.job_answer(c))
+        if pool is not None:  # a large one: in a worker process, the loop serves others
+            return await pool.verify(this, budget)
+        return await engine.verifier.verify(this, policy=policy, trace=x.trace, budget=budget)
 
     async def complete(payload: dict[str, Any]) -> tuple[int, Any, bytes]:
         calls.append(None)
@@ -70,7 +88,7 @@ async def act(engine: VerityEngine, r: PolicyRequest, completion: dict[str, Any]
         return status, parsed, raw
 
     v = await verify(completion)
-    action = band_action(spec.actions, v.verdict)
+    action = band_action(actions, v.verdict)
     if needs_upstream(action) and not allow_regenerate:
         fallback = action.fallback  # type: ignore[union-attr]
         applied = apply_static(fallback, completion, v, policy.name, fmt)
@@ -78,12 +96,14 @@ async def act(engine: VerityEngine, r: PolicyRequest, completion: dict[str, Any]
                         f"delivered; fallback {fallback.type} applied")
     else:
         ctx = RegenContext(policy=policy.name, messages=x.messages, payload=x.payload,
-                           actions=spec.actions, complete=complete, verify=verify,
+                           actions=actions, complete=complete, verify=verify,
                            attempt=x.trace.attempt, time_left=budget.remaining_ms, fmt=fmt)
         applied = await apply_action(action, completion, v, ctx)
     outcome.record(applied.verification)
     outcome.action, outcome.applied = applied.action, True
     outcome.attempts, outcome.attempt_history = applied.attempts, applied.history
+    if actions is not spec.actions and _would_disclaim(spec.actions, applied):
+        applied.note = "; ".join(n for n in (applied.note, STRUCTURED_NOTE) if n)
     notes = [n for n in (applied.verification.note, applied.note) if n]
     outcome.note = "; ".join(notes) or None
     delivered = applied.completion or completion
@@ -95,6 +115,15 @@ async def act(engine: VerityEngine, r: PolicyRequest, completion: dict[str, Any]
             entry["response_id"] = rid
     record_content(policy, outcome, x.trace, x.messages, fmt.answer_text(delivered))
     return applied
+
+
+def _would_disclaim(actions: ActionSet, applied: Applied) -> bool:
+    """The policy's own action for the delivered verdict appends a disclaimer (the
+    structured output made it a flag)."""
+    action = band_action(actions, applied.verification.verdict)
+    if isinstance(action, RegenerateAction):  # the answer fell back to its fallback
+        return isinstance(action.fallback, DisclaimerAction) and applied.action == "flag"
+    return isinstance(action, DisclaimerAction) and applied.action in ("flag", "regenerate")
 
 
 def wants_detail(r: PolicyRequest) -> bool:

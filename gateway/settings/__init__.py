@@ -12,10 +12,12 @@ from gateway.settings.load import load_settings
 from gateway.settings.schema import (
     DEFAULT_MAX_RESPONSE_BYTES,
     AuditConfig,
+    AuditDashboardConfig,
     AuthConfig,
     ConfigError,
     GatewayKey,
     JudgeConfig,
+    PoolConfig,
     RedisConfig,
     ServerConfig,
     Settings,
@@ -28,7 +30,8 @@ from gateway.settings.schema import (
 )
 
 __all__ = [
-    "DEFAULT_MAX_RESPONSE_BYTES", "AuditConfig", "AuthConfig", "ConfigError", "GatewayKey",
-    "JudgeConfig", "RedisConfig", "ServerConfig", "Settings", "ShadowConfig", "TelemetryConfig",
+    "DEFAULT_MAX_RESPONSE_BYTES", "AuditConfig", "AuditDashboardConfig", "AuthConfig",
+    "ConfigError", "GatewayKey", "JudgeConfig", "PoolConfig", "RedisConfig", "ServerConfig",
+    "Settings", "ShadowConfig", "TelemetryConfig",
     "TenantConfig", "Timeouts", "UpstreamConfig", "default_policies_dir", "load_settings",
 ]

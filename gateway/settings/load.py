@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from gateway.settings.routing import routing_errors
 from gateway.settings.schema import ENV_PREFIX, ConfigError, Settings
 
 __all__ = ["load_settings"]
@@ -246,9 +247,23 @@ def load_settings(
             raise ConfigError(f"invalid configuration: auth.tenants.{tenant}: no gateway key "
                               f"has this tenant (tenants of auth.keys: "
                               f"{', '.join(tenants) or 'none'})")
+    board = settings.audit.dashboard
+    if board.path is not None:
+        keys = sorted(k.name for k in settings.auth.keys)
+        unknown = sorted(set(board.keys) - set(keys))
+        if not board.keys or unknown:
+            raise ConfigError(
+                "invalid configuration: audit.dashboard.keys: " + (
+                    f"{', '.join(unknown)} not among auth.keys (known: "
+                    f"{', '.join(keys) or 'none'})" if unknown else
+                    f"name the gateway keys (auth.keys[].name) that may open the audit "
+                    f"pages at {board.path}: they show every tenant's records"))
     names = [u.name for u in settings.upstreams]
     if len(set(names)) != len(names):
         raise ConfigError("invalid configuration: upstreams: names must be unique")
+    problems = routing_errors(settings.routing, names)
+    if problems:
+        raise ConfigError("\n".join(["invalid configuration:"] + [f"  {p}" for p in problems]))
     if settings.judge.upstream and settings.judge.upstream not in names:
         raise ConfigError(f"invalid configuration: judge.upstream: no upstream named "
                           f"{settings.judge.upstream!r} (known: {', '.join(names) or 'none'})")

@@ -23,10 +23,13 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from gateway.settings.routes import DEFAULT_KEY_ROUTES, parse_rule
+from gateway.settings.routing import RoutingConfig
 
 __all__ = [
-    "DEFAULT_FLUSH_SECONDS", "DEFAULT_MAX_RESPONSE_BYTES", "AuditConfig", "AuthConfig", "ConfigError", "GatewayKey",
-    "JudgeConfig", "RedisConfig", "ServerConfig", "Settings", "ShadowConfig", "TelemetryConfig",
+    "DEFAULT_FLUSH_SECONDS", "DEFAULT_MAX_RESPONSE_BYTES", "AuditConfig",
+    "AuditDashboardConfig", "AuthConfig", "ConfigError", "GatewayKey",
+    "JudgeConfig", "PoolConfig", "RedisConfig", "ServerConfig", "Settings", "ShadowConfig",
+    "TelemetryConfig",
     "TenantConfig", "Timeouts", "UpstreamConfig", "default_policies_dir",
 ]
 
@@ -81,6 +84,12 @@ class UpstreamConfig(_Strict):
     buffered or accumulated for verification. Over it: 502 ``upstream_response_too_large``
     (an error event once a stream has started). A stream relayed without verification is
     passed through, not held, and not counted."""
+    responses_api: bool | None = None
+    """Whether the upstream serves ``POST /responses`` (OpenAI's Responses API) itself.
+    ``false``: the gateway translates ``/v1/responses`` requests to chat completions and
+    the answers back (``gateway.upstream.responses_bridge``; a 400 naming any field that
+    has no exact translation). Default: ``true`` for ``kind: openai``, ``false`` for
+    ``kind: anthropic`` (where ``true`` is an error)."""
 
     _models_list = field_validator("models", mode="before")(
         _expect_list("globs", '["gpt-*"]'))
@@ -91,6 +100,18 @@ class UpstreamConfig(_Strict):
         if not v.startswith(("http://", "https://")):
             raise ValueError("must start with http:// or https://")
         return v.rstrip("/")
+
+    @model_validator(mode="after")
+    def _responses_api(self) -> UpstreamConfig:
+        if self.kind == "anthropic" and self.responses_api:
+            raise ValueError("responses_api: true is not possible with kind: anthropic "
+                             "(Anthropic has no Responses API; the gateway translates)")
+        return self
+
+    @property
+    def speaks_responses(self) -> bool:
+        """``responses_api``, or its default for the ``kind``."""
+        return self.kind == "openai" if self.responses_api is None else self.responses_api
 
     def matches(self, model: str) -> bool:
         return any(fnmatch.fnmatchcase(model, p) for p in self.models)
@@ -177,6 +198,8 @@ class AuthConfig(_Strict):
 class ShadowConfig(_Strict):
     queue_size: int = Field(1000, ge=1)
     concurrency: int = Field(4, ge=1)
+    """Background jobs running at once (with worker processes: jobs handed to the
+    pool at once, at least ``pool.workers``)."""
     drain_seconds: float = Field(10.0, ge=0)
     runner: Literal["local", "redis"] = "local"
     """Where shadow and candidate jobs run: ``local`` in this gateway; ``redis``
@@ -229,15 +252,91 @@ class RedisConfig(_Strict):
         return self
 
 
+class PoolConfig(_Strict):
+    """Where verification runs (``gateway.pool``): worker processes, or the relay's
+    own event loop."""
+
+    workers: int | None = Field(None, ge=0, le=256)
+    """Verification worker processes. None: the cores the relay does not need,
+    ``max(1, cpus - 1)`` (the CPUs this process may run on); 0: none — every job
+    runs on the relay's event loop, as before the pool (tests, embedding)."""
+    nice: int = Field(10, ge=0, le=19)
+    """Added to the workers' niceness: under CPU contention the relay goes first, and
+    the shadow sample sheds instead of clients slowing down."""
+    inline_min_bytes: int | None = Field(65536, ge=0)
+    """An inline verification whose request messages plus answer are at least this
+    large (characters) runs in a worker, the request awaiting it; smaller ones stay on
+    the event loop (cheaper than the round trip). 0: every one; None: never."""
+    grace_ms: int = Field(250, ge=0)
+    """A job still running ``budget.total_ms`` + this after it started is abandoned by
+    the relay (recorded so) even if its worker could not stop it (a long C call)."""
+
+
 class TelemetryConfig(_Strict):
     flush_seconds: float = Field(DEFAULT_FLUSH_SECONDS, ge=0)
     """On shutdown, how long the final telemetry flush may take in all (every signal
     flushed at once); 0: do not wait. Exporters themselves are ``OTEL_*``-configured."""
 
 
+class AuditDashboardConfig(_Strict):
+    """The audit dashboard (``gateway.dashboard``) mounted on the gateway itself."""
+
+    path: str | None = None
+    """Where the pages are served (e.g. ``/audit``); None: not mounted (the default).
+    ``gateway audit serve`` serves the same pages on a port of their own."""
+    keys: tuple[str, ...] = ()
+    """Names of the gateway keys (``auth.keys[].name``) that may open the pages; required
+    with ``path``: the pages show every tenant's records."""
+    jaeger_url: str | None = None
+    """Jaeger UI base URL (``http://jaeger:16686``): a record page links to its trace."""
+
+    _keys_list = field_validator("keys", mode="before")(_expect_list("key names", "[ops]"))
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        v = v.rstrip("/")
+        if not v.startswith("/") or v in ("", "/healthz", "/readyz") or v == "/v1" \
+                or v.startswith("/v1/") or any(c in v for c in "?#*% "):
+            raise ValueError("must be a path of its own such as /audit (not /, /v1/..., "
+                             "/healthz or /readyz)")
+        return v
+
+    @field_validator("jaeger_url")
+    @classmethod
+    def _jaeger(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return v.rstrip("/") if v else v
+
+
 class AuditConfig(_Strict):
+    """The audit store (``gateway.audit``): where records go, how files rotate, what is
+    kept. ``path`` ending in ``.jsonl`` is one file that every process appends to (never
+    rotated); any other path is a directory of ``date=YYYY-MM-DD/`` folders in which each
+    process writes files of its own, rotated by size and age, optionally compacted to
+    Parquet and pruned by age and size."""
+
     path: str | None = "verity-audit.jsonl"
-    """Append-only JSONL audit file; None disables the file sink."""
+    """Append-only JSONL audit file, or a directory (see above); None disables the sink."""
+    rotate_mb: float = Field(64.0, gt=0)
+    """Directory layout: a file is closed and a new one begun past this size (MiB)."""
+    rotate_seconds: float = Field(3600.0, gt=0)
+    """Directory layout: ... or once it is this old (and at every UTC day change)."""
+    compact: bool = False
+    """Directory layout: compact each closed file to Parquet (what `gateway audit report`
+    reads fast), in a low-priority thread of the writing process."""
+    retention_days: float | None = Field(None, gt=0)
+    """Directory layout: delete closed files of days older than this; None: keep all."""
+    retention_mb: float | None = Field(None, gt=0)
+    """Directory layout: delete the oldest closed files while the directory is larger."""
+    dashboard: AuditDashboardConfig = AuditDashboardConfig()
+
+    def is_directory(self) -> bool:
+        """Whether ``path`` names a directory layout (anything not ending in ``.jsonl``)."""
+        return bool(self.path) and not str(self.path).endswith(".jsonl")
 
 
 class JudgeConfig(_Strict):
@@ -295,11 +394,14 @@ class Settings(_Strict):
     max_body_bytes: int = Field(16 * 1024 * 1024, ge=1024)
     reload_policies: bool = True
     shadow: ShadowConfig = ShadowConfig()
+    pool: PoolConfig = PoolConfig()
     audit: AuditConfig = AuditConfig()
     telemetry: TelemetryConfig = TelemetryConfig()
     judge: JudgeConfig = JudgeConfig()
     server: ServerConfig = ServerConfig()
     redis: RedisConfig = RedisConfig()
+    routing: RoutingConfig = RoutingConfig()
+    """Retries, passive health, pools and fallbacks (:mod:`gateway.settings.routing`)."""
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     readyz_detail: Literal["keyed", "public"] = "keyed"
     """Who sees ``/readyz``'s detail (policy files, their errors, the shadow queue).

@@ -5,7 +5,7 @@
 ``opentelemetry-api``/``-semantic-conventions`` one patch behind the SDK we run,
 so it cannot be installed beside it. These ~60 lines give the same span with no
 dependency and without any global context: the parent is read from the
-``traceparent`` the gateway already put on the request (the ``chat {model}``
+``traceparent`` the gateway already put on the request (the ``chat``
 span), and replaced with the HTTP span's own so the upstream continues from it.
 
 Recorded: method, ``url.full`` without query or credentials, server address and
@@ -37,10 +37,12 @@ def trace_config(tracer: Tracer, propagator: TraceContextTextMapPropagator) -> a
         if "tracestate" in params.headers:
             carrier["tracestate"] = params.headers["tracestate"]
         url = params.url
-        span = tracer.start_span(params.method, kind=SpanKind.CLIENT,
+        method = sc.known_method(params.method)  # a forwarded method is the client's
+        span = tracer.start_span(method if method != sc.OTHER_METHOD else "HTTP",
+                                 kind=SpanKind.CLIENT,
                                  context=propagator.extract(carrier, context=Context()),
                                  attributes={
-                                     sc.HTTP_REQUEST_METHOD: params.method,
+                                     sc.HTTP_REQUEST_METHOD: method,
                                      sc.URL_FULL: str(url.with_query(None).with_fragment(None)
                                                       .with_user(None)),
                                      sc.SERVER_ADDRESS: url.host or "",

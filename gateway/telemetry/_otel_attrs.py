@@ -102,7 +102,9 @@ class AttributeCache:
                 attrs[sc.SERVER_PORT] = port
             if len(self._upstream) >= CACHE_LIMIT:
                 self._upstream.clear()
-            found = self._upstream[key] = (f"{operation} {model}", attrs)
+            # The operation alone: the model is the client's string (an upstream whose
+            # ``models`` is a glob routes any), kept in ``gen_ai.request.model``.
+            found = self._upstream[key] = (operation, attrs)
         return found
 
     def metric(self, key: UpstreamKey, response_model: str | None,

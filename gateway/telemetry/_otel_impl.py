@@ -21,7 +21,7 @@ calls when a policy opts in.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from opentelemetry.context import Context
@@ -89,7 +89,7 @@ class OtelTelemetry(Telemetry):
             elif name == b"user-agent":
                 user_agent = value.decode("latin-1")
         parent = self.propagator.extract(carrier, context=Context()) if carrier else Context()
-        method = scope.get("method", "GET")
+        method = sc.known_method(scope.get("method", "GET"))
         server = scope.get("server") or (None, None)
         key = (method, route, scope.get("path"), scope.get("scheme"),
                scope.get("http_version"), server[0], server[1])
@@ -99,9 +99,13 @@ class OtelTelemetry(Telemetry):
             attrs[sc.CLIENT_ADDRESS] = str(client[0])
         if user_agent is not None:
             attrs[sc.USER_AGENT_ORIGINAL] = user_agent
-        span = self.tracer.start_span(f"{method} {route}", context=parent, kind=SpanKind.SERVER,
+        # ``route`` is a template the endpoint chose, never the client's path; a method
+        # outside HTTP's registered ones is "_OTHER", and the span is named "HTTP <route>".
+        name = f"{method} {route}" if method != sc.OTHER_METHOD else f"HTTP {route}"
+        span = self.tracer.start_span(name, context=parent, kind=SpanKind.SERVER,
                                       attributes=attrs)
-        return OtelTrace(self, span, server=True)
+        return OtelTrace(self, span, server=True,
+                         http={sc.HTTP_REQUEST_METHOD: method, sc.HTTP_ROUTE: route})
 
     def start_shadow(self, parent: RequestTrace | TraceLink | None,
                      name: str = "shadow audit") -> RequestTrace:
@@ -136,6 +140,16 @@ class OtelTelemetry(Telemetry):
                                       links=[Link(context)] if context.is_valid else [])
         return OtelTrace(self, span, server=False)
 
+    def continue_trace(self, link: TraceLink | None, name: str) -> RequestTrace:
+        if link is None:
+            return super().continue_trace(link, name)
+        carrier = {"traceparent": link.traceparent}
+        if link.tracestate:
+            carrier["tracestate"] = link.tracestate
+        parent = self.propagator.extract(carrier, context=Context())
+        span = self.tracer.start_span(name, context=parent, kind=SpanKind.INTERNAL)
+        return OtelTrace(self, span, server=False)
+
     def describe(self) -> str:
         where = ", ".join(f"{signal} to {url}" for signal, url in self.endpoints.items()
                           if url) or "nothing (every signal's exporter is off)"
@@ -148,6 +162,16 @@ class OtelTelemetry(Telemetry):
     def gauge_shadow_depth(self, depth: Callable[[], int]) -> None:
         self.metrics.gauge_shadow_depth(depth)
 
+    def observe(self, name: str, value: float,
+                attributes: Mapping[str, Any] | None = None) -> None:
+        self.metrics.observe(name, value, attributes)
+
+    def gauge(self, name: str, value: Callable[[], float | None]) -> None:
+        self.metrics.gauge(name, value)
+
+    def gauge_upstreams(self, read: Callable[[], Sequence[tuple[str, int, int]]]) -> None:
+        self.metrics.gauge_upstreams(read)
+
     def instrument_httpx(self, client: Any) -> None:
         """httpx or httpx2 (the openai/anthropic SDKs' fork) client; ``url.full`` is
         recorded without its query string, where some judges carry their key."""
@@ -155,9 +179,9 @@ class OtelTelemetry(Telemetry):
         instrument_httpx(client, self.tracer, self.propagator)
 
     def aiohttp_trace_configs(self) -> list[Any]:
-        """The HTTP CLIENT span under ``chat {model}``: opt-in (``VERITY_OTEL_HTTP_SPANS``).
+        """The HTTP CLIENT span under ``chat``: opt-in (``VERITY_OTEL_HTTP_SPANS``).
         Any aiohttp trace config makes aiohttp fire all its tracing signals, and the
-        span duplicates ``chat {model}`` (which carries server address, port and
+        span duplicates ``chat`` (which carries server address, port and
         status), so by default there is none."""
         if not self.http_spans:
             return []

@@ -175,6 +175,8 @@ def _views() -> list[View]:
         buckets(sc.METRIC_GEN_AI_OPERATION_DURATION, sc.DURATION_BUCKETS),
         buckets(sc.METRIC_GEN_AI_TIME_TO_FIRST_CHUNK, sc.DURATION_BUCKETS),
         buckets(sc.METRIC_LAYER_DURATION, sc.LAYER_DURATION_BUCKETS),
+        buckets(sc.METRIC_HTTP_SERVER_DURATION, sc.HTTP_DURATION_BUCKETS),
+        *(buckets(metric, bounds) for metric, _, _, bounds in sc.HISTOGRAMS.values()),
     ]
 
 

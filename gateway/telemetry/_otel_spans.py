@@ -2,7 +2,7 @@
 
 Owns the per-request objects behind the façade's :class:`~gateway.telemetry.RequestTrace`,
 :class:`~gateway.telemetry.UpstreamTrace` and :class:`~gateway.telemetry.LayerSpan`:
-the SERVER (or shadow INTERNAL root) span, the ``chat {model}`` CLIENT span per
+the SERVER (or shadow INTERNAL root) span, the ``chat`` CLIENT span per
 upstream call, the ``prepare context``, ``verify {layer}``, ``candidate {policy}`` and
 ``regenerate attempt {n}`` INTERNAL spans, their attributes and statuses, and the metric points each one records when it
 finishes. Spans are parented explicitly (each trace object holds its span's
@@ -48,13 +48,14 @@ CANDIDATE_SPAN = "candidate"
 
 
 class OtelUpstream(UpstreamTrace):
-    """One upstream call: the ``chat {model}`` CLIENT span and its GenAI metrics."""
+    """One upstream call: the ``chat`` CLIENT span and its GenAI metrics."""
 
     recording = True
 
     __slots__ = (
         "_headers",
         "_key",
+        "_name",
         "_response_model",
         "_span",
         "_start",
@@ -63,9 +64,11 @@ class OtelUpstream(UpstreamTrace):
         "error_type",
     )
 
-    def __init__(self, trace: OtelTrace, span: Span, key: UpstreamKey) -> None:
+    def __init__(self, trace: OtelTrace, span: Span, key: UpstreamKey,
+                 name: str | None = None) -> None:
         self._trace = trace
         self._span = span
+        self._name = name
         self._start = time.perf_counter()
         self._key = key
         self._response_model: str | None = None
@@ -138,6 +141,13 @@ class OtelUpstream(UpstreamTrace):
         self.error_type = error_type
         self._span.set_attribute(sc.ERROR_TYPE, error_type)
         self._span.set_status(Status(StatusCode.ERROR, error_type))
+
+    def outcome(self, outcome: str) -> None:
+        self._span.set_attribute(sc.VERITY_UPSTREAM_OUTCOME, outcome)
+        name = self._name
+        self._trace.tel.metrics.upstream_attempts.add(
+            1, {sc.VERITY_UPSTREAM_NAME: name, sc.VERITY_UPSTREAM_OUTCOME: outcome}
+            if name is not None else {sc.VERITY_UPSTREAM_OUTCOME: outcome})
 
     def finish(self) -> None:
         tel = self._trace.tel
@@ -262,10 +272,15 @@ class OtelTrace(RequestTrace):
 
     recording = True
 
-    def __init__(self, tel: OtelTelemetry, span: Span, *, server: bool) -> None:
+    def __init__(self, tel: OtelTelemetry, span: Span, *, server: bool,
+                 http: Mapping[str, Any] | None = None) -> None:
         self.tel = tel
         self.span = span
         self.server = server
+        self._http = http
+        """A SERVER trace's ``http.server.request.duration`` attributes known at its start
+        (method, route); the status and error type are added at :meth:`end`."""
+        self._start = time.perf_counter()
         self.context = set_span_in_context(span, Context())
         self._parent = self.context
         self.response_id: str | None = None
@@ -274,8 +289,16 @@ class OtelTrace(RequestTrace):
         self.policy: str | None = None
         """The policy whose ``verify`` spans this trace starts (:meth:`for_policy`)."""
         self.is_candidate = False
+        self.live_policy: str | None = None
+        """On a candidate's trace: the live policy it is evaluated beside."""
         self._layer_attrs: dict[str, Any] = {}
         self._ended = False
+        self._served = False
+
+    @property
+    def trace_id(self) -> str | None:
+        ctx = self.span.get_span_context()
+        return f"{ctx.trace_id:032x}" if ctx.is_valid else None
 
     def link(self) -> TraceLink | None:
         ctx = self.span.get_span_context()
@@ -290,6 +313,16 @@ class OtelTrace(RequestTrace):
         # gets no decision event (that is on its shadow trace).
         self.span.set_attributes({sc.VERITY_POLICY: policy, sc.VERITY_MODE: mode})
 
+    def served(self, upstream: str | None, attempts: int) -> None:
+        if self._served:  # a regenerate call's exchange: the request's is the first
+            return
+        self._served = True
+        attrs: dict[str, Any] = {sc.VERITY_UPSTREAM_ATTEMPTS: attempts}
+        if upstream is not None:
+            attrs[sc.VERITY_UPSTREAM_NAME] = upstream
+        self.span.set_attributes(attrs)
+        self.tel.metrics.upstream_served.add(1, attrs)
+
     def for_policy(self, policy: str) -> RequestTrace:
         if self.policy is None or self.policy == policy:
             self.policy = policy
@@ -303,15 +336,21 @@ class OtelTrace(RequestTrace):
     @contextmanager
     def upstream(self, *, model: str, provider: str, server_address: str,
                  stream: bool, operation: str = "chat",
-                 server_url: str | None = None) -> Iterator[UpstreamTrace]:
+                 server_url: str | None = None, attempt: int = 1,
+                 upstream: str | None = None) -> Iterator[UpstreamTrace]:
         tel = self.tel
         key: UpstreamKey = (operation, provider, model, server_address,
                             tel.attrs.port_of(server_url) if server_url else None, stream)
         name, attrs = tel.attrs.upstream_span(key)
         span = tel.tracer.start_span(name, context=self._parent, kind=SpanKind.CLIENT,
                                      attributes=attrs)
+        if upstream is not None:
+            span.set_attribute(sc.VERITY_UPSTREAM_NAME, upstream)
+        span.set_attribute(sc.VERITY_UPSTREAM_ATTEMPT, attempt)
+        if attempt > 1:  # the HTTP semconv: set on the second and later attempts only
+            span.set_attribute(sc.HTTP_REQUEST_RESEND_COUNT, attempt - 1)
         self.upstream_context = set_span_in_context(span, Context())
-        up = OtelUpstream(self, span, key)
+        up = OtelUpstream(self, span, key, upstream)
         try:
             yield up
         except BaseException as exc:
@@ -366,6 +405,7 @@ class OtelTrace(RequestTrace):
         trace = OtelTrace(self.tel, span, server=False)
         trace.response_id = self.response_id
         trace.is_candidate = True
+        trace.live_policy = self.policy
         trace.for_policy(policy)
         try:
             yield trace
@@ -396,6 +436,14 @@ class OtelTrace(RequestTrace):
             self.span.add_event(sc.EVENT_VERITY_DECISION, attrs)
             self.span.set_attributes(attrs)
             self.layer_verdicts.clear()
+            # Counted apart from verity.decisions (which counts what the gateway did):
+            # what each candidate would have done, beside which live policy.
+            self.tel.metrics.candidate_decisions.add(1, clean_attrs([
+                (sc.VERITY_POLICY, self.live_policy),
+                (sc.VERITY_CANDIDATE_NAME, record.get("policy")),
+                (sc.VERITY_VERDICT, record.get("verdict") or sc.NO_VERDICT),
+                (sc.VERITY_ACTION, record.get("action") or sc.NO_ACTION),
+            ]))
             return
         self.span.add_event(sc.EVENT_VERITY_DECISION, attrs)
         self.span.set_attributes(attrs)
@@ -429,3 +477,9 @@ class OtelTrace(RequestTrace):
             if status >= 500 or not self.server:
                 span.set_status(Status(StatusCode.ERROR, error_type))
         span.end()
+        if self._http is not None:
+            attrs = {**self._http, sc.HTTP_RESPONSE_STATUS_CODE: status}
+            if error_type:
+                attrs[sc.ERROR_TYPE] = error_type
+            self.tel.metrics.http_server_duration.record(time.perf_counter() - self._start,
+                                                         attrs)

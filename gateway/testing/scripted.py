@@ -4,7 +4,10 @@ Used by ``gateway demo``, ``gateway eval``, the tests and the benchmarks. It is 
 plain ASGI app serving:
 
 - ``POST /v1/chat/completions`` (JSON and SSE, ``stream_options.include_usage``,
-  tool calls), ``GET /v1/models``, ``POST /v1/embeddings``, ``POST /v1/completions``.
+  tool calls), ``GET /v1/models``, ``POST /v1/embeddings``, ``POST /v1/completions``;
+- ``POST /v1/responses`` (the Responses API, JSON and typed SSE events, function
+  calls: :mod:`gateway.testing.scripted_responses`); ``responses_api=False`` answers it
+  404, as a chat-only server does.
 
 What it answers, first match wins:
 
@@ -19,12 +22,19 @@ connection after N stream chunks), ``x-mock-tool-call`` (answer with a tool
 call), ``x-mock-reply`` (literal reply text), ``x-mock-gzip`` (gzip the chat
 answer, JSON or SSE, whatever the request's ``accept-encoding``). Every request is
 recorded in ``requests`` (method, path, query, headers, parsed JSON body).
+
+An upstream that fails on its own (retries, fallbacks, load balancing): ``failures``
+(statuses answered to the next requests, one each, before anything else: "fails N
+times"), then ``fail_rate`` (that fraction of requests answered ``fail_status``, drawn
+from ``random.Random(seed)``: reproducible), with ``fail_retry_after`` as their
+``retry-after``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import random
 import re
 import time
 import zlib
@@ -33,6 +43,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+
+from gateway.testing import scripted_responses
 
 __all__ = ["Rule", "ScriptedUpstream", "read_all", "serve_lifespan"]
 
@@ -82,6 +94,24 @@ class ScriptedUpstream:
     requests: list[dict[str, Any]] = field(default_factory=list)
     cancelled: int = 0
     """How many requests the client abandoned while this upstream was still answering."""
+    failures: list[int] = field(default_factory=list)
+    """Error statuses for the next requests, one per request, consumed in order."""
+    fail_rate: float = 0.0
+    fail_status: int = 503
+    fail_retry_after: str | None = None
+    seed: int = 0
+    responses_api: bool = True
+    """Whether ``POST /v1/responses`` is served (else 404, as a chat-only server)."""
+
+    def __post_init__(self) -> None:
+        self._rng = random.Random(self.seed)
+
+    def _scripted_failure(self) -> int | None:
+        if self.failures:
+            return self.failures.pop(0)
+        if self.fail_rate > 0 and self._rng.random() < self.fail_rate:
+            return self.fail_status
+        return None
 
     # ---- ASGI ----------------------------------------------------------------------------
 
@@ -146,10 +176,14 @@ class ScriptedUpstream:
             except asyncio.CancelledError:
                 raise
         status = int(headers.get("x-mock-status", "200"))
+        retry_after = headers.get("x-mock-retry-after")
+        failure = self._scripted_failure()
+        if failure is not None:
+            status, retry_after = failure, retry_after or self.fail_retry_after
         if status >= 400:
             extra = [(b"x-request-id", b"req_mock_error")]
-            if "x-mock-retry-after" in headers:
-                extra.append((b"retry-after", headers["x-mock-retry-after"].encode()))
+            if retry_after is not None:
+                extra.append((b"retry-after", retry_after.encode()))
                 extra.append((b"x-ratelimit-remaining-requests", b"0"))
             return await _json(send, status, {"error": {
                 "message": f"scripted error {status}", "type": "scripted_error",
@@ -167,6 +201,8 @@ class ScriptedUpstream:
             if "x-mock-gzip" in headers:
                 send = _gzipped(send)
             return await self._chat(headers, payload, send)
+        if path == "/v1/responses" and method == "POST" and self.responses_api:
+            return await self._responses(headers, payload, send)
         if path == "/v1/embeddings" and method == "POST":
             return await self._embeddings(payload, send)
         if path == "/v1/completions" and method == "POST":
@@ -265,6 +301,31 @@ class ScriptedUpstream:
             if chunk_delay and n:
                 await asyncio.sleep(chunk_delay)
             await send({"type": "http.response.body", "body": piece, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _responses(self, headers: dict[str, str], payload: dict[str, Any],
+                         send: Any) -> None:
+        text = self.answer(headers, scripted_responses.user_text(payload))
+        rid = "resp_" + hashlib.sha1(f"{time.time_ns()}".encode()).hexdigest()[:16]
+        tools = payload.get("tools")
+        tool = None
+        if "x-mock-tool-call" in headers and isinstance(tools, list) and tools:
+            tool = str(tools[0].get("name") or "tool")
+        final = scripted_responses.response(payload, rid, int(time.time()), text, tool=tool)
+        if payload.get("stream") is not True:
+            return await _json(send, 200, final, [(b"x-request-id", b"req_scripted")])
+        chunk_delay = float(headers.get("x-mock-chunk-delay-ms", self.chunk_delay_ms)) / 1000
+        cut_after = int(headers.get("x-mock-cut-after", "-1"))
+        await send({"type": "http.response.start", "status": 200, "headers": [
+            (b"content-type", b"text/event-stream; charset=utf-8"),
+            (b"cache-control", b"no-cache"), (b"x-request-id", b"req_scripted")]})
+        for n, event in enumerate(scripted_responses.events(final)):
+            if n == cut_after:
+                raise ConnectionAbortedError("scripted cut")  # uvicorn drops the connection
+            if chunk_delay and n:
+                await asyncio.sleep(chunk_delay)
+            await send({"type": "http.response.body", "body": scripted_responses.sse(event),
+                        "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _embeddings(self, payload: dict[str, Any], send: Any) -> None:

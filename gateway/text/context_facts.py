@@ -28,10 +28,17 @@ from gateway.text.frames import Filler, Slot, make_slots
 from gateway.text.index import TextIndex
 from gateway.text.measures import COUNT, Measure, sentence_measures, years_as_measures
 from gateway.text.names import name_key, names_in, proper_words
-from gateway.text.polarity import Clause, clause_polarity, contrast_spans, polar
+from gateway.text.polarity import (
+    Clause,
+    FlipCues,
+    clause_polarity,
+    contrast_spans,
+    flip_cues,
+    polar,
+)
 from gateway.text.quantities import DateRef, Quantity
 from gateway.text.stem import stem
-from gateway.text.tokens import STOPWORDS, Span, entity_candidates
+from gateway.text.tokens import STOPWORDS, Span, entity_candidates, tokenize
 
 __all__ = ["KEY", "ContextFacts", "Fact", "context_facts", "date_key", "measure_key",
            "sentence_slots"]
@@ -72,8 +79,9 @@ def sentence_slots(text: str, measures: Sequence[Measure], dates: Sequence[DateR
     made: list[tuple[str, object]] = []
     # A date wins over a name written with it ("January 1887" is no entity), and so does
     # a measure over a unit symbol read as a name ("80 Nm", "18 V").
-    names = [n for n in names if not any(n.start < d.end and d.start < n.end for d in dates)
-             and not any(m.start <= n.start and n.end <= m.end for m in measures)]
+    if dates or measures:
+        names = [n for n in names if not any(n.start < d.end and d.start < n.end for d in dates)
+                 and not any(m.start <= n.start and n.end <= m.end for m in measures)]
     spans = [(n.start, n.end) for n in names]
 
     def inside(s: int, e: int) -> bool:
@@ -123,6 +131,8 @@ class ContextFacts:
         self._clauses: dict[int, list[Clause]] = {}
         self._stem_idf: dict[str, float] = {}
         self._polar: dict[int, bool] = {}
+        self._cues: dict[int, FlipCues] = {}
+        self._by_base: dict[tuple[str, float], list[Measure]] | None = None
         self._sentence_stems: dict[int, frozenset[str]] = {}
         self._name_keys: dict[int, list[frozenset[str]]] = {}
         self._stem_tokens: dict[str, list[str]] | None = None
@@ -152,7 +162,7 @@ class ContextFacts:
                 qs = [Quantity(q.value, q.kind, q.unit, q.text, q.start - off, q.end - off,
                                q.sig_digits) for q in numbers]
                 ds = [_shift(d, off) for d in dates]
-                got = sentence_measures(text, qs, ds)
+                got = sentence_measures(text, qs, ds, self.index.sentences[sid].tokens)
             # Word values ("an hour", "a tenth") in sentences without digits are not
             # scanned here: the context states its facts with numbers.
             self._measures[sid] = got
@@ -177,6 +187,20 @@ class ContextFacts:
                     out.setdefault(m.base_dim, []).append((sid, m))
             self._by_dim = out
         return self._by_dim
+
+    def same_base(self, base_dim: str, base: float) -> list[Measure]:
+        """The context's measures of ``base_dim`` whose value in base units is exactly
+        ``base`` (where a match is most likely: looked at before the whole dimension)."""
+        return self._by_value().get((base_dim, base), [])
+
+    def _by_value(self) -> dict[tuple[str, float], list[Measure]]:
+        if self._by_base is None:
+            by: dict[tuple[str, float], list[Measure]] = {}
+            for dim, ms in self.by_dim().items():
+                for _, m in ms:
+                    by.setdefault((dim, m.base), []).append(m)
+            self._by_base = by
+        return self._by_base
 
     def dated(self) -> list[tuple[int, DateRef]]:
         """Every date of the context with its sentence (offsets relative to it)."""
@@ -223,11 +247,32 @@ class ContextFacts:
                 stem(t) for t in self.index.sentences[sid].tokens if t not in STOPWORDS)
         return got
 
+    def has_stem(self, sid: int, stems: frozenset[str]) -> bool:
+        """Whether sentence ``sid`` has a word with one of ``stems`` (function words
+        aside): the words of each stem looked up in its token set, not every word of it
+        stemmed."""
+        got = self._sentence_stems.get(sid)
+        if got is not None:
+            return not stems.isdisjoint(got)
+        tokens = self.index.sentences[sid].tokens
+        by = self._stems()
+        return any(t in tokens for s in stems for t in by.get(s, ()))
+
     def polar(self, sid: int) -> bool:
         """Whether sentence ``sid`` has a negation, negating prefix or direction word."""
         got = self._polar.get(sid)
         if got is None:
             got = self._polar[sid] = polar(self.index.sentences[sid].text)
+        return got
+
+    def flip_cues(self, sid: int) -> FlipCues:
+        """What sentence ``sid`` could flip an answer clause with (negation, prefixes,
+        directions), read once per context sentence from its indexed tokens."""
+        got = self._cues.get(sid)
+        if got is None:
+            sentence = self.index.sentences[sid]
+            got = self._cues[sid] = flip_cues(sentence.tokens,
+                                              lambda: tokenize(sentence.text))
         return got
 
     def clauses(self, sid: int) -> list[Clause]:
@@ -291,6 +336,7 @@ class ContextFacts:
     def prepare(self) -> None:
         """Everything that needs no answer: measures by dimension and the names."""
         self.by_dim()
+        self._by_value()
         self.dated()
         self.proper()
         self._stems()

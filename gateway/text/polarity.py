@@ -22,15 +22,24 @@ Pure functions; patterns compiled at import.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass
+from functools import lru_cache
 
-from gateway.text.antonyms import directions, is_direction_word, may_have_direction
+from gateway.text.antonyms import (
+    direction_sides,
+    direction_words,
+    directions,
+    is_direction_word,
+    may_have_direction,
+    may_oppose,
+)
 from gateway.text.frames import clauses
 from gateway.text.stem import stem
 from gateway.text.tokens import NUMBER_WORDS, STOPWORDS, has_camel_glue, negation_cues
 
-__all__ = ["Clause", "clause_polarity", "contrast_spans", "flip_by_prefix", "leading_particle",
-           "polar", "prefix_negated"]
+__all__ = ["Clause", "FlipCues", "clause_polarity", "contrast_spans", "flip_by_prefix",
+           "flip_cues", "leading_particle", "may_flip", "polar", "prefix_negated"]
 
 _YES = re.compile(
     r"^[\s\"“'‘(]*(?:yes|yeah|yep|yup|correct|that(?:['’]s|\s+is)\s+(?:right|correct|true)|"
@@ -69,6 +78,9 @@ def leading_particle(text: str) -> tuple[str | None, int]:
 
 def contrast_spans(text: str) -> list[tuple[int, int]]:
     """Spans of rejected alternatives (``", not 1000 V"``), from their "not"."""
+    low = text.lower()
+    if "not" not in low and "rather" not in low and "instead" not in low:
+        return []  # most sentences: the pattern cannot match
     out = []
     for m in _CONTRAST.finditer(text):
         s = m.start()
@@ -156,7 +168,7 @@ def clause_polarity(text: str, skip: list[tuple[int, int]] | None = None,
                 if base is not None:
                     neg.add(base)
         dir_words = [w for w in wset if is_direction_word(w)]
-        has_dir = any(is_direction_word(w) for w in low) or "up" in low or "down" in low
+        has_dir = bool(dir_words) or not _DIR_OR_UPDOWN.isdisjoint(low)
         out.append(Clause(a, b, frozenset(stems.values()), plain, wset,
                           any(a <= c < b for c in cues), frozenset(neg),
                           directions(_blank(text, a, b, skip)) if has_dir else frozenset(),
@@ -165,6 +177,8 @@ def clause_polarity(text: str, skip: list[tuple[int, int]] | None = None,
 
 
 _PART = re.compile(r"[^\W_]+")
+_DIR_OR_UPDOWN = frozenset(direction_words()) | {"up", "down"}
+"""A clause with none of these words takes no direction (a set test, not a word loop)."""
 _GLUE = re.compile(r"(?<=[a-z])(?=[A-Z][a-z])")
 
 
@@ -187,6 +201,7 @@ def polar(text: str) -> bool:
                                                and bool(directions(text)))
 
 
+@lru_cache(maxsize=1 << 14)
 def _prefix_base(word: str) -> str | None:
     """The stem a negating prefix applies to ("unbraked" -> "brak"), or ``None``."""
     for p in _NEG_PREFIXES:
@@ -207,3 +222,43 @@ def prefix_negated(word: str, other_stems: frozenset[str]) -> bool:
     """Whether ``word`` is a prefix negation of one of ``other_stems``."""
     base = _prefix_base(word)
     return base is not None and base in other_stems
+
+
+_NEG_TOKENS = frozenset("not no never none nobody nothing neither nor cannot without t".split())
+"""The tokens of every negation cue (``n't`` tokenizes as "…n" and "t")."""
+
+
+@dataclass(slots=True)
+class FlipCues:
+    """What a whole sentence could flip a clause with, read from its tokens: a superset of
+    what any of its clauses has, so two sentences whose cues cannot flip
+    (:func:`may_flip`) need no clause analysis at all."""
+
+    neg: bool
+    """Some negation cue (hedged, rejected or not)."""
+    prefixed: frozenset[str]
+    """Stems negated by a prefix anywhere ("unbraked" -> "brak", "non refundable")."""
+    sides: frozenset[tuple[str, int]]
+    """:func:`gateway.text.antonyms.direction_sides` of its words."""
+
+
+def flip_cues(words: Set[str], tokens: Callable[[], Sequence[str]]) -> FlipCues:
+    """The :class:`FlipCues` of a sentence from its set of tokens; ``tokens`` gives them
+    in order, asked for only when "non" is among them ("non refundable")."""
+    prefixed = {b for w in words if w[0] in "uind" and (b := _prefix_base(w)) is not None}
+    if "non" in words:
+        seq = tokens()
+        prefixed.update(stem(seq[i + 1]) for i in range(len(seq) - 1) if seq[i] == "non")
+    return FlipCues(not _NEG_TOKENS.isdisjoint(words), frozenset(prefixed),
+                    direction_sides(words))
+
+
+def may_flip(a: FlipCues, c: FlipCues, a_has: Callable[[frozenset[str]], bool],
+             c_has: Callable[[frozenset[str]], bool]) -> bool:
+    """Whether some clause of one sentence can flip some clause of the other: a negation
+    on either side, a word one side negates by prefix that the other has (``a_has`` /
+    ``c_has``: whether that side has any of these stems, asked only then), or opposite
+    sides of a direction. ``False`` is certain; ``True`` asks for the clause analysis."""
+    if a.neg or c.neg or may_oppose(a.sides, c.sides):
+        return True
+    return bool((a.prefixed and c_has(a.prefixed)) or (c.prefixed and a_has(c.prefixed)))

@@ -167,6 +167,13 @@ _TOKEN = re.compile(r"[ \t\u00a0]?-?[ \t\u00a0]?([A-Za-zµμ°℃℉ºΩ$€£¥
 _PER = re.compile(r"\s*(?:(?:per|an|a|each|every)\b|/)\s*(?=\S)", re.IGNORECASE)
 
 
+def unit_words(dims: tuple[str, ...]) -> frozenset[str]:
+    """Every lower-case word or symbol :func:`unit_named` reads as a unit of one of
+    ``dims`` ("hour", "hours", "h", "metre", …): a set test before a pattern looks for them."""
+    return frozenset([*(w for w, u in _WORDS.items() if u.dim in dims),
+                      *(s for s, u in _SYMBOLS.items() if u.dim in dims and s == s.lower())])
+
+
 def unit_named(word: str) -> Unit | None:
     """The unit a single symbol or word names (``"kg"``, ``"metres"``), else ``None``."""
     got = _SYMBOLS.get(word)

@@ -16,17 +16,21 @@ import aiohttp
 
 from gateway.settings import UpstreamConfig
 from gateway.upstream.base import UpstreamClient, UpstreamResponse
+from gateway.upstream.scrub import Secrets, configured_secrets
 
-__all__ = ["UpstreamClient", "UpstreamResponse", "open_client"]
+__all__ = ["Secrets", "UpstreamClient", "UpstreamResponse", "configured_secrets", "open_client"]
 
 
 def open_client(config: UpstreamConfig,
-                trace_configs: list[aiohttp.TraceConfig] | None = None) -> UpstreamClient:
-    """A pooled client for ``config`` (close it with ``aclose()``)."""
+                trace_configs: list[aiohttp.TraceConfig] | None = None,
+                secrets: Secrets | None = None) -> UpstreamClient:
+    """A pooled client for ``config`` (close it with ``aclose()``); ``secrets`` are kept
+    out of the headers and error bodies it relays (default: its own key; the app passes
+    :func:`configured_secrets`)."""
     if config.kind == "anthropic":
         from gateway.upstream.anthropic import AnthropicUpstreamClient
 
-        return AnthropicUpstreamClient.open(config, trace_configs)
+        return AnthropicUpstreamClient.open(config, trace_configs, secrets)
     from gateway.upstream.openai import OpenAIUpstreamClient
 
-    return OpenAIUpstreamClient.open(config, trace_configs)
+    return OpenAIUpstreamClient.open(config, trace_configs, secrets)

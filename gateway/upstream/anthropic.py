@@ -9,7 +9,11 @@ do not know the difference:
 - ``POST /chat/completions`` -> ``POST {base_url}/messages``; ``read()`` gives a
   ``chat.completion``, ``iter_chunks()`` gives ``chat.completion.chunk`` SSE bytes
   translated as Anthropic's events arrive;
+- ``POST /responses`` -> the same, as a chat completion and back
+  (:mod:`gateway.upstream.responses_bridge`: Anthropic has no Responses API);
 - ``GET /models`` -> ``GET {base_url}/models`` as an OpenAI model list;
+- ``POST /messages`` and ``/messages/count_tokens`` (:data:`NATIVE_PATHS`, the
+  gateway's Messages front door) -> sent and answered as they are, untranslated;
 - any other path -> a local 404 in the OpenAI error shape (nothing is sent).
 
 Anthropic errors come back in the OpenAI error shape with the same status (529 ->
@@ -38,10 +42,16 @@ from gateway.upstream import anthropic_openai as to_openai
 from gateway.upstream import openai_anthropic as to_anthropic
 from gateway.upstream.base import RawHeaders, UpstreamResponse, too_large, truncated
 from gateway.upstream.openai import OpenAIUpstreamClient
+from gateway.upstream.responses_bridge import send_via_chat
+from gateway.upstream.scrub import Secrets
 
-__all__ = ["AnthropicResponse", "AnthropicUpstreamClient"]
+__all__ = ["NATIVE_PATHS", "AnthropicResponse", "AnthropicUpstreamClient"]
 
 # Client request headers worth sending to Anthropic (the rest are the OpenAI SDK's).
+NATIVE_PATHS = frozenset({"/messages", "/messages/count_tokens"})
+"""Paths sent as they are, in Anthropic's own API (``POST /v1/messages`` and its
+``count_tokens`` through the gateway's Messages front door), answered as they come."""
+
 _FORWARD = frozenset({b"anthropic-beta", b"traceparent", b"tracestate", b"baggage"})
 _JSON = "application/json"
 _SSE = "text/event-stream; charset=utf-8"
@@ -159,8 +169,9 @@ class AnthropicUpstreamClient(OpenAIUpstreamClient):
     gateway-keys mode, the client's bearer token in forward mode.
     """
 
-    def __init__(self, config: UpstreamConfig, session: aiohttp.ClientSession) -> None:
-        super().__init__(config, session)
+    def __init__(self, config: UpstreamConfig, session: aiohttp.ClientSession,
+                 secrets: Secrets | None = None) -> None:
+        super().__init__(config, session, secrets)
         self._api_key: str | None = config.api_key() or None
 
     @property
@@ -197,9 +208,13 @@ class AnthropicUpstreamClient(OpenAIUpstreamClient):
             return AnthropicResponse(raw, "chat",
                                      include_usage=to_anthropic.include_usage(payload),
                                      model=str(payload.get("model") or ""))
+        if path == "/responses" and method == "POST":  # through chat completions
+            return await send_via_chat(self.send, headers, body, query)
         if path == "/models" and method == "GET":
             raw = await super().send("GET", "/models", headers, None, "limit=1000")
             return AnthropicResponse(raw, "models")
+        if method == "POST" and path in NATIVE_PATHS:  # the Messages front door: as is
+            return await super().send(method, path, headers, body, query)
         if not isinstance(body, (bytes, type(None))):
             async for _ in body:  # drain an upload we will not send
                 pass

@@ -112,10 +112,9 @@ def error_to_openai(status: int, data: bytes) -> tuple[int, dict[str, Any]]:
     except orjson.JSONDecodeError:
         parsed = None
     err = parsed.get("error") if isinstance(parsed, dict) else None
-    if not isinstance(err, dict):
-        snippet = data[:200].decode("utf-8", "replace").strip()
-        err = {"message": f"anthropic upstream answered {status}"
-                          + (f": {snippet}" if snippet else "")}
+    if not isinstance(err, dict):  # never quoted: it may be a proxy's page, or echo a key
+        err = {"message": f"anthropic upstream answered {status} with a body that is not "
+                          f"an error object"}
     return map_status(status), _error(status, err)
 
 

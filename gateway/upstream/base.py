@@ -29,7 +29,10 @@ hold them to it): library exceptions become the gateway's
 escaping as aiohttp's or httpx's; a body the gateway holds stops at
 ``max_response_bytes`` (:meth:`UpstreamResponse.read`, or :meth:`~UpstreamResponse.
 too_large` for a caller counting what it keeps); credentials never appear in an
-error message; the response headers handed on are :func:`relayable_headers`.
+error message; the response headers handed on are :func:`relayable_headers`, and no
+configured secret reaches a client in them or in an error body
+(:mod:`gateway.upstream.scrub`: the aiohttp client reads an error body whole when it
+arrives and hands on what a client may see of it).
 
 The judge (``gateway/upstream/judge.py``) calls the same providers for the
 model-based layers; see ``docs/architecture.md`` for why it has its own client.

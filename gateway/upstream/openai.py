@@ -32,6 +32,8 @@ from gateway.upstream.base import (
     too_large,
     truncated,
 )
+from gateway.upstream.responses_bridge import send_via_chat
+from gateway.upstream.scrub import MAX_ERROR_BYTES, Secrets, relayable_error
 
 __all__ = ["OpenAIResponse", "OpenAIUpstreamClient", "timed_out"]
 
@@ -42,8 +44,12 @@ __all__ = ["OpenAIResponse", "OpenAIUpstreamClient", "timed_out"]
 _DROP_REQUEST = frozenset({
     b"host", b"connection", b"keep-alive", b"proxy-authorization", b"proxy-connection",
     b"te", b"trailer", b"transfer-encoding", b"upgrade", b"content-length", b"expect",
-    b"accept-encoding", b"x-verity-policy", b"x-verity-detail",
+    b"accept-encoding",
 })
+# Every ``x-verity-*`` request header is for the gateway (``x-verity-policy``,
+# ``x-verity-detail``, ``x-verity-profile``) or forged: none goes upstream, where it could
+# pose as the gateway's word to a second gateway or a logging proxy behind it.
+_GATEWAY_PREFIX = b"x-verity-"
 # Client credentials for upstream itself, and the headers that pick which account a key
 # acts for; in gateway-keys mode the gateway supplies the upstream's key, so a client's
 # own provider key (Azure's ``api-key``, ``x-api-key``) is not sent along with it, nor
@@ -59,18 +65,40 @@ class OpenAIResponse(UpstreamResponse):
     uncounted, and a caller that keeps them counts them (:meth:`too_large`).
     """
 
-    __slots__ = ("_config", "_resp", "headers", "max_bytes", "status")
+    __slots__ = ("_config", "_held", "_resp", "_secrets", "headers", "max_bytes", "status")
 
-    def __init__(self, resp: aiohttp.ClientResponse, config: UpstreamConfig) -> None:
+    def __init__(self, resp: aiohttp.ClientResponse, config: UpstreamConfig,
+                 secrets: Secrets) -> None:
         self._resp = resp
         self._config = config
+        self._secrets = secrets
+        self._held: bytes | None = None
+        """An error body, read at once and made relayable (:meth:`hold_error`)."""
         self.max_bytes = config.max_response_bytes
         self.status = resp.status
-        self.headers: RawHeaders = relayable_headers(resp.raw_headers)
+        self.headers: RawHeaders = secrets.scrub_headers(relayable_headers(resp.raw_headers))
 
     @property
     def content_type(self) -> str:
+        if self._held is not None:  # an error body: JSON, the upstream's or the gateway's
+            return "application/json"
         return self._resp.headers.get("content-type", "")
+
+    async def hold_error(self) -> None:
+        """Read an error body (status ≥ 400) now, at most :data:`MAX_ERROR_BYTES`, and keep
+        what a client may see of it (:func:`~gateway.upstream.scrub.relayable_error`: no
+        configured secret, and the OpenAI error shape in place of a body that is not a
+        JSON object); :meth:`read` and :meth:`iter_chunks` give that. Called by
+        :meth:`OpenAIUpstreamClient.send`, so every path relays an error the same way."""
+        data = await self._read(min(self.max_bytes, MAX_ERROR_BYTES))
+        if data is None:
+            self._resp.close()
+        body, replaced = relayable_error(self._config.name, self.status, data,
+                                         self.content_type, self._secrets)
+        if replaced:
+            self.headers = [h for h in self.headers if h[0] != b"content-type"]
+            self.headers.append((b"content-type", b"application/json"))
+        self._held = body
 
     def header(self, name: str) -> str | None:
         return self._resp.headers.get(name)
@@ -85,11 +113,19 @@ class OpenAIResponse(UpstreamResponse):
 
     async def read(self) -> bytes:
         """The whole body, at most :attr:`max_bytes` (else :class:`UpstreamTooLarge`)."""
-        limit = self.max_bytes
+        if self._held is not None:
+            return self._held
+        data = await self._read(self.max_bytes)
+        if data is None:
+            raise self.too_large()
+        return data
+
+    async def _read(self, limit: int) -> bytes | None:
+        """The whole body, or None once it is over ``limit`` bytes (decoded)."""
         declared = self._resp.content_length
         if declared is not None and declared > limit \
                 and not self._resp.headers.get("content-encoding"):
-            raise self.too_large()
+            return None
         content = self._resp.content
         parts: list[bytes] = []
         total = 0
@@ -97,7 +133,7 @@ class OpenAIResponse(UpstreamResponse):
             while chunk := await content.readany():
                 total += len(chunk)
                 if total > limit:
-                    raise self.too_large()
+                    return None
                 parts.append(chunk)
         except TimeoutError as exc:
             raise timed_out(self._config, exc, "while sending the response") from exc
@@ -109,6 +145,9 @@ class OpenAIResponse(UpstreamResponse):
         """Yield body bytes as they arrive, never waiting for more: each piece is
         everything received so far (one write downstream per network read, not one
         per upstream HTTP chunk)."""
+        if self._held is not None:
+            yield self._held
+            return
         content = self._resp.content
         try:
             while True:
@@ -148,7 +187,8 @@ class OpenAIUpstreamClient(UpstreamClient):
     """A pooled aiohttp client for one upstream. Create with :meth:`open`, close with
     :meth:`aclose`."""
 
-    def __init__(self, config: UpstreamConfig, session: aiohttp.ClientSession) -> None:
+    def __init__(self, config: UpstreamConfig, session: aiohttp.ClientSession,
+                 secrets: Secrets | None = None) -> None:
         self.config = config
         self.base_url = config.base_url
         base = URL(config.base_url)
@@ -158,11 +198,16 @@ class OpenAIUpstreamClient(UpstreamClient):
         self._session = session
         key = config.api_key()
         self._auth: bytes | None = f"Bearer {key}".encode("latin-1") if key else None
+        self._translate_responses = not config.speaks_responses
+        self._secrets = secrets if secrets is not None else Secrets([key])
+        """Taken out of response headers and error bodies (at least this upstream's key)."""
 
     @classmethod
     def open(cls, config: UpstreamConfig,
-             trace_configs: list[aiohttp.TraceConfig] | None = None) -> OpenAIUpstreamClient:
-        """``trace_configs``: from ``Telemetry.aiohttp_trace_configs()`` (HTTP spans)."""
+             trace_configs: list[aiohttp.TraceConfig] | None = None,
+             secrets: Secrets | None = None) -> OpenAIUpstreamClient:
+        """``trace_configs``: from ``Telemetry.aiohttp_trace_configs()`` (HTTP spans);
+        ``secrets``: what to keep out of responses (default: this upstream's key)."""
         t = config.timeouts
         connector = aiohttp.TCPConnector(
             limit=config.max_connections, limit_per_host=config.max_connections,
@@ -178,7 +223,7 @@ class OpenAIUpstreamClient(UpstreamClient):
             auto_decompress=True, skip_auto_headers=("User-Agent", "Accept-Encoding"),
             trust_env=False, trace_configs=trace_configs or None,
         )
-        return cls(config, session)
+        return cls(config, session, secrets)
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -193,7 +238,8 @@ class OpenAIUpstreamClient(UpstreamClient):
         """Forwardable request headers; ``Authorization`` per the auth mode."""
         out: dict[str, str] = {}
         for k, v in client_headers:
-            if k in _DROP_REQUEST or (use_own_key and k in _CLIENT_CREDENTIALS):
+            if k in _DROP_REQUEST or k.startswith(_GATEWAY_PREFIX) \
+                    or (use_own_key and k in _CLIENT_CREDENTIALS):
                 continue
             out[k.decode("latin-1")] = v.decode("latin-1")
         if use_own_key:
@@ -212,7 +258,11 @@ class OpenAIUpstreamClient(UpstreamClient):
 
         ``path`` and ``query`` are already percent-encoded (a forwarded request's come
         from :mod:`gateway.http.forward_path`, checked): the URL is sent exactly as given,
-        never decoded, normalised (``..``) or re-encoded on the way."""
+        never decoded, normalised (``..``) or re-encoded on the way. ``POST /responses``
+        to an upstream without the Responses API (``responses_api: false``) goes as a
+        chat completion (:mod:`gateway.upstream.responses_bridge`)."""
+        if self._translate_responses and path == "/responses" and method == "POST":
+            return await send_via_chat(self.send, headers, body, query)
         url = URL(self._base_encoded + path + (f"?{query}" if query else ""), encoded=True)
         try:
             resp = await self._session.request(method, url, data=body, headers=headers,
@@ -228,7 +278,14 @@ class OpenAIUpstreamClient(UpstreamClient):
         except aiohttp.ClientError as exc:
             raise UpstreamConnectError(
                 f"upstream {self.config.name!r} request failed: {type(exc).__name__}") from exc
-        return OpenAIResponse(resp, self.config)
+        response = OpenAIResponse(resp, self.config, self._secrets)
+        if response.status >= 400:
+            try:
+                await response.hold_error()
+            except BaseException:
+                response.close()
+                raise
+        return response
 
     async def aclose(self) -> None:
         await self._session.close()

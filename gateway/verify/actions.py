@@ -6,13 +6,16 @@ by its ``type`` in :data:`ACTIONS` (applied to the answer at hand) or
 
 - ``pass`` — deliver unchanged.
 - ``flag`` — deliver unchanged; the verdict travels only in ``x-verity-*`` headers.
-- ``disclaimer`` — append the formatted template to choice 0's content.
-- ``block`` — ``style: completion``: an OpenAI-shaped ``chat.completion`` whose only
-  choice carries the formatted ``message`` with ``finish_reason: "content_filter"``
-  (same id, model, created and usage); ``style: error``: :class:`VerificationBlocked`
-  with the configured status and an OpenAI error body.
-- ``regenerate`` — re-ask upstream (non-streaming) with the original messages, the
-  failed answer as an assistant message and a user message with repair feedback
+- ``disclaimer`` — append the formatted template to the answer (chat: choice 0's
+  content; Responses: the last ``output_text`` part).
+- ``block`` — ``style: completion``: the front door's refusal (chat: a
+  ``chat.completion`` whose only choice carries the formatted ``message`` with
+  ``finish_reason: "content_filter"``; Responses: a ``refusal`` part; same id, model,
+  created and usage); ``style: error``: :class:`VerificationBlocked` with the
+  configured status and an OpenAI error body.
+- ``regenerate`` — re-ask upstream (non-streaming) with the original conversation,
+  the failed answer as an assistant message and a user message with repair feedback
+  (the request's shape: :meth:`~gateway.wire.base.ResponseFormat.regenerate_body`)
   (seed 001's :func:`~gateway.scoring.binding.repair_feedback` over the failed
   claims, or the policy's ``feedback_template``); each attempt runs inside
   ``trace.attempt(n)`` and is re-verified. The first attempt whose band's action is
@@ -85,7 +88,7 @@ from gateway.wire.chat import CHAT_COMPLETIONS
 
 __all__ = ["ACTIONS", "UPSTREAM_ACTIONS", "Applied", "RegenContext", "apply_action",
            "apply_static", "band_action", "feedback_message", "fill_template",
-           "needs_upstream"]
+           "needs_upstream", "without_disclaimer"]
 
 StaticAction = PassAction | FlagAction | DisclaimerAction | BlockAction
 AnyAction = StaticAction | RegenerateAction
@@ -114,7 +117,9 @@ class Applied:
     """The delivered answer's verification (the last attempt's after regenerate)."""
     error: VerificationBlocked | None = None
     appended: str | None = None
-    """The disclaimer text appended to choice 0, if any."""
+    """The disclaimer text appended to the answer, if any."""
+    message: str | None = None
+    """The block message, when blocked (whatever the format made of it)."""
     modified: bool = False
     """True when ``completion`` is not the upstream answer as received."""
     attempts: int = 0
@@ -148,6 +153,25 @@ def band_action(actions: ActionSet, band: str) -> AnyAction:
     return action
 
 
+def without_disclaimer(actions: ActionSet) -> ActionSet:
+    """``actions`` with every ``disclaimer`` (a band's, or a ``regenerate``'s
+    ``fallback``) a ``flag``: for answers text must not be appended to (structured
+    output: the client parses the answer as JSON)."""
+    flag = FlagAction()
+
+    def swap(action: AnyAction) -> AnyAction:
+        if isinstance(action, DisclaimerAction):
+            return flag
+        if isinstance(action, RegenerateAction) and isinstance(action.fallback,
+                                                               DisclaimerAction):
+            return action.model_copy(update={"fallback": flag})
+        return action
+
+    return actions.model_copy(update={"pass_": swap(actions.pass_),
+                                      "marginal": swap(actions.marginal),
+                                      "fail": swap(actions.fail)})
+
+
 def _as_is(text: str) -> str:
     return text
 
@@ -158,7 +182,7 @@ def fill_template(template: str, v: Verification, policy: str,
     pass ``redact`` (the default hook: the text goes to the client)."""
     values = {
         "reasons": redact("; ".join(v.reasons)) or v.verdict,
-        "score": "n/a" if v.score is None else f"{v.score:.2f}",
+        "score": "n/a" if v.score is None else f"{v.score:.4f}",  # as x-verity-score
         "verdict": v.verdict,
         "policy": policy,
         "failed_claims": redact("; ".join(v.failed_claims)) or "none",
@@ -196,8 +220,9 @@ def _block(action: BlockAction, completion: dict[str, Any], v: Verification, pol
     message = fill_template(action.message, v, policy)
     if action.style == "error":
         err = VerificationBlocked(message, status=action.status)
-        return Applied("block", None, v, error=err, modified=True)
-    return Applied("block", fmt.refusal(completion, message), v, modified=True)
+        return Applied("block", None, v, error=err, modified=True, message=message)
+    return Applied("block", fmt.refusal(completion, message), v, modified=True,
+                   message=message)
 
 
 def apply_static(action: StaticAction, completion: dict[str, Any], v: Verification,
@@ -221,21 +246,6 @@ async def apply_action(action: AnyAction, completion: dict[str, Any], v: Verific
     return apply_static(action, completion, v, ctx.policy, ctx.fmt)  # type: ignore[arg-type]
 
 
-def _regen_payload(ctx: RegenContext, failed: str, feedback: str,
-                   model: str | None) -> dict[str, Any]:
-    payload = {k: val for k, val in ctx.payload.items() if k not in ("stream", "stream_options")}
-    payload["messages"] = [*ctx.messages, {"role": "assistant", "content": failed},
-                           {"role": "user", "content": feedback}]
-    if model is not None:
-        payload["model"] = model
-    return payload
-
-
-def _is_completion(parsed: Any) -> bool:
-    return isinstance(parsed, dict) and isinstance(parsed.get("choices"), list) \
-        and bool(parsed["choices"])
-
-
 async def _regenerate(action: RegenerateAction, completion: dict[str, Any], v: Verification,
                       ctx: RegenContext) -> Applied:
     current, cur_v = completion, v
@@ -252,7 +262,8 @@ async def _regenerate(action: RegenerateAction, completion: dict[str, Any], v: V
             stopped = True
             break
         feedback = feedback_message(action, cur_v, ctx.policy)
-        payload = _regen_payload(ctx, ctx.fmt.answer_text(current), feedback, model)
+        payload = ctx.fmt.regenerate_body(ctx.payload, list(ctx.messages),
+                                          ctx.fmt.answer_text(current), feedback, model)
         entry: dict[str, Any] = {"attempt": n, "model": payload.get("model")}
         history.append(entry)
         with ctx.attempt(n):
@@ -263,7 +274,7 @@ async def _regenerate(action: RegenerateAction, completion: dict[str, Any], v: V
                 entry["error"] = f"{type(err).__name__}: {err.message}"
                 continue
             entry["status"] = status
-            if status >= 400 or not _is_completion(parsed):
+            if status >= 400 or not ctx.fmt.is_answer(parsed):
                 entry["error"] = f"upstream answered {status}"
                 continue
             new_v = await ctx.verify(parsed)

@@ -42,10 +42,13 @@ class VerificationJob:
     """One answer to verify with one policy (see the module docstring)."""
 
     messages: Sequence[Mapping[str, Any]]
-    """The request's ``messages`` exactly as the client sent them."""
+    """The request's ``messages`` exactly as the client sent them (another front
+    door's request as chat-shaped messages,
+    :meth:`~gateway.wire.base.ResponseFormat.request_messages`)."""
     answer: Mapping[str, Any]
     """The upstream's answer as the layers read it: a chat completion (its ``choices``;
-    a stream is folded into one). Choice 0 is verified."""
+    a stream is folded into one; another front door's answer translated,
+    :meth:`~gateway.wire.base.ResponseFormat.job_answer`). Choice 0 is verified."""
     policy: PolicyRef
     audit_id: str
     mode: str
@@ -57,6 +60,8 @@ class VerificationJob:
     key_name: str | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
     upstream_status: int | None = None
+    upstream: Mapping[str, Any] | None = None
+    """The upstream that answered and the calls it took (the record's ``upstream``)."""
     streaming: str | None = None
     """The policy's ``streaming`` setting when the request streamed (the record's)."""
     started_at: str = ""
@@ -75,6 +80,10 @@ class VerificationJob:
     trace: TraceLink | None = None
     """The request's span, to link the background trace to (dropped when pickled
     down to its W3C context)."""
+    note: str | None = None
+    """What the record's note says of the request itself: context it points at that
+    the gateway cannot see (a Responses ``previous_response_id``), so the verdict is
+    on what the request carries."""
 
     def with_answer(self, answer: Mapping[str, Any]) -> VerificationJob:
         """The same job for another answer (a regenerate attempt's)."""

@@ -28,6 +28,8 @@ class Recorder:
         decision record is built only when the trace records.
         """
         outcome.finish()
+        if outcome.trace_id is None:
+            outcome.trace_id = trace.trace_id
         if trace.recording:
             trace.decision(outcome.to_dict())
         if self.telemetry.enabled:

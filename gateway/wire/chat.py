@@ -8,30 +8,10 @@ as a JSON body and as a ``chat.completion.chunk`` stream — in one place:
   one, for notes and errors);
 - rewriting: :func:`with_appended` (a disclaimer), :func:`block_completion` (the
   refusal body), :func:`synthesize` (an SSE body for a completion);
-- the stream hold-back (``streaming: passthrough``): :func:`relayable` (an event
-  that may go out before the verdict), and :func:`verdict_tail`, the held tail
-  rewritten around the verdict's addition (:func:`split_tail` splits it).
+- the stream hold-back (``streaming: passthrough``): :mod:`gateway.wire.chat_hold`
+  (:class:`~gateway.wire.chat_hold.ChatHold`; how the verdict is signalled in-band).
 
 :data:`CHAT_COMPLETIONS` bundles them as a :class:`~gateway.wire.base.ResponseFormat`.
-How the verdict is signalled in a stream:
-
-For ``disclaimer`` and ``block`` the held tail is reordered around the addition: all
-upstream content (and tool-call) deltas first — content sent after a finish chunk,
-or another choice's last content, included (it was verified too) — then the
-addition, then the finish events it concerns, then usage chunks and ``[DONE]``:
-
-- ``disclaimer`` — one more content chunk with the disclaimer text (and a ``verity``
-  field), just before choice 0's finish (split from the content its event may
-  carry). Other choices keep their finish events where the upstream sent them.
-- ``block`` (``style: completion``) — a chunk with the block message as content,
-  ``finish_reason: "content_filter"`` and a ``verity`` field replaces choice 0's
-  finish; with ``n > 1`` every other choice gets a finish-only chunk with
-  ``content_filter`` (and ``verity``) in place of its own, so each choice ends
-  exactly once. The official SDK accepts both the finish reason and the extra
-  field (``chunk.model_extra["verity"]``).
-- ``block`` (``style: error``) — an OpenAI error event ``data: {"error": …}``
-  ends the stream (no ``[DONE]``): the SDK raises ``APIError`` while iterating.
-- ``pass`` / ``flag`` — the tail unchanged; the verdict is only in the audit.
 """
 
 from __future__ import annotations
@@ -39,15 +19,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import orjson
-
 from gateway.sources.context import message_text
-from gateway.wire.sse import DONE, StreamAccumulator, encode_data, encode_event
+from gateway.wire.chat_hold import ChatHold, chunk_base, relayable, split_tail, verdict_tail
+from gateway.wire.sse import DONE, StreamAccumulator, StreamSummary, encode_event, ended_cleanly
 
-__all__ = ["CHAT_COMPLETIONS", "ChatCompletions", "answer_text", "block_completion",
+__all__ = ["CHAT_COMPLETIONS", "ChatCompletions", "ChatEndWatch", "ChatHold", "answer_text", "block_completion",
            "body_problem", "calls_only", "chunk_base", "include_usage", "is_completion",
-           "relayable", "split_tail", "stream_problem", "synthesize", "verdict_tail",
-           "with_appended"]
+           "regenerate_body", "relayable", "split_tail", "stream_problem", "structured",
+           "synthesize", "verdict_tail", "with_appended"]
 
 
 # ---- reading -----------------------------------------------------------------------------
@@ -134,7 +113,25 @@ def include_usage(payload: Mapping[str, Any]) -> bool:
     return isinstance(options, dict) and options.get("include_usage") is True
 
 
+def structured(payload: Mapping[str, Any]) -> bool:
+    """The client asked for JSON (``response_format`` ``json_schema`` / ``json_object``)."""
+    fmt = payload.get("response_format")
+    return isinstance(fmt, Mapping) and fmt.get("type") in ("json_schema", "json_object")
+
+
 # ---- rewriting ---------------------------------------------------------------------------
+
+def regenerate_body(payload: Mapping[str, Any], messages: list[Any], failed: str,
+                    feedback: str, model: str | None = None) -> dict[str, Any]:
+    """``payload`` for a regenerate attempt: not streamed, ``messages`` followed by the
+    failed answer (assistant) and the repair ``feedback`` (user); ``model`` when given."""
+    out = {k: v for k, v in payload.items() if k not in ("stream", "stream_options")}
+    out["messages"] = [*messages, {"role": "assistant", "content": failed},
+                       {"role": "user", "content": feedback}]
+    if model is not None:
+        out["model"] = model
+    return out
+
 
 def block_completion(completion: Mapping[str, Any], message: str) -> dict[str, Any]:
     """A ``chat.completion`` refusing with ``message`` (``finish_reason: content_filter``)."""
@@ -171,17 +168,6 @@ def with_appended(completion: Mapping[str, Any], text: str) -> dict[str, Any]:
     return out
 
 
-def chunk_base(completion: Mapping[str, Any]) -> dict[str, Any]:
-    """The fields every chunk of a stream for ``completion`` repeats."""
-    base: dict[str, Any] = {"id": completion.get("id") or "chatcmpl-verity",
-                            "object": "chat.completion.chunk",
-                            "created": completion.get("created") or 0,
-                            "model": completion.get("model") or ""}
-    if completion.get("system_fingerprint"):
-        base["system_fingerprint"] = completion["system_fingerprint"]
-    return base
-
-
 def synthesize(completion: Mapping[str, Any], *, include_usage: bool,
                extra: Mapping[str, Any] | None = None) -> bytes:
     """The SSE body for ``completion`` (role chunk, content / tool-call chunks, finish
@@ -213,125 +199,52 @@ def synthesize(completion: Mapping[str, Any], *, include_usage: bool,
     return b"".join(events)
 
 
-# ---- the stream hold-back ----------------------------------------------------------------
+class ChatEndWatch:
+    """The :class:`~gateway.wire.base.EndWatch` of a chat completion stream: keeps the
+    last two reads for :func:`gateway.wire.sse.ended_cleanly` (no parsing on the way)."""
 
-def relayable(obj: dict[str, Any] | None) -> bool:
-    """A chat completion chunk (a ``choices`` list) that does not start the tail: no
-    ``finish_reason`` and not usage-only. Anything else — ``[DONE]``, an event that is
-    not JSON, an error event, any other object — is held."""
-    if obj is None:
-        return False
-    choices = obj.get("choices")
-    if type(choices) is not list or (not choices and obj.get("usage")):
-        return False
-    return not any(type(c) is dict and c.get("finish_reason") for c in choices)
+    __slots__ = ("before", "last")
 
+    def __init__(self) -> None:
+        self.before = self.last = b""
 
-def verdict_tail(tail: list[bytes], completion: Mapping[str, Any], *, action: str,
-                 text: str | None = None, verity: Mapping[str, Any] | None = None,
-                 error_body: Mapping[str, Any] | None = None) -> bytes:
-    """The held ``tail`` (``data`` fields, in upstream order) rewritten around the
-    verdict's addition, encoded (see the module docstring).
+    def feed(self, chunk: bytes) -> None:
+        self.before, self.last = self.last, chunk
 
-    ``action`` ``disclaimer`` adds ``text`` as a content chunk before choice 0's
-    finish; ``block`` sends ``text`` with ``finish_reason: content_filter`` in place
-    of the upstream finish chunks (every choice's); ``error_body`` ends the stream
-    with an error event instead. Otherwise the tail goes out as it came.
-    ``completion`` is the answer accumulated so far (its id, model, choices).
-    """
-    out: list[bytes] = []
-    if error_body is not None:
-        return encode_event(error_body)
-    if action == "block" or (action == "disclaimer" and text):
-        base = chunk_base(completion)
-        extra = {"verity": dict(verity)} if verity is not None else {}
-        block = action == "block"
-        body, finishes, end = split_tail(tail, every_choice=block)
-        if block:  # the verdict is the response's: every choice ends content_filter
-            others = sorted({c.get("index", 0) for c in completion["choices"]} - {0})
-            finishes = [orjson.dumps({**base, "choices": [{
-                "index": i, "delta": {} if i else {"content": text or ""},
-                "logprobs": None, "finish_reason": "content_filter"}], **extra})
-                for i in (0, *others)]
-        else:
-            body.append(orjson.dumps({**base, "choices": [{
-                "index": 0, "delta": {"content": text}, "logprobs": None,
-                "finish_reason": None}], **extra}))
-        tail = [*body, *finishes, *end]
-    out.extend(encode_data(d) for d in tail)
-    return b"".join(out)
-
-
-def _has_delta(choice: Mapping[str, Any]) -> bool:
-    delta = choice.get("delta")
-    return isinstance(delta, dict) and any(v for key, v in delta.items() if key != "role")
-
-
-def split_tail(tail: list[bytes], *, every_choice: bool
-                ) -> tuple[list[bytes], list[bytes], list[bytes]]:
-    """The held ``tail`` as ``(body, finishes, end)``, each in upstream order.
-
-    ``finishes``: choice 0's finish (every choice's with ``every_choice``), each in
-    an event of its own; ``end``: usage-only chunks, ``[DONE]`` and anything after
-    it; ``body``: the rest. An event that carried a moved finish as well as content
-    (servers often send the last token with the finish reason; with ``n > 1``
-    another choice may share the event) keeps that content, and its usage, in
-    ``body``. Events left whole are kept byte for byte.
-    """
-    body: list[bytes] = []
-    finishes: list[bytes] = []
-    end: list[bytes] = []
-    done = False
-    for data in tail:
-        if done or data.strip() == b"[DONE]":
-            done = True
-            end.append(data)
-            continue
-        try:
-            obj = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            body.append(data)
-            continue
-        choices = obj.get("choices") if isinstance(obj, dict) else None
-        if not isinstance(obj, dict) or "error" in obj \
-                or (choices is not None and not isinstance(choices, list)):
-            body.append(data)
-            continue
-        if not choices:
-            (end if obj.get("usage") else body).append(data)
-            continue
-        kept: list[Any] = []
-        moved: list[dict[str, Any]] = []
-        for c in choices:
-            if isinstance(c, dict) and c.get("finish_reason") \
-                    and (every_choice or c.get("index", 0) == 0):
-                finish = {**c, "delta": {}}
-                if _has_delta(c):
-                    kept.append({**c, "finish_reason": None})
-                    if "logprobs" in c:
-                        finish["logprobs"] = None
-                moved.append(finish)
-            else:
-                kept.append(c)
-        if not moved:
-            body.append(data)
-            continue
-        rest = {k: v for k, v in obj.items() if k != "usage"}
-        finishes.extend(orjson.dumps({**rest, "choices": [c]}) for c in moved)
-        if kept:
-            body.append(orjson.dumps({**obj, "choices": kept}))
-        elif obj.get("usage"):
-            end.append(orjson.dumps({**obj, "choices": []}))
-    return body, finishes, end
+    def ended(self) -> bool:
+        return ended_cleanly(self.before, self.last)
 
 
 class ChatCompletions:
     """The chat completions :class:`~gateway.wire.base.ResponseFormat`."""
 
     name = "chat.completions"
+    path = "/chat/completions"
+    noun = "chat completion"
+    chat_shaped = True
+
+    def request_messages(self, payload: Mapping[str, Any]) -> list[Any]:
+        messages = payload.get("messages")
+        return messages if isinstance(messages, list) else []
+
+    def unseen_context(self, payload: Mapping[str, Any]) -> str | None:
+        return None
+
+    def structured(self, payload: Mapping[str, Any]) -> bool:
+        return structured(payload)
+
+    def regenerate_body(self, payload: Mapping[str, Any], messages: list[Any], failed: str,
+                        feedback: str, model: str | None) -> dict[str, Any]:
+        return regenerate_body(payload, messages, failed, feedback, model)
 
     def is_answer(self, body: Any) -> bool:
         return is_completion(body)
+
+    def body_problem(self, data: bytes, parsed: Any) -> str:
+        return body_problem(data, parsed)
+
+    def job_answer(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        return body if isinstance(body, dict) else dict(body)
 
     def answer_text(self, body: Mapping[str, Any]) -> str:
         return answer_text(body)
@@ -348,12 +261,24 @@ class ChatCompletions:
     def stream_body(self, body: Mapping[str, Any], *, include_usage: bool) -> bytes:
         return synthesize(body, include_usage=include_usage)
 
-    def verdict_tail(self, tail: list[bytes], body: Mapping[str, Any], *, action: str,
-                     text: str | None = None, verity: Mapping[str, Any] | None = None,
-                     error_body: Mapping[str, Any] | None = None) -> bytes:
-        return verdict_tail(tail, body, action=action, text=text, verity=verity,
-                            error_body=error_body)
+    def fold(self) -> StreamAccumulator:
+        return StreamAccumulator()
+
+    def stream_problem(self, acc: Any) -> str:
+        return stream_problem(acc)
+
+    def hold(self) -> ChatHold:
+        return ChatHold()
+
+    def summary(self) -> StreamSummary:
+        return StreamSummary()
+
+    def end_watch(self) -> ChatEndWatch:
+        return ChatEndWatch()
+
+    def error_event(self, body: Mapping[str, Any], acc: Any = None) -> bytes:
+        return encode_event(body)
 
 
 CHAT_COMPLETIONS = ChatCompletions()
-"""The format of ``/v1/chat/completions`` (the only front door today)."""
+"""The format of ``/v1/chat/completions``."""

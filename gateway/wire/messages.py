@@ -1,6 +1,7 @@
 """The request side of the wire: JSON bodies and the chat message checks.
 
-- :func:`parse_object` — a request body that must be a JSON object (400 otherwise);
+- :func:`parse_object` — a request body that must be a JSON object, without a
+  duplicate key (400 otherwise: :mod:`gateway.wire.duplicates`);
 - :func:`check_messages` — the message shapes no OpenAI-compatible chat API
   accepts, refused before the upstream is called when a policy will read them;
 - :func:`json_type` — how OpenAI's errors name a JSON value's type;
@@ -14,8 +15,9 @@ from typing import Any
 import orjson
 
 from gateway.errors import InvalidJSON, InvalidRequest
+from gateway.wire.duplicates import duplicate_key
 
-__all__ = ["check_messages", "json_type", "maybe_json", "parse_object"]
+__all__ = ["check_messages", "json_type", "maybe_json", "parse_object", "refuse_duplicate_keys"]
 
 
 def check_messages(messages: list[Any]) -> None:
@@ -73,7 +75,18 @@ def parse_object(body: bytes) -> dict[str, Any]:
         raise InvalidJSON(f"We could not parse the JSON body of your request: {exc}") from None
     if not isinstance(payload, dict):
         raise InvalidRequest("The request body must be a JSON object.")
+    refuse_duplicate_keys(body)
     return payload
+
+
+def refuse_duplicate_keys(body: bytes) -> None:
+    """400 ``duplicate_key`` when an object in the JSON document ``body`` names a key
+    twice: parsers disagree on which value counts (:mod:`gateway.wire.duplicates`)."""
+    key = duplicate_key(body)
+    if key is not None:
+        shown = key if len(key) <= 64 else key[:64] + "…"
+        raise InvalidRequest(f"The JSON body names the key {shown!r} twice in one object: "
+                             f"send each key once.", code="duplicate_key")
 
 
 def maybe_json(data: bytes) -> Any:

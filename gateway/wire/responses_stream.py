@@ -104,6 +104,14 @@ class ResponsesAccumulator:
         """The stream ended without its end: no terminal event and no error event."""
         return self.terminal is None and self.error is None
 
+    def drop_content(self) -> None:
+        """Forget the output gathered so far, as past the cap: only the stream's end
+        (terminal event, error, id) is still tracked."""
+        self.over_cap = True
+        self.final = None
+        self._items.clear()
+        self._streamed.clear()
+
     def feed_data(self, data: bytes) -> dict[str, Any] | None:
         """Fold one event's ``data`` in (as ``gateway.wire.sse.SSEParser`` yields it); the
         parsed event when it is a JSON object with a string ``type``."""

@@ -10,7 +10,12 @@ from pathlib import Path
 import orjson
 
 from gateway.audit.sink import (
-    AuditSink, JsonlAuditSink, MemoryAuditSink, NullAuditSink, open_audit_sink, scrub,
+    AuditSink,
+    JsonlAuditSink,
+    MemoryAuditSink,
+    NullAuditSink,
+    open_audit_sink,
+    scrub,
 )
 
 

@@ -59,3 +59,19 @@ def test_demo_with_a_policy_it_cannot_select_shows_the_refusal(tmp_path: Path) -
                 "x-verity-policy header") in block, block
         assert "pass-through" not in block and "Error code" not in block, block
         assert "    x-verity-*: none (error response: nothing was verified)\n" in block
+
+
+def test_demo_through_the_responses_api_gets_the_chat_verdicts(tmp_path: Path) -> None:
+    def verdicts(api: str) -> list[list[str]]:
+        proc = subprocess.run([sys.executable, "-m", "gateway", "demo", "--api", api],
+                              capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        blocks = proc.stdout.split("\n[")[1:]
+        assert len(blocks) == len(SCENARIOS)
+        return [[line for line in b.splitlines() if line.startswith((
+            "    x-verity-verdict", "    x-verity-action", "    answer", "    status"))]
+            for b in blocks]
+
+    chat, responses = verdicts("chat"), verdicts("responses")
+    assert responses == chat
+    assert any("x-verity-verdict: fail" in line for block in chat for line in block)

@@ -67,10 +67,12 @@ def test_sdk_bad_request_error(client: openai.OpenAI, upstream: ServedUpstream) 
     assert info.value.param == "messages"
 
 
-def test_get_on_chat_completions_is_400(http: httpx.Client) -> None:
-    r = http.get("/v1/chat/completions")
-    assert r.status_code == 400
-    _error(r)
+@pytest.mark.parametrize("method", ["GET", "PUT", "DELETE"])
+def test_another_method_on_chat_completions_is_405(http: httpx.Client, method: str) -> None:
+    r = http.request(method, "/v1/chat/completions")
+    assert r.status_code == 405
+    assert r.headers["allow"] == "POST"
+    assert _error(r)["code"] == "method_not_allowed"
 
 
 class _BrokenEngine:
@@ -241,7 +243,9 @@ def test_sdk_retries_honour_retry_after(make_client: Client, gateway: ServedGate
         c.chat.completions.create(model="scripted-small", messages=USER,
                                   extra_headers={"x-mock-status": "429",
                                                  "x-mock-retry-after": "0"})
-    assert len(upstream.requests) == 2
+    # Two client requests (the SDK's retry), each retried by the gateway itself up to
+    # routing.retries.max_attempts (3) before the last 429 is relayed.
+    assert len(upstream.requests) == 2 * 3
 
 
 @pytest.mark.parametrize("status, exc", [

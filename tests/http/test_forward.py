@@ -108,3 +108,43 @@ def test_upstream_cut_mid_body_is_not_relayed_as_complete(
         gw = make_gateway(upstreams=[{"name": "cut", "base_url": cut.url + "/v1"}])
         with httpx.Client() as http, pytest.raises(httpx.RemoteProtocolError):
             http.get(gw.base_url + "/files/file-1/content")
+
+
+def test_client_x_verity_headers_never_reach_the_upstream(gateway: ServedGateway,
+                                                          upstream: ServedUpstream) -> None:
+    # x-verity-* is the gateway's namespace: a client's (a policy choice, a forged
+    # verdict) is read by the gateway or ignored, never forwarded, on every path.
+    forged = {"x-verity-detail": "true", "X-Verity-Verdict": "pass",
+              "x-verity-audit-id": "forged", "x-verity-anything": "1", "x-kept": "yes"}
+    with httpx.Client(base_url=gateway.base_url, headers=forged) as http:
+        assert http.post("/chat/completions", json={
+            "model": "scripted-small", "messages": [{"role": "user", "content": "hi"}]
+        }).status_code == 200
+        assert http.post("/embeddings", json={"model": "embed-small",
+                                              "input": "x"}).status_code == 200
+        assert http.get("/models").status_code == 200
+    sent = upstream.requests
+    assert len(sent) == 3
+    for request in sent:
+        names = {k.lower() for k in request["headers"]}
+        assert "x-kept" in names, request["path"]
+        assert not [n for n in names if n.startswith("x-verity-")], request["path"]
+
+
+@pytest.mark.parametrize(("method", "path"), [("POST", "/chat/completions"),
+                                              ("POST", "/embeddings"), ("GET", "/models"),
+                                              ("DELETE", "/files/f-1")])
+def test_two_authorization_headers_are_refused_in_forward_mode(
+        gateway: ServedGateway, upstream: ServedUpstream, method: str, path: str) -> None:
+    # Forward mode sends the client's key upstream: with two, a proxy in front and the
+    # upstream could each read another one. Refused before anything is sent.
+    pair = [("authorization", "Bearer sk-one"), ("authorization", "Bearer sk-two")]
+    body = {"model": "scripted-small", "input": "x",
+            "messages": [{"role": "user", "content": "hi"}]} if method == "POST" else None
+    with httpx.Client(base_url=gateway.base_url) as http:
+        r = http.request(method, path, json=body, headers=pair)
+    assert r.status_code == 401, r.text
+    err = r.json()["error"]
+    assert (err["type"], err["code"]) == ("authentication_error", "invalid_api_key")
+    assert "sk-one" not in r.text and "sk-two" not in r.text
+    assert upstream.requests == []

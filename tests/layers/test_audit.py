@@ -342,7 +342,7 @@ def test_bad_zone_blocks_through_the_gateway(upstream: ServedUpstream,
     assert completion.choices[0].finish_reason == "content_filter"
     assert "withheld" in (completion.choices[0].message.content or "")
     assert "credit score 2 (BAD)" in (completion.choices[0].message.content or "")
-    assert "audit=0.25:fail" in raw.headers["x-verity-layers"]
+    assert "audit=0.2500:fail" in raw.headers["x-verity-layers"]
     judged = [p for p, _ in phases(upstream) if p.startswith("[verity:audit:")]
     assert sorted(judged) == ["[verity:audit:decompose]", "[verity:audit:fact-check]",
                               "[verity:audit:logic-check]"]

@@ -29,7 +29,7 @@ ACTIONS = {
 }
 QUESTION = "tell me the forbidden thing"
 ORIGINAL = f"You said: {QUESTION}"
-DISCLAIMER = '\n[unverified (fail, 0.00): keyword: blocked by block[0] (1 match)]'
+DISCLAIMER = '\n[unverified (fail, 0.0000): keyword: blocked by block[0] (1 match)]'
 
 
 def _policy(mode: str, streaming: str, action: str) -> str:
@@ -117,7 +117,7 @@ def test_action_delivery_mode(matrix_gateway: PolicyGateway, make_client: Callab
         assert h["x-verity-verdict"] == "fail"
         assert h["x-verity-action"] == action
         assert h["x-verity-score"] == "0.0000"
-        assert h["x-verity-layers"] == "keyword=0.00:fail"
+        assert h["x-verity-layers"] == "keyword=0.0000:fail"
     else:  # the body started before the verdict existed (or shadow): no verdict headers
         assert set(h) == {"x-verity-policy", "x-verity-mode", "x-verity-audit-id"}
     if mode == "inline" and delivery == "passthrough" and action in ("disclaimer", "block"):
@@ -157,7 +157,7 @@ def test_passing_answer_is_untouched(matrix_gateway: PolicyGateway,
     h = verity_headers(raw.headers)
     if delivery != "passthrough":
         assert h["x-verity-verdict"] == "pass" and h["x-verity-action"] == "pass"
-        assert h["x-verity-layers"] == "keyword=1.00:pass"
+        assert h["x-verity-layers"] == "keyword=1.0000:pass"
 
 
 def test_block_error_style(make_gateway: GatewayFactory, tmp_path: Path,

@@ -298,7 +298,7 @@ def test_a_slow_regenerate_call_does_not_spend_the_verification_budget(
     assert raw.parse().choices[0].message.content == "A good answer."
     h = verity_headers(raw.headers)
     assert (h["x-verity-action"], h["x-verity-verdict"], h["x-verity-layers"]) == \
-        ("regenerate", "pass", "keyword=1.00:pass")
+        ("regenerate", "pass", "keyword=1.0000:pass")
 
 
 @pytest.mark.usefixtures("test_layers")
@@ -363,11 +363,11 @@ def test_a_request_in_flight_during_a_reload_finishes_with_its_version(
     assert gw.engine.store.reload()
     second = client.chat.completions.with_raw_response.create(
         model="scripted-small", messages=[{"role": "user", "content": "alpha"}])
-    assert verity_headers(second.headers)["x-verity-layers"] == "keyword=1.00:pass"  # new
+    assert verity_headers(second.headers)["x-verity-layers"] == "keyword=1.0000:pass"  # new
     support.GATE.set()
     thread.join(10)
     h = verity_headers(result["raw"].headers)
-    assert h["x-verity-layers"] == "gate=1.00:pass,keyword=0.00:fail"  # still the old version
+    assert h["x-verity-layers"] == "gate=1.0000:pass,keyword=0.0000:fail"  # still the old version
     assert 'blocked by block[0]' in (result["raw"].parse().choices[0].message.content or "")
     versions = {r["audit_id"]: r["policy_version"] for r in gw.audit(expect=2)}
     assert versions[h["x-verity-audit-id"]] != \

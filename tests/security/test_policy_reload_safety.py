@@ -79,7 +79,7 @@ def test_a_file_cut_mid_write_is_not_served(make_gateway: Callable[..., Any], up
 
     raw = ask(client, "alpha")
     assert raw.parse().choices[0].message.content == "blocked"  # the last good version
-    assert raw.headers["x-verity-layers"] == "alpha=0.00:fail"
+    assert raw.headers["x-verity-layers"] == "alpha=0.0000:fail"
     engine = gw.app.proxy.engine  # type: ignore[union-attr]
     assert "does not end with a newline" in engine.store.errors[str(guard)]
 

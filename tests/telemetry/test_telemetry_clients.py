@@ -129,7 +129,7 @@ def test_aiohttp_upstream_http_span_beneath_chat_span(otlp_receiver: OTLPReceive
 
     asyncio.run(main())
     otel.shutdown()
-    chat_span = otlp_receiver.span("chat m")
+    chat_span = otlp_receiver.span("chat")
     http = otlp_receiver.span("POST")
     assert http.kind == "CLIENT" and http.parent_span_id == chat_span.span_id
     assert http.attributes[sc.HTTP_RESPONSE_STATUS_CODE] == 200

@@ -152,3 +152,20 @@ def test_inline_and_shadow_requests_server_spans_name_their_policy_and_mode(
     servers = [s for s in otlp_receiver.spans() if s.name == "POST /v1/chat/completions"]
     assert sorted((s.attributes[sc.VERITY_POLICY], s.attributes[sc.VERITY_MODE])
                   for s in servers) == [("cand", "inline"), ("live", "shadow")]
+
+
+def test_the_audit_record_names_its_trace(
+        make_gateway: Callable[..., Any], otlp_receiver: OTLPReceiver, tmp_path: Path,
+        make_client: Callable[..., openai.OpenAI]) -> None:
+    """The dashboard links a record to its trace in Jaeger: the shadow audit's trace."""
+    import orjson
+
+    (tmp_path / "live.yaml").write_text(LIVE, encoding="utf-8")
+    (tmp_path / "cand.yaml").write_text(CAND, encoding="utf-8")
+    gw = serve(make_gateway, otlp_receiver, tmp_path)
+    make_client(gw).chat.completions.create(
+        model="scripted-small", messages=[{"role": "user", "content": "hi"}])
+    gw.stop()
+    (record,) = [orjson.loads(line) for line in
+                 Path(gw.settings.audit.path).read_bytes().splitlines()]
+    assert record["trace_id"] == otlp_receiver.span("shadow audit").trace_id

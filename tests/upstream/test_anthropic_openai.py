@@ -86,9 +86,9 @@ def test_errors(status: int, atype: str, out_status: int, otype: str) -> None:
     assert got["error"]["message"] == "boom" and got["error"]["type"] == otype
 
 
-def test_non_json_error_body() -> None:
+def test_non_json_error_body_is_named_never_quoted() -> None:
     status, body = error_to_openai(502, b"<html>bad gateway</html>")
-    assert status == 502 and "bad gateway" in body["error"]["message"]
+    assert status == 502 and "bad gateway" not in body["error"]["message"]
     assert body["error"]["type"] == "upstream_error"
 
 

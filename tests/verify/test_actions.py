@@ -41,7 +41,7 @@ def verdict(band: str = "fail", score: float | None = 0.25,
 def test_fill_template_fills_known_placeholders_only() -> None:
     out = fill_template("{verdict} {score} {policy} [{failed_claims}] ({reasons}) {other} {}",
                         verdict(), "pol")
-    assert out == "fail 0.25 pol [Atlantis is real.] (grounding: 1 unsupported) {other} {}"
+    assert out == "fail 0.2500 pol [Atlantis is real.] (grounding: 1 unsupported) {other} {}"
     assert fill_template("{score}", verdict(score=None), "p") == "n/a"
 
 

@@ -250,7 +250,7 @@ def test_decide_with_nothing_counted_passes() -> None:
 
 
 def test_outcome_layer_header_value() -> None:
-    assert LayerOutcome("g", "g", score=0.912, passed=True).header_value() == "g=0.91:pass"
+    assert LayerOutcome("g", "g", score=0.912, passed=True).header_value() == "g=0.9120:pass"
     assert LayerOutcome("g", "g", error="x").header_value() == "g=error"
 
 
@@ -319,7 +319,7 @@ def test_layers_header_marks_report_only_layers() -> None:
     report = LayerOutcome(key="claims", name="claims", score=0.0, passed=True, weight=0.0)
     failed = LayerOutcome(key="len", name="length", score=0.2, passed=False)
     assert [o.header_value() for o in (scored, report, failed)] == [
-        "grounding=0.91:pass", "claims=0.00:report", "len=0.20:fail"]
+        "grounding=0.9100:pass", "claims=0.0000:report", "len=0.2000:fail"]
     assert not report.counted and scored.counted
 
 

@@ -1,0 +1,134 @@
+"""The ``grounding`` layer's check of the names of an answer sentence.
+
+A name is *found* when some context sentence names the same thing
+(:func:`gateway.text.names.same_name`; a month name when a context date has that month;
+an acronym of a name an aligned sentence holds); *swapped* when a competing name in an
+aligned sentence sits between the same words (a copied sentence, :mod:`gateway.text.anchors`)
+and no mention of this name does; *substituted* when the context never mentions it but
+the answer copies a context sentence and puts it where that sentence has a name the
+answer leaves out. With ``binding`` off (a long document) only whether the context has
+it counts.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from gateway.layers._grounding_bind import FactCheck, FactOptions, aligned_facts, best_slot, sid_of
+from gateway.text.anchors import Anchor, anchor, anchored
+from gateway.text.context_facts import ContextFacts, Fact
+from gateway.text.names import acronym_of, name_class, same_name
+
+if TYPE_CHECKING:
+    from gateway.layers._grounding_question import QuestionFacts
+
+__all__ = ["check_name"]
+
+_MONTHS = {m: i + 1 for i, m in enumerate(
+    "january february march april may june july august september october november "
+    "december".split())}
+
+
+def check_name(a_text: str, f: Fact, cf: ContextFacts, aligned: Sequence[int],
+               opts: FactOptions, question: QuestionFacts | None,
+               topic: Sequence[tuple[str, float]], facts: Sequence[Fact]) -> FactCheck:
+    """Name ``f`` of answer sentence ``a_text`` (whose facts are ``facts``) against the
+    context (``aligned``: its sentences this one aligns with, best first)."""
+    key = f.key
+    assert f.name is not None
+    text = f.name.text
+    cls = name_class(key)
+    sids = cf.name_sids(key)
+    if not opts.binding:
+        # No frames compared: found when a sentence holds all of its words (as before).
+        if sids or cls == "time" and any(
+                d.month in {_MONTHS.get(w) for w in key} for _, d in cf.dated()):
+            return FactCheck(text, "name", "supported")
+        if question is not None and any(same_name(key, q) for q in question.names):
+            return FactCheck(text, "name", "question")
+        return FactCheck(text, "name", "unsupported")
+    same_sids = [sid for sid in sids if any(same_name(key, k) for k in cf.name_keys(sid))]
+    others = [c for _, c in aligned_facts(cf, aligned)
+              if c.name is not None and c.key and not same_name(key, c.key)
+              and name_class(c.key) == cls and not acronym_of(text, c.name.text)
+              and not acronym_of(c.name.text, text)]
+    mentioned = [g for g in facts if g.name is not None and g is not f]
+    if not same_sids and cls == "time":
+        months = {_MONTHS.get(w) for w in key} - {None}
+        if months and any(d.month in months for _, d in cf.dated()):
+            return FactCheck(text, "name", "supported")  # "in May" ~ "in May 2019"
+    if not same_sids:
+        if any(acronym_of(text, c.name.text) for sid in aligned for c in cf.slots(sid)
+               if c.name is not None):
+            return FactCheck(text, "name", "supported")
+        # Absent from the context: substituted when the answer copies a context sentence
+        # but puts this name where that sentence has one the answer leaves out.
+        free = [c for c in others if not any(same_name(c.key, g.key) for g in mentioned)
+                and _anchor_of(cf, f, a_text, c) is not None]
+        best = best_slot(cf, f, free, topic, tight=True)
+        if best is not None and best[0] >= opts.substitute_min:
+            assert best[1].name is not None
+            return FactCheck(text, "name", "contradicted",
+                             f"{text} in place of {best[1].name.text}", binding=True)
+        if question is not None and any(same_name(key, q) for q in question.names):
+            return FactCheck(text, "name", "question")
+        return FactCheck(text, "name", "unsupported")
+    # Swapped: a competing name in an aligned sentence sits between the same words
+    # (a copied sentence), and no mention of this name does.
+    anchored_others = [c for c in others if _anchor_of(cf, f, a_text, c) is not None
+                       and not _coordinated(cf, c, key)]
+    if not anchored_others:
+        return FactCheck(text, "name", "supported")
+    comp = best_slot(cf, f, anchored_others, topic, tight=True)
+    assert comp is not None
+    if comp[0] < opts.bind_min:
+        return FactCheck(text, "name", "supported")
+    if any(_anchor_of(cf, f, a_text, c) is not None for sid in same_sids for c in cf.slots(sid)
+           if c.name is not None and same_name(key, c.key)):
+        return FactCheck(text, "name", "supported")
+    other = comp[1]
+    assert other.name is not None
+    # A competitor the answer also names is swapped only if it is misplaced too.
+    for g in mentioned:
+        if same_name(g.key, other.key):
+            g_here = [c for sid in cf.name_sids(g.key) for c in cf.slots(sid)
+                      if c.name is not None and same_name(g.key, c.key)
+                      and _anchor_of(cf, g, a_text, c) is not None]
+            g_there = [c for sid in same_sids for c in cf.slots(sid)
+                       if c.name is not None and same_name(key, c.key)
+                       and _anchor_of(cf, g, a_text, c) is not None]
+            if g_here or not g_there:
+                return FactCheck(text, "name", "supported")
+    return FactCheck(text, "name", "contradicted",
+                     f"{text}: the context puts {other.name.text} there", binding=True)
+
+
+def _anchor_of(cf: ContextFacts, f: Fact, a_text: str, c: Fact) -> Anchor | None:
+    """The anchor between answer mention ``f`` and context mention ``c`` if it is a copy's."""
+    sid = sid_of(cf, c)
+    if sid is None or f.name is None or c.name is None:
+        return None
+    got = anchor(a_text, f.name.start, f.name.end, cf.index.sentences[sid].text,
+                 c.name.start, c.name.end)
+    return got if anchored(got) else None
+
+
+def _coordinated(cf: ContextFacts, c: Fact, key: frozenset[str]) -> bool:
+    """Whether ``c`` is listed together with a mention of ``key`` in its sentence
+    ("Ferrari and Sebastian Vettel", "Osnabrück, Münster")."""
+    sid = sid_of(cf, c)
+    if sid is None or c.name is None:
+        return False
+    text = cf.index.sentences[sid].text
+    for g in cf.slots(sid):
+        if g.name is None or g is c or not same_name(key, g.key):
+            continue
+        a, b = (g.name, c.name) if g.name.start < c.name.start else (c.name, g.name)
+        if _COORD.fullmatch(text[a.end:b.start]):
+            return True
+    return False
+
+
+_COORD = re.compile(r"\s*(?:,\s*(?:and\s+|or\s+)?|and\s+|or\s+|&\s*|/\s*)")
