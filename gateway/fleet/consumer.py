@@ -6,10 +6,17 @@ One worker is one consumer (``name``) of the stream's consumer group. It runs up
 - **reads** its own pending entries first (a previous life of the same name died
   with them), then new ones (``XREADGROUP … >``, blocking at most a second);
 - **verifies** each job with the runtime's policies (``Verifier.run``; a candidates job
-  with ``run_candidates``), bounded by ``redis.job_timeout``; a job naming a policy
+  with ``run_candidates``, as the pool's worker does), within its policy's
+  ``budget.total_ms`` — past it the job is recorded ``abandoned`` (``on_error`` decides
+  the verdict) — and at most ``redis.job_timeout`` (then ``failed``). The budget is kept
+  cooperatively, between awaits (as ``LocalRunner``): synchronous text work in a layer
+  is not interrupted here, unlike in the pool's worker processes. A job naming a policy
   version this worker has not loaded yet makes it re-read its policies directory once;
 - **records** it exactly once (:mod:`gateway.fleet.ledger`: claim, write, flush the
-  audit sink, then acknowledge and drop the claim, in batches);
+  audit sink, then acknowledge and drop the claim, in batches), with the ``shadow``
+  field every background job's record has (``gateway.verify.queue.shadow_info``:
+  ``result``, ``queue_ms`` since Redis added the entry, this worker's pid), and counts
+  how it ended (``shadow.settled``, the ``shadow.verified_ratio`` of this worker);
 - **re-claims** entries other consumers left pending for ``redis.claim_idle_seconds``
   (``XAUTOCLAIM``; its own running entries are kept fresh meanwhile, so a slow job is
   not taken over); a job delivered more than ``redis.max_deliveries`` times is not
@@ -53,11 +60,13 @@ from gateway.fleet.stream import (
 from gateway.redact import exception_summary
 from gateway.settings import RedisConfig
 from gateway.telemetry import RequestTrace, Telemetry
+from gateway.verify.actions import band_action
 from gateway.verify.job import VerificationJob
 from gateway.verify.outcome import CandidateOutcome, Outcome, utc_now
+from gateway.verify.queue import SampleMeter, candidates_result, shadow_info
 from gateway.verify.record import Recorder
 from gateway.verify.runtime import Runtime
-from gateway.verify.verifier import Verifier
+from gateway.verify.verifier import ABANDONED, Verifier, abandoned
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -69,6 +78,8 @@ log = logging.getLogger("gateway.fleet")
 BLOCK_MS = 1000
 """How long one read waits for new entries (the stop event is seen this often)."""
 HOUSEKEEPING_SECONDS = 300.0
+DEFAULT_BUDGET_MS = 5000.0
+"""The time of a job whose policy version is not known here (as the pool's worker)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +121,9 @@ class FleetWorker:
         self._last_housekeeping = 0.0
         self._warned: dict[str, float] = {}
         self.counts: dict[str, int] = {k: 0 for k in (
-            "verified", "failed", "duplicates", "rejected", "lost", "claimed")}
+            "verified", "abandoned", "failed", "duplicates", "rejected", "lost", "claimed")}
+        self.sample = SampleMeter()
+        """How the jobs this worker recorded ended (the verified share of the sample)."""
 
     # ---- the loop ------------------------------------------------------------------------
 
@@ -124,6 +137,7 @@ class FleetWorker:
                 self._warn("connect", "fleet: Redis unreachable (%s); retrying",
                            type(exc).__name__)
                 await _sleep_unless(stop, 1.0)
+        self.telemetry.gauge("shadow.verified_ratio", self.sample.verified_ratio)
         acker = asyncio.create_task(self._acker(), name="fleet-acker")
         loops = [asyncio.create_task(self._reader(stop), name="fleet-reader"),
                  asyncio.create_task(self._claimer(stop), name="fleet-claimer")]
@@ -272,61 +286,119 @@ class FleetWorker:
     async def _verify_and_record(self, d: Delivery, job: VerificationJob) -> None:
         kind = "shadow audit" if job.kind == "verify" else "candidate policies"
         trace = self.telemetry.start_shadow(job.trace, kind)
-        status, error = 200, None
+        outcome = Outcome.for_job(job)
+        done: list[CandidateOutcome] = []
+        status, error, result = 200, None, "verified"
         if d.deliveries > self.config.max_deliveries:
-            status, error = 0, "fleet_poison"
-            note = (f"not verified: the job failed on {d.deliveries - 1} deliveries "
-                    f"(its workers died or stalled); recorded as failed")
-            write = self._failed(job, trace, note)
+            status, error, result = 0, "fleet_poison", "failed"
+            self._not_run(job, outcome, done, f"not verified: the job failed on "
+                          f"{d.deliveries - 1} deliveries (its workers died or stalled); "
+                          f"recorded as failed")
         else:
             await self._know_policies(job)
+            policy = self.verifier.policy(job.policy)
+            budget_s = (policy.spec.budget.total_ms if policy is not None
+                        else DEFAULT_BUDGET_MS) / 1000
+            t0 = time.perf_counter()
             try:
-                async with asyncio.timeout(self.config.job_timeout):
-                    write = await self._run(job, trace)
+                async with asyncio.timeout(min(budget_s, self.config.job_timeout)):
+                    result = await self._run(job, trace, outcome, done)
             except TimeoutError:
-                status, error = 0, "fleet_timeout"
-                write = self._failed(job, trace, f"not verified: verification took over "
-                                                 f"redis.job_timeout "
-                                                 f"({self.config.job_timeout:g}s)")
+                if budget_s <= self.config.job_timeout:
+                    status, error, result = 0, "shadow_abandoned", "abandoned"
+                    self._abandon(job, outcome, done, (time.perf_counter() - t0) * 1000)
+                else:
+                    status, error, result = 0, "fleet_timeout", "failed"
+                    self._not_run(job, outcome, done, f"not verified: verification took "
+                                  f"over redis.job_timeout ({self.config.job_timeout:g}s)")
+        write = self._writer(job, trace, outcome, done, shadow_info(result, None, os.getpid()))
         try:
-            recorded_here = await self._commit(d, job.audit_id, write)
+            recorded_here = await self._commit(d, job.audit_id, self._timed(d, write))
         finally:
             trace.end(status if error is None else 0, error)
         if recorded_here:
-            key = "failed" if error else "verified"
-            self.counts[key] += 1
-            self.telemetry.count(f"fleet.{key}", 1)
+            self._settle(job, result)
 
-    async def _run(self, job: VerificationJob, trace: RequestTrace) -> Callable[[], None]:
-        """Verify ``job``; return what writes its record."""
+    def _timed(self, d: Delivery, write: Callable[[dict[str, Any]], None]) -> Callable[[], None]:
+        """``write`` with the record's ``shadow.queue_ms``: from the stream entry's id
+        (the time Redis added it, on Redis' clock) to now (this worker's clock)."""
+        def go() -> None:
+            write({"queue_ms": _queue_ms(d.entry)})
+        return go
+
+    async def _run(self, job: VerificationJob, trace: RequestTrace, outcome: Outcome,
+                   done: list[CandidateOutcome]) -> str:
+        """Verify ``job`` into ``outcome`` (``done`` for a candidates job), as the pool's
+        worker does (``Verifier.run`` / ``run_candidates``): how it ended."""
         if job.kind == "candidates":
-            done: list[CandidateOutcome] = []
             try:
                 await self.verifier.run_candidates(job, trace, done)
             except Exception as exc:  # noqa: BLE001 - recorded, never fatal to the worker
                 log.error("fleet: candidates job failed: %s", exception_summary(exc))
-            names = {c.name for c in done}
-            done.extend(CandidateOutcome(c.name, c.version, error="failed")
-                        for c in job.candidates if c.name not in names)
-            record = self.verifier.candidates_record(job, done)
-            return lambda: self.recorder.write(record)
-        outcome = Outcome.for_job(job)
+                return "failed"
+            return candidates_result(done)
         try:
             await self.verifier.run(job, trace, outcome)
         except Exception as exc:  # noqa: BLE001 - recorded, never fatal to the worker
             log.error("fleet: verification failed: %s", exception_summary(exc))
             outcome.note = f"not verified: verification failed ({exception_summary(exc)})"
-        return lambda: self.recorder.finish(outcome, trace)
+            return "failed"
+        return candidates_result(outcome.candidates)
 
-    def _failed(self, job: VerificationJob, trace: RequestTrace,
-                note: str) -> Callable[[], None]:
+    def _abandon(self, job: VerificationJob, outcome: Outcome, done: list[CandidateOutcome],
+                 elapsed_ms: float) -> None:
+        """Past ``budget.total_ms``: the :func:`abandoned` verdict where the live
+        verification had none yet (``on_error`` decides), candidates not run abandoned."""
+        policy = self.verifier.policy(job.policy)
+        if job.kind == "verify" and policy is not None and outcome.verdict is None:
+            v = abandoned(policy, elapsed_ms)
+            outcome.record(v)
+            outcome.action = band_action(policy.spec.actions, v.verdict).type
+        target = done if job.kind == "candidates" else outcome.candidates
+        names = {c.name for c in target}
+        target.extend(CandidateOutcome(c.name, c.version, error=ABANDONED)
+                      for c in job.candidates if c.name not in names)
+
+    @staticmethod
+    def _not_run(job: VerificationJob, outcome: Outcome, done: list[CandidateOutcome],
+                 note: str) -> None:
         if job.kind == "candidates":
-            done = [CandidateOutcome(c.name, c.version, error=note) for c in job.candidates]
+            done[:] = [CandidateOutcome(c.name, c.version, error=note) for c in job.candidates]
+        else:
+            outcome.note = note
+
+    def _writer(self, job: VerificationJob, trace: RequestTrace, outcome: Outcome,
+                done: list[CandidateOutcome],
+                shadow: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
+        """What writes the job's record, its ``shadow`` field (``shadow_info``) updated
+        with the given keys at write time."""
+        if job.kind == "candidates":
+            names = {c.name for c in done}
+            done.extend(CandidateOutcome(c.name, c.version, error="not run")
+                        for c in job.candidates if c.name not in names)
             record = self.verifier.candidates_record(job, done)
-            return lambda: self.recorder.write(record)
-        outcome = Outcome.for_job(job)
-        outcome.note = note
-        return lambda: self.recorder.finish(outcome, trace)
+
+            def write_candidates(extra: dict[str, Any]) -> None:
+                record["shadow"] = {**shadow, **extra}
+                self.recorder.write(record)
+            return write_candidates
+
+        def write_verify(extra: dict[str, Any]) -> None:
+            outcome.shadow = {**shadow, **extra}
+            self.recorder.finish(outcome, trace)
+        return write_verify
+
+    def _settle(self, job: VerificationJob, result: str) -> None:
+        """Count how a job this worker recorded ended (as the relay's queue counts its
+        own: ``shadow.settled``, the sample meter; and the ``fleet.*`` counters)."""
+        kind = "shadow" if job.kind == "verify" else "candidates"
+        self.sample.settle(result)
+        self.telemetry.count("shadow.settled", 1, {"kind": kind, "result": result})
+        if result == "abandoned":
+            self.telemetry.count("shadow.abandoned", 1, {"kind": kind})
+        self.counts[result] = self.counts.get(result, 0) + 1
+        if result in ("verified", "failed"):
+            self.telemetry.count(f"fleet.{result}", 1)
 
     async def _know_policies(self, job: VerificationJob) -> None:
         """A job naming a policy version not loaded here (the relay reloaded first):
@@ -372,9 +444,14 @@ class FleetWorker:
             self._ack(d.entry, "")
             return
         record = {"audit_id": audit_id, "finished_at": utc_now(),
-                  "note": f"not verified: unreadable job ({exc})"}
+                  "note": f"not verified: unreadable job ({exc})",
+                  "shadow": {**shadow_info("failed", None, os.getpid()),
+                             "queue_ms": _queue_ms(d.entry)}}
         try:
-            await self._commit(d, audit_id, lambda: self.recorder.write(record))
+            if await self._commit(d, audit_id, lambda: self.recorder.write(record)):
+                self.sample.settle("failed")
+                self.telemetry.count("shadow.settled", 1, {"kind": "shadow",
+                                                           "result": "failed"})
         except self._errors as err:
             self._warn("job", "fleet: recording a job failed (%s); it will be redelivered",
                        type(err).__name__)
@@ -419,10 +496,20 @@ class FleetWorker:
             log.warning(message, *args)
 
     def status(self) -> dict[str, Any]:
-        return {"name": self.name, "running": len(self._running), **self.counts}
+        return {"name": self.name, "running": len(self._running), **self.counts,
+                "sample": self.sample.status()}
 
 
 # ---- helpers -------------------------------------------------------------------------------
+
+
+def _queue_ms(entry: str) -> float | None:
+    """Milliseconds since Redis added the entry (its id's time part), never negative."""
+    try:
+        added = int(entry.split("-", 1)[0])
+    except ValueError:
+        return None
+    return round(max(0.0, time.time() * 1000 - added), 3)
 
 
 async def _sleep_unless(stop: asyncio.Event, seconds: float) -> None:

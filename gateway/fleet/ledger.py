@@ -19,9 +19,11 @@ What a crash leaves behind is always resolvable:
   file is then read from the file itself (:func:`recorded`, the tail of the file
   this worker writes): present, the job is acknowledged without a second record;
   absent, the claim is taken over (``force``) and the record written. Workers on one
-  host share the file, so this is exact there; a worker on another host cannot read
-  the dead worker's file and writes the record — the one case where the same audit id
-  may appear twice (the same verdict, once per file), documented in docs/deploy.md.
+  host share the file — or, with a directory ``audit.path``, write files named by
+  their host (``gateway.audit.layout``), which :func:`recorded` reads — so this is
+  exact there for a recent record; a worker on another host cannot read the dead
+  worker's files and writes the record — the one case where the same audit id may
+  appear twice (the same verdict, once per file), documented in docs/deploy.md.
 
 A job acknowledged by another delivery meanwhile (:data:`DONE`) is dropped without a
 record. In Redis Cluster the claim key shares the stream's hash slot (the stream's
@@ -30,10 +32,13 @@ name in braces, unless it has a hash tag already), as a script's keys must.
 
 from __future__ import annotations
 
+import glob
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
+
+from gateway.audit.layout import DATE_DIR, host_name
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -104,19 +109,58 @@ class Ledger:
 
 
 TAIL_BYTES = 64 * 1024 * 1024
-"""How far back from its end :func:`recorded` reads an audit file."""
+"""How far back from its end :func:`recorded` reads an audit file (in a directory
+layout: the newest files, that much in all)."""
+DAY_FOLDERS = 3
+"""The ``date=`` folders (newest first) :func:`recorded` looks in, in a directory layout."""
 
 
 def recorded(path: str | os.PathLike[str] | None, audit_id: str, *,
              tail: int = TAIL_BYTES) -> bool:
-    """Whether the JSONL audit file at ``path`` holds a record of ``audit_id`` in its
-    last ``tail`` bytes (blocking: call it in a thread): it looks for
-    ``"audit_id":"<id>"`` as the sink writes it (compact JSON)."""
+    """Whether the audit at ``path`` holds a record of ``audit_id`` (blocking: call it
+    in a thread): it looks for ``"audit_id":"<id>"`` as the sink writes it (compact
+    JSON) in the last ``tail`` bytes of a JSONL file or, when ``path`` is a directory
+    (``gateway.audit.layout``), in the newest JSONL files this host's processes wrote
+    (the last :data:`DAY_FOLDERS` days), newest first, ``tail`` bytes in all. A record
+    already compacted to Parquet, or written on another host, is not found: the job
+    is then recorded again (a duplicate, never a loss)."""
     if not path:
         return False
     needle = b'"audit_id":"' + audit_id.encode() + b'"'
+    root = Path(path)
+    files = _host_files(root) if root.is_dir() else [root]
+    left = tail
+    for file in files:
+        found, read = _tail_holds(file, needle, left)
+        if found:
+            return True
+        left -= read
+        if left <= 0:
+            break
+    return False
+
+
+def _host_files(root: Path) -> list[Path]:
+    """This host's JSONL files in the newest ``date=`` folders under ``root``, the most
+    recently written first."""
+    days = sorted((d for d in root.iterdir() if d.is_dir() and DATE_DIR.match(d.name)),
+                  key=lambda d: d.name, reverse=True)[:DAY_FOLDERS]
+    prefix = f"verity-{host_name()}-"
+    found: list[tuple[float, Path]] = []
+    for folder in days:
+        for file in folder.glob(f"{glob.escape(prefix)}*.jsonl"):
+            try:
+                found.append((file.stat().st_mtime, file))
+            except OSError:  # compacted or deleted meanwhile
+                continue
+    return [f for _, f in sorted(found, key=lambda t: t[0], reverse=True)]
+
+
+def _tail_holds(path: Path, needle: bytes, tail: int) -> tuple[bool, int]:
+    """Whether the last ``tail`` bytes of ``path`` hold ``needle``; and the bytes read."""
+    read = 0
     try:
-        with Path(path).open("rb") as f:
+        with path.open("rb") as f:
             end = f.seek(0, os.SEEK_END)
             chunk = 1 << 20
             pos, carry = end, b""
@@ -125,9 +169,10 @@ def recorded(path: str | os.PathLike[str] | None, audit_id: str, *,
                 pos -= step
                 f.seek(pos)
                 block = f.read(step) + carry
+                read += step
                 if needle in block:
-                    return True
+                    return True, read
                 carry = block[:len(needle)]
-    except FileNotFoundError:
-        return False
-    return False
+    except (FileNotFoundError, IsADirectoryError):
+        return False, read
+    return False, read

@@ -18,6 +18,12 @@ full — when:
   holds a value JSON cannot carry (the publisher never stops on one job);
 - ``closed`` / ``cancelled``: shutdown (still buffered after ``shadow.drain_seconds``).
 
+That is the :class:`~gateway.verify.queue.JobRunner` contract as the process pool keeps
+it: every job ends in exactly one record with a ``shadow`` field
+(``gateway.verify.queue.shadow_info``) — here ``result: dropped`` (``cancelled`` at
+shutdown) for a shed job, counted in ``shadow.settled``; a published job's record and
+count are the ``gateway worker``'s (:mod:`gateway.fleet.consumer`).
+
 Every command is bounded by ``redis.timeout``; a client request never waits for
 Redis. A relay starts without Redis (it sheds until Redis answers); the consumer
 group is created by whichever of relay and worker comes first.
@@ -42,6 +48,7 @@ from gateway.settings import RedisConfig, Settings
 from gateway.telemetry import Telemetry
 from gateway.verify.job import VerificationJob
 from gateway.verify.outcome import CandidateOutcome, Outcome
+from gateway.verify.queue import SampleMeter, shadow_info
 from gateway.verify.record import Recorder
 from gateway.verify.verifier import Verifier
 
@@ -113,6 +120,7 @@ class RedisRunner:
         self.enqueued = 0
         self.published = 0
         self.dropped: dict[str, int] = {}
+        self.sample = SampleMeter()
 
     # ---- lifecycle -----------------------------------------------------------------------
 
@@ -176,25 +184,41 @@ class RedisRunner:
                 "capacity": self.config.buffer, "backlog": self.backlog,
                 "max_backlog": self.config.max_backlog, "enqueued": self.enqueued,
                 "published": self.published, "dropped": sum(self.dropped.values()),
-                "dropped_by_reason": dict(self.dropped)}
+                "dropped_by_reason": dict(self.dropped), "sample": self._sample_status()}
+
+    def _sample_status(self) -> dict[str, Any]:
+        """The jobs that ended here (shed: ``dropped``, ``cancelled``); how the published
+        ones ended is counted by the ``gateway worker`` s (``verity.shadow.settled``),
+        so the verified share is not known to a relay: ``null`` here."""
+        return {**self.sample.status(), "verified_ratio_last_minute": None,
+                "verified_by": "gateway workers (verity.shadow.settled)"}
 
     # ---- shedding ------------------------------------------------------------------------
 
     def _shed(self, job: VerificationJob, reason: str) -> bool:
-        """Count the job as dropped and write its record (not verified)."""
+        """Count the job as dropped (``cancelled`` when still buffered at shutdown, as
+        the local queue does) and write its record, not verified, with the ``shadow``
+        field (``shadow_info``) every background job's record has."""
+        kind = _kind(job)
+        result = "cancelled" if reason == "cancelled" else "dropped"
         self.dropped[reason] = self.dropped.get(reason, 0) + 1
-        self.telemetry.count("shadow.dropped", 1, {"kind": _kind(job), "reason": reason})
+        self.telemetry.count(f"shadow.{result}", 1, {"kind": kind, "reason": reason})
+        self.sample.settle(result)
+        self.telemetry.count("shadow.settled", 1, {"kind": kind, "result": result})
         try:
             trace = self.telemetry.start_shadow(
                 job.trace, "shadow audit" if job.kind == "verify" else "candidate policies")
             if job.kind == "candidates":
-                done = [CandidateOutcome(c.name, c.version, error="dropped")
+                done = [CandidateOutcome(c.name, c.version, error=result)
                         for c in job.candidates]
                 trace.end(0, f"shadow_{reason}")
-                self.recorder.write(self.verifier.candidates_record(job, done))
+                record = self.verifier.candidates_record(job, done)
+                record["shadow"] = shadow_info(result)
+                self.recorder.write(record)
             else:
                 outcome = Outcome.for_job(job)
                 outcome.note = _NOTES[reason]
+                outcome.shadow = shadow_info(result)
                 self.recorder.finish(outcome, trace)
                 trace.end(0, f"shadow_{reason}")
         except Exception:  # a record that cannot be written must not reach the client

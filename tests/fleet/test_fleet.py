@@ -180,6 +180,11 @@ def test_relay_to_redis_to_worker(make_gateway: GatewayFactory, redis_url: str,
         assert r["mode"] == "shadow" and r["policy"] == "default"
         assert r["verdict"] in ("pass", "warn", "fail"), r
         assert [c["name"] for c in r["candidates"]] == ["grounding"]
+        # The JobRunner contract, as the process pool keeps it: the shadow field.
+        assert r["shadow"]["result"] in ("verified", "abandoned"), r
+        assert r["shadow"]["worker"] == proc.pid, r
+        assert r["shadow"]["queue_ms"] >= 0
+    assert shadow["sample"]["total"]["dropped"] == 0 and shadow["accepting"] is True
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 0
 
@@ -209,6 +214,10 @@ def test_a_worker_killed_mid_load_loses_no_job(make_gateway: GatewayFactory, red
     counts = collections.Counter(r["audit_id"] for r in workers.records())
     assert not shed & set(counts), "a shed job is not published"
     assert set(counts) | shed == set(ids), "no job lost"
+    for r in _relay_records(relay):  # shed by the relay: the shadow field says so
+        assert r["shadow"] == {"result": "dropped", "queue_ms": None, "worker": None}, r
+    assert {r["shadow"]["result"] for r in workers.records()} <= {"verified", "failed",
+                                                                 "abandoned"}
     assert max(counts.values()) == 1, "no job recorded twice"
     failed = [r for r in workers.records() if "not verified" in (r.get("note") or "")]
     verified = [r for r in workers.records() if r.get("verdict")]
