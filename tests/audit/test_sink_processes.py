@@ -31,6 +31,12 @@ def test_processes_appending_to_one_file_never_tear_a_line(tmp_path: Path) -> No
         assert p.wait(timeout=120) == 0
     ids = []
     for line in path.read_bytes().splitlines():
+        if not line:
+            # The writer begins its first batch with a newline when the file it opened
+            # did not end with one (gateway.audit.writer: a crash's torn line stays one
+            # bad line). Opened while another process was mid-write, it can see such an
+            # end: an empty line, which readers skip — never a torn or lost record.
+            continue
         record = orjson.loads(line)  # a torn line would not parse
         assert set(record["pad"]) == {record["audit_id"][0]}
         ids.append(record["audit_id"])
