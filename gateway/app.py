@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from functools import partial
@@ -53,6 +54,8 @@ class GatewayApp:
         self.dashboard: DashboardMount | None = None
         """The audit pages (``audit.dashboard.path``), while the lifespan runs."""
         self.ready = False
+        self.worker: tuple[int, int] | None = None
+        """(index, count) when this is one of ``server.workers`` processes (``/readyz``)."""
 
     @asynccontextmanager
     async def lifespan(self) -> AsyncIterator[None]:
@@ -150,6 +153,9 @@ class GatewayApp:
             ready = ready and engine_ready
         else:
             detail = {"policies": "none (pass-through)"}
+        if self.worker is not None:
+            detail = {**detail, "worker": {"index": self.worker[0], "of": self.worker[1],
+                                           "pid": os.getpid()}}
         if self.proxy is not None:  # shown, never counted: a failing upstream is not ours
             detail["upstreams"] = self.proxy.upstreams.snapshot().as_dict()
         status = {"status": "ready" if ready else "not ready"}

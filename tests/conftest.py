@@ -50,7 +50,7 @@ def anyio_backend() -> str:
 @pytest.fixture(scope="session", autouse=True)
 def _verification_in_process() -> Iterator[None]:
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("gateway.modes.dispatch.default_workers", lambda: 0)
+        mp.setattr("gateway.modes.dispatch.default_workers", lambda relays=1: 0)
         yield
 
 

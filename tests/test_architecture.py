@@ -28,7 +28,8 @@ LIBRARIES = ("gateway.text", "gateway.sources", "gateway.layers", "gateway.polic
 """Below verification: they know neither verification, nor telemetry, nor the audit."""
 RULES = [
     (LIBRARIES, HTTP_AND_PROVIDERS + ("gateway.verify", "gateway.telemetry", "gateway.audit")),
-    (("gateway.verify",), HTTP_AND_PROVIDERS),
+    (("gateway.verify",), HTTP_AND_PROVIDERS + ("gateway.fleet", "redis")),
+    (("gateway.fleet",), HTTP_AND_PROVIDERS),
     (("gateway.wire",), HTTP_AND_PROVIDERS + ("gateway.verify", "gateway.telemetry",
                                               "gateway.audit", "gateway.layers")),
     (("gateway.http",), ("gateway.modes", "gateway.verify", "gateway.app", "gateway.runtime",
@@ -133,6 +134,13 @@ def test_each_layer_imports_only_what_is_below_it(name: str, path: Path,
     bad = sorted({i for i in imports(path, top_level_only=False) if _under(i, forbidden)
                   and not any(name == n and _under(i, (e,)) for n, e in EXCEPTIONS)})
     assert not bad, f"{name} imports {bad}"
+
+
+def test_only_the_fleet_package_imports_redis() -> None:
+    """``redis`` is an optional extra: nothing outside ``gateway.fleet`` may need it."""
+    bad = sorted(name for name, path in modules() if not _under(name, ("gateway.fleet",))
+                 and any(_under(i, ("redis",)) for i in imports(path, top_level_only=False)))
+    assert not bad, bad
 
 
 def test_the_package_root_stays_small() -> None:

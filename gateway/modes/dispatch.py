@@ -43,6 +43,7 @@ from typing import Any
 
 from gateway.audit.sink import AuditSink, open_audit_sink
 from gateway.errors import UpstreamError
+from gateway.fleet.publisher import RedisRunner, fleet_runner
 from gateway.http.exchange import ChatExchange
 from gateway.layers.base import Judge
 from gateway.layers.registry import BUILTIN, LayerRegistry
@@ -198,8 +199,11 @@ async def open_engine(settings: Settings, telemetry: Telemetry, *,
         yield None
         return
     async with open_runtime(settings, telemetry=telemetry, layers=layers) as runtime:
+        fleet = settings.shadow.runner == "redis"  # jobs to gateway workers (gateway.fleet)
         workers = settings.pool.workers
-        workers = default_workers() if workers is None else workers
+        if workers is None:  # the cores the relay processes (server.workers) do not need
+            workers = default_workers(settings.server.workers)
+        workers = 0 if fleet else workers
         if workers and layers is not BUILTIN:  # a worker resolves layers in BUILTIN only
             log.warning("a custom layer registry: verification runs in-process")
             workers = 0
@@ -207,15 +211,19 @@ async def open_engine(settings: Settings, telemetry: Telemetry, *,
         if workers:  # one queue task per worker process: the queue is the backlog
             shadow_config = shadow_config.model_copy(update={"concurrency": workers})
         queue = ShadowQueue(shadow_config, telemetry)
-        queue.start()
         sink = open_audit_sink(settings.audit)
         verifier, recorder = Verifier(runtime), Recorder(telemetry, sink)
         pool: ProcessRunner | None = None
+        redis: RedisRunner | None = None
         runner: JobRunner
-        if workers:
+        if fleet:
+            runner = redis = fleet_runner(settings, verifier, recorder, telemetry)
+        elif workers:
+            queue.start()
             runner = pool = ProcessRunner(settings, queue, verifier, recorder, telemetry,
                                           workers)
         else:
+            queue.start()
             runner = LocalRunner(queue, verifier, recorder, telemetry)
         store = runtime.policies
         engine = VerityEngine(runtime, verifier, runner, queue, recorder)
@@ -225,6 +233,8 @@ async def open_engine(settings: Settings, telemetry: Telemetry, *,
         try:
             if pool is not None:
                 await pool.start()  # ready once it can verify
+            if redis is not None:
+                await redis.start()  # probes Redis; sheds (recorded) until it answers
             if settings.reload_policies:
                 watcher = asyncio.create_task(store.watch())
             yield engine
@@ -234,6 +244,8 @@ async def open_engine(settings: Settings, telemetry: Telemetry, *,
                 with suppress(asyncio.CancelledError):
                     await watcher
             await queue.close()
+            if redis is not None:
+                await redis.close()
             if pool is not None:
                 await pool.close()
             await asyncio.to_thread(sink.close)

@@ -52,13 +52,16 @@ START_SECONDS = 120.0
 pool is recorded failed after that)."""
 
 
-def default_workers() -> int:
-    """The cores the relay does not need: ``max(1, cpus - 1)`` of this process's CPUs."""
+def default_workers(relays: int = 1) -> int:
+    """The cores the relay processes do not need, shared among them: with ``relays``
+    relay processes (``server.workers``) on ``cpus`` CPUs this process may run on,
+    ``max(1, (cpus - relays) // relays)`` per relay — ``max(1, cpus - 1)`` for one."""
     try:
         cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         cpus = os.cpu_count() or 1
-    return max(1, cpus - 1)
+    relays = max(1, relays)
+    return max(1, (cpus - relays) // relays)
 
 
 class ProcessRunner:

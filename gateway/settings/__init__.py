@@ -18,6 +18,7 @@ from gateway.settings.schema import (
     GatewayKey,
     JudgeConfig,
     PoolConfig,
+    RedisConfig,
     ServerConfig,
     Settings,
     ShadowConfig,
@@ -29,7 +30,8 @@ from gateway.settings.schema import (
 )
 
 __all__ = [
-    "DEFAULT_MAX_RESPONSE_BYTES", "AuditConfig", "AuditDashboardConfig", "AuthConfig", "ConfigError", "GatewayKey",
-    "JudgeConfig", "PoolConfig", "ServerConfig", "Settings", "ShadowConfig", "TelemetryConfig",
+    "DEFAULT_MAX_RESPONSE_BYTES", "AuditConfig", "AuditDashboardConfig", "AuthConfig",
+    "ConfigError", "GatewayKey", "JudgeConfig", "PoolConfig", "RedisConfig", "ServerConfig",
+    "Settings", "ShadowConfig", "TelemetryConfig",
     "TenantConfig", "Timeouts", "UpstreamConfig", "default_policies_dir", "load_settings",
 ]

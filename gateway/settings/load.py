@@ -40,10 +40,11 @@ def _deep_merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any
 
 
 def _secret_refs(node: Any) -> set[str]:
-    """Environment names the config points at for secrets (``key_env``, ``api_key_env``)."""
+    """Environment names the config points at for secrets (``key_env``, ``api_key_env``,
+    ``password_env``)."""
     if isinstance(node, Mapping):
         refs = {v for k, v in node.items()
-                if k in ("key_env", "api_key_env") and isinstance(v, str)}
+                if k in ("key_env", "api_key_env", "password_env") and isinstance(v, str)}
         for value in node.values():
             refs |= _secret_refs(value)
         return refs

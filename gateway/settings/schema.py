@@ -28,7 +28,8 @@ from gateway.settings.routing import RoutingConfig
 __all__ = [
     "DEFAULT_FLUSH_SECONDS", "DEFAULT_MAX_RESPONSE_BYTES", "AuditConfig",
     "AuditDashboardConfig", "AuthConfig", "ConfigError", "GatewayKey",
-    "JudgeConfig", "PoolConfig", "ServerConfig", "Settings", "ShadowConfig", "TelemetryConfig",
+    "JudgeConfig", "PoolConfig", "RedisConfig", "ServerConfig", "Settings", "ShadowConfig",
+    "TelemetryConfig",
     "TenantConfig", "Timeouts", "UpstreamConfig", "default_policies_dir",
 ]
 
@@ -200,6 +201,55 @@ class ShadowConfig(_Strict):
     """Background jobs running at once (with worker processes: jobs handed to the
     pool at once, at least ``pool.workers``)."""
     drain_seconds: float = Field(10.0, ge=0)
+    runner: Literal["local", "redis"] = "local"
+    """Where shadow and candidate jobs run: ``local`` in this gateway; ``redis``
+    published to the ``redis.stream`` for ``gateway worker`` s (``gateway.fleet``)."""
+
+
+class RedisConfig(_Strict):
+    """The Redis Stream that carries verification jobs to ``gateway worker`` s
+    (``shadow.runner: redis``; ``gateway.fleet``)."""
+
+    url: str | None = None
+    """``redis://host:6379/0`` (``rediss://`` for TLS); no password in it: see
+    ``password_env``."""
+    password_env: str | None = None
+    """Environment variable holding the Redis password (AUTH)."""
+    stream: str = Field("verity:jobs", min_length=1, max_length=200)
+    group: str = Field("verity-workers", min_length=1, max_length=200)
+    maxlen: int = Field(100_000, ge=100)
+    """Entries the stream keeps at most (approximate trim on publish): the memory bound.
+    Workers trim what every consumer acknowledged well before it."""
+    max_backlog: int = Field(50_000, ge=1)
+    """Jobs published but not yet acknowledged above which a relay sheds new jobs (checked
+    every second); below ``maxlen``, so trimming never drops a job not yet verified."""
+    buffer: int = Field(1000, ge=1)
+    """Jobs a relay holds while publishing; more are shed (counted) — never a wait."""
+    timeout: float = Field(1.0, gt=0)
+    """Seconds per Redis command (connect, publish); a relay past it sheds the batch."""
+    max_job_bytes: int = Field(4 * 1024 * 1024, ge=1024)
+    """Largest encoded job published; a larger one is shed (counted) and recorded."""
+    claim_idle_seconds: float = Field(30.0, gt=0)
+    """A job delivered to a worker and not acknowledged for this long is claimed by
+    another (its worker is presumed dead)."""
+    max_deliveries: int = Field(5, ge=1)
+    """Deliveries of one job at most; then it is recorded as failed (a poison job)."""
+    job_timeout: float = Field(60.0, gt=0)
+    """Seconds a worker spends on one job at most; then it is recorded as failed."""
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("must start with redis://, rediss:// or unix://")
+        return v
+
+    @model_validator(mode="after")
+    def _backlog_below_maxlen(self) -> RedisConfig:
+        if self.max_backlog >= self.maxlen:
+            raise ValueError(f"max_backlog ({self.max_backlog}) must be below maxlen "
+                             f"({self.maxlen}): trimming must never reach unverified jobs")
+        return self
 
 
 class PoolConfig(_Strict):
@@ -333,6 +383,9 @@ class ServerConfig(_Strict):
     a kept-alive request's first byte); then 408 and closed."""
     max_header_bytes: int = Field(64 * 1024, ge=1024)
     """Request line plus headers at most; over it 431 and closed."""
+    workers: int = Field(1, ge=1, le=64)
+    """Relay processes sharing the port (``gateway serve --workers``); the limits above
+    apply to each."""
 
 
 class Settings(_Strict):
@@ -350,6 +403,7 @@ class Settings(_Strict):
     telemetry: TelemetryConfig = TelemetryConfig()
     judge: JudgeConfig = JudgeConfig()
     server: ServerConfig = ServerConfig()
+    redis: RedisConfig = RedisConfig()
     routing: RoutingConfig = RoutingConfig()
     """Retries, passive health, pools and fallbacks (:mod:`gateway.settings.routing`)."""
     log_level: Literal["debug", "info", "warning", "error"] = "info"
@@ -367,6 +421,12 @@ class Settings(_Strict):
             if upstream.matches(model):
                 return upstream
         return None
+
+    @model_validator(mode="after")
+    def _redis_runner_needs_a_url(self) -> Settings:
+        if self.shadow.runner == "redis" and not self.redis.url:
+            raise ValueError("shadow.runner is redis but redis.url is not set")
+        return self
 
     def resolved_policies_dir(self) -> Path:
         return Path(self.policies_dir) if self.policies_dir else default_policies_dir()

@@ -197,6 +197,21 @@ COUNTERS: Final[dict[str, tuple[str, str, str]]] = {
                          "Background jobs abandoned at their budget.total_ms."),
     "workers.replaced": ("verity.workers.replaced", "{process}",
                          "Verification worker processes replaced (died, or killed stuck)."),
+    # Fleet mode (gateway.fleet): relays publish jobs, gateway workers verify them.
+    "fleet.published": ("verity.fleet.published", "{request}",
+                        "Verification jobs a relay published to the Redis stream."),
+    "fleet.verified": ("verity.fleet.verified", "{request}",
+                       "Jobs a gateway worker verified and recorded."),
+    "fleet.failed": ("verity.fleet.failed", "{request}",
+                     "Jobs a gateway worker recorded as failed (timeout, poison)."),
+    "fleet.duplicates": ("verity.fleet.duplicates", "{request}",
+                         "Redeliveries of a job already recorded (no second record)."),
+    "fleet.claimed": ("verity.fleet.claimed", "{request}",
+                      "Jobs claimed from a consumer idle past redis.claim_idle_seconds."),
+    "fleet.rejected": ("verity.fleet.rejected", "{request}",
+                       "Stream entries that are not a job a worker reads."),
+    "fleet.lost": ("verity.fleet.lost", "{request}",
+                   "Jobs trimmed from the stream before any worker verified them."),
 }
 
 # Histograms callers record through ``Telemetry.observe(short_name, value, …)``:
@@ -232,4 +247,6 @@ COUNTER_ATTRIBUTES: Final[dict[str, str]] = {
 
 # Resource defaults.
 DEFAULT_SERVICE_NAME: Final = "verity-gateway"
+SERVICE_INSTANCE_ID: Final = "service.instance.id"
+"""Default: ``HOSTNAME-PID`` (one per process)."""
 INSTRUMENTATION_SCOPE: Final = "verity_gateway"
