@@ -149,6 +149,8 @@ class VerityEngine:
         Runs inside ``except CancelledError``: no await, and no exception escapes."""
         x, policy = r.x, r.policy
         try:
+            if r.salvage is not None and r.tracked is not None and r.salvage():
+                return
             outcome, progress = r.tracked, r.progress
             r.untrack()
             if outcome is None:

@@ -40,6 +40,9 @@ class PolicyRequest:
     """The record written if the client disconnects before it is finished."""
     progress: Progress | None = None
     """How much of a stream the client got (kept once given)."""
+    salvage: Callable[[], bool] | None = None
+    """Called first if the client disconnects: True when it took over the record (a
+    shadow stream whose whole answer was relayed is still verified)."""
 
     @property
     def policy(self) -> Policy:

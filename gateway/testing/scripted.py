@@ -17,7 +17,8 @@ What it answers, first match wins:
 
 Behaviour can be steered per request with headers (tests use ``extra_headers``):
 ``x-mock-status`` / ``x-mock-retry-after`` (error answer), ``x-mock-delay-ms``
-(before the headers), ``x-mock-chunk-delay-ms``, ``x-mock-cut-after`` (drop the
+(before the headers), ``x-mock-chunk-delay-ms``, ``x-mock-end-delay-ms`` (between a
+chat stream's last event and its end), ``x-mock-cut-after`` (drop the
 connection after N stream chunks), ``x-mock-tool-call`` (answer with a tool
 call), ``x-mock-reply`` (literal reply text), ``x-mock-gzip`` (gzip the chat
 answer, JSON or SSE, whatever the request's ``accept-encoding``). Every request is
@@ -301,6 +302,9 @@ class ScriptedUpstream:
             if chunk_delay and n:
                 await asyncio.sleep(chunk_delay)
             await send({"type": "http.response.body", "body": piece, "more_body": True})
+        end_delay = float(headers.get("x-mock-end-delay-ms", "0")) / 1000
+        if end_delay:  # the whole answer is out; the connection's end comes later
+            await asyncio.sleep(end_delay)
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _responses(self, headers: dict[str, str], payload: dict[str, Any],
