@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 
 from gateway.layers.registry import known
-from gateway.policy.profiles import MODEL_FREE_LAYERS, RISK_LEVELS, RISK_PROFILES
+from gateway.policy.profiles import (
+    MODEL_FREE_LAYERS,
+    RISK_LEVELS,
+    RISK_PROFILES,
+    ProfileLayerError,
+)
 from gateway.verify.risk import assess_heuristic, assess_risk, claim_types
 
 SEED_LAYERS = {
@@ -15,6 +20,10 @@ SEED_LAYERS = {
     "critical": ["semantic-entropy", "fact-decomposition", "multi-source", "self-consistency",
                  "nli"],
 }
+SEED_MISSING = {"medium": ("fact-decomposition",),
+                "high": ("fact-decomposition", "multi-source"),
+                "critical": ("fact-decomposition", "multi-source")}
+"""Seed layers not registered yet (issue 17 registers them)."""
 SEED_LIMITS = {"low": (0.7, 2000, 0.001), "medium": (0.8, 5000, 0.01),
                "high": (0.9, 10000, 0.05), "critical": (0.95, 30000, 0.1)}
 
@@ -28,15 +37,23 @@ def test_profiles_keep_seed_layers_and_limits_behind_model_free_layers() -> None
             == SEED_LIMITS[level]
 
 
-def test_model_free_layers_are_registered_and_runnable_filters() -> None:
+def test_runnable_never_drops_a_layer_silently() -> None:
+    # Product rule (issue 17): a profile whose layer the registry lacks is an error
+    # naming the profile and the layer, never a shorter profile.
     assert set(MODEL_FREE_LAYERS) <= set(known())
     critical = RISK_PROFILES["critical"]
-    # Only registered layers are runnable, in profile order (model-based ones join as
-    # they are registered).
-    assert critical.runnable(MODEL_FREE_LAYERS) == MODEL_FREE_LAYERS
-    assert critical.runnable(known()) == tuple(n for n in critical.layers if n in known())
-    assert critical.runnable(known())[:3] == MODEL_FREE_LAYERS
-    assert RISK_PROFILES["low"].runnable(["semantic-entropy"]) == ("semantic-entropy",)
+    with pytest.raises(ProfileLayerError, match=r"risk profile 'critical' names layers "
+                                                r"that are not registered: semantic-entropy"):
+        critical.runnable(MODEL_FREE_LAYERS)
+    assert critical.missing(MODEL_FREE_LAYERS) == critical.layers[3:]
+    assert RISK_PROFILES["low"].runnable([*MODEL_FREE_LAYERS, "semantic-entropy"]) \
+        == RISK_PROFILES["low"].layers
+
+
+def test_every_seed_profile_layer_is_registered() -> None:
+    for level, profile in RISK_PROFILES.items():
+        assert profile.level == level
+        assert profile.missing(known()) == SEED_MISSING.get(level, ())
 
 
 @pytest.mark.parametrize(("text", "level"), [
