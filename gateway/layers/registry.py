@@ -40,6 +40,8 @@ BUILTIN_LAYERS: Mapping[str, str] = MappingProxyType({
     "semantic-entropy": "gateway.layers.semantic_entropy:SemanticEntropyLayer",
     "audit": "gateway.layers.audit:AuditLayer",  # model-based (judge): seed 002
     "fact-check": "gateway.layers.fact_check:FactCheckLayer",  # model-based (judge): seed 004
+    # model-based (judge): seed 000 layer 2
+    "fact-decomposition": "gateway.layers.fact_decomposition:FactDecompositionLayer",
 })
 
 class LayerRegistry(Mapping[str, "str | type[Layer]"]):

@@ -20,9 +20,7 @@ SEED_LAYERS = {
     "critical": ["semantic-entropy", "fact-decomposition", "multi-source", "self-consistency",
                  "nli"],
 }
-SEED_MISSING = {"medium": ("fact-decomposition",),
-                "high": ("fact-decomposition", "multi-source"),
-                "critical": ("fact-decomposition", "multi-source")}
+SEED_MISSING = {"high": ("multi-source",), "critical": ("multi-source",)}
 """Seed layers not registered yet (issue 17 registers them)."""
 SEED_LIMITS = {"low": (0.7, 2000, 0.001), "medium": (0.8, 5000, 0.01),
                "high": (0.9, 10000, 0.05), "critical": (0.95, 30000, 0.1)}
