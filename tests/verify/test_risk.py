@@ -20,8 +20,6 @@ SEED_LAYERS = {
     "critical": ["semantic-entropy", "fact-decomposition", "multi-source", "self-consistency",
                  "nli"],
 }
-SEED_MISSING = {"high": ("multi-source",), "critical": ("multi-source",)}
-"""Seed layers not registered yet (issue 17 registers them)."""
 SEED_LIMITS = {"low": (0.7, 2000, 0.001), "medium": (0.8, 5000, 0.01),
                "high": (0.9, 10000, 0.05), "critical": (0.95, 30000, 0.1)}
 
@@ -51,7 +49,8 @@ def test_runnable_never_drops_a_layer_silently() -> None:
 def test_every_seed_profile_layer_is_registered() -> None:
     for level, profile in RISK_PROFILES.items():
         assert profile.level == level
-        assert profile.missing(known()) == SEED_MISSING.get(level, ())
+        assert profile.missing(known()) == ()
+        assert profile.runnable(known()) == profile.layers
 
 
 @pytest.mark.parametrize(("text", "level"), [
