@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import statistics
 import sys
 import time
@@ -94,10 +95,8 @@ async def main() -> None:
         key, _, raw = pair.partition("=")
         value: Any = {"true": True, "false": False}.get(raw, raw)
         if isinstance(value, str):
-            try:
+            with contextlib.suppress(ValueError):
                 value = float(raw) if "." in raw else int(raw)
-            except ValueError:
-                pass
         configs[target][key] = value
     cases = sample(load_cases(args.data), args.per_source)
     judge = OpenAIJudge(JudgeConfig(model=args.judge_model, cache_size=0,
