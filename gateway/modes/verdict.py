@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from gateway.modes.request import PolicyRequest
 from gateway.policy.models import ActionSet, DisclaimerAction
 from gateway.verify.actions import (
+    UPSTREAM_ACTIONS,
     Applied,
     RegenContext,
     apply_action,
@@ -122,7 +123,8 @@ def _would_disclaim(actions: ActionSet, applied: Applied) -> bool:
     if needs_upstream(action):  # the answer fell back to its fallback
         fallback = getattr(action, "fallback", None)
         return isinstance(fallback, DisclaimerAction) and applied.action == "flag"
-    return isinstance(action, DisclaimerAction) and applied.action in ("flag", "regenerate")
+    return isinstance(action, DisclaimerAction) and (applied.action == "flag"
+                                                     or applied.action in UPSTREAM_ACTIONS)
 
 
 def wants_detail(r: PolicyRequest) -> bool:
