@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["CHECK_SCHEMA", "CHECK_SYSTEM", "CLAIM_TYPES", "DECOMPOSE_SCHEMA",
+__all__ = ["CHECK_SCHEMA", "CHECK_SYSTEM", "CLAIM_TYPES", "check_schema", "DECOMPOSE_SCHEMA",
            "DECOMPOSE_SYSTEM", "MARK_CHECK", "MARK_DECOMPOSE", "check_prompt",
            "decompose_prompt"]
 
@@ -51,6 +51,13 @@ CHECK_SCHEMA: dict[str, Any] = {
     "required": ["results"], "additionalProperties": False,
 }
 """Reply of the check call."""
+
+
+def check_schema(count: int) -> dict[str, Any]:
+    """:data:`CHECK_SCHEMA` for ``count`` claims: exactly that many results (a small
+    judge under constrained decoding otherwise stops early; a missing item is an error)."""
+    results = {**CHECK_SCHEMA["properties"]["results"], "minItems": count, "maxItems": count}
+    return {**CHECK_SCHEMA, "properties": {"results": results}}
 
 
 def decompose_prompt(answer: str, question: str) -> str:

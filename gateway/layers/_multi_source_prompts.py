@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 __all__ = ["MARK_KNOWLEDGE", "MARK_SOURCE", "REPLY_SCHEMA", "SYSTEM", "knowledge_prompt",
-           "source_prompt"]
+           "reply_schema", "source_prompt"]
 
 MARK_SOURCE = "[verity:multi-source:source]"
 MARK_KNOWLEDGE = "[verity:multi-source:knowledge]"
@@ -32,6 +32,14 @@ REPLY_SCHEMA: dict[str, Any] = {
     "required": ["results"], "additionalProperties": False,
 }
 """Reply of either call (the seed's ``SourceCheckSchema``, one per claim)."""
+
+
+def reply_schema(count: int) -> dict[str, Any]:
+    """:data:`REPLY_SCHEMA` for a call about ``count`` claims: exactly that many results
+    (a small judge under constrained decoding otherwise stops early, and a missing item
+    is an error)."""
+    results = {**REPLY_SCHEMA["properties"]["results"], "minItems": count, "maxItems": count}
+    return {**REPLY_SCHEMA, "properties": {"results": results}}
 
 _REPLY = ("Answer with strict JSON only, one result per claim, no prose:\n"
           '{"results": [{"id": 1, "supports": true | false, '
