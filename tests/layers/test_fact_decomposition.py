@@ -17,6 +17,7 @@ from serving import ServedUpstream
 from gateway.layers._fact_decomposition_prompts import (
     CHECK_SCHEMA,
     DECOMPOSE_SCHEMA,
+    check_schema,
     MARK_CHECK,
     MARK_DECOMPOSE,
 )
@@ -213,3 +214,4 @@ def test_reply_schemas_match_what_is_parsed() -> None:
     assert item["properties"]["type"]["enum"] == ["factual", "opinion", "inference",
                                                   "uncertain"]
     assert CHECK_SCHEMA["properties"]["results"]["items"]["required"] == ["id", "verified"]
+    assert check_schema(2)["properties"]["results"]["maxItems"] == 2

@@ -14,7 +14,12 @@ import orjson
 import pytest
 from serving import ServedUpstream
 
-from gateway.layers._multi_source_prompts import MARK_KNOWLEDGE, MARK_SOURCE, REPLY_SCHEMA
+from gateway.layers._multi_source_prompts import (
+    MARK_KNOWLEDGE,
+    MARK_SOURCE,
+    REPLY_SCHEMA,
+    reply_schema,
+)
 from gateway.layers.base import JudgeError, LayerResources, LayerResult, VerifyInput
 from gateway.layers.multi_source import MultiSourceConfig, MultiSourceLayer
 from gateway.layers.registry import resolve
@@ -177,3 +182,6 @@ async def test_unusable_replies_are_judge_errors(upstream: ServedUpstream,
 def test_reply_schema_requires_what_is_parsed() -> None:
     assert REPLY_SCHEMA["properties"]["results"]["items"]["required"] == [
         "id", "supports", "confidence"]
+    exact = reply_schema(3)["properties"]["results"]
+    assert (exact["minItems"], exact["maxItems"]) == (3, 3)
+    assert "minItems" not in REPLY_SCHEMA["properties"]["results"]  # not changed
