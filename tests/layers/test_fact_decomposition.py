@@ -17,9 +17,9 @@ from serving import ServedUpstream
 from gateway.layers._fact_decomposition_prompts import (
     CHECK_SCHEMA,
     DECOMPOSE_SCHEMA,
-    check_schema,
     MARK_CHECK,
     MARK_DECOMPOSE,
+    check_schema,
 )
 from gateway.layers.base import (
     JudgeError,

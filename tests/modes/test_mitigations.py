@@ -11,10 +11,10 @@ import openai
 import orjson
 import pytest
 
-from modes.conftest import StartGateway
-from modes.support import verity_headers
 from gateway.testing.scripted import Rule, ScriptedUpstream
 from gateway.testing.servers import ServerThread
+from modes.conftest import StartGateway
+from modes.support import verity_headers
 
 if TYPE_CHECKING:  # tests/conftest.py (not importable by name next to tests/deploy)
     from conftest import ServedUpstream
