@@ -12,11 +12,8 @@ would), p50 latency and judge calls per case.
         --judge-model smollm2 --layer fact-decomposition --layer multi-source \\
         --set multi-source:second_model=smollm2 --per-source 10
 
-``--schema`` sends each call's reply schema (the one beside its prompt, picked by the
-call's marker) as ``response_format: {"type": "json_object", "schema": …}`` — what
-llama.cpp's server turns into constrained decoding — through a minimal judge of this
-script's own, to see what structured output does for these prompts before the
-gateway's judge asks for it itself. Only the two claim layers' calls have a schema.
+The gateway's judge asks for each call's reply schema (structured output, with its
+fallback chain: docs/layers.md, "Judge replies").
 """
 
 from __future__ import annotations
@@ -24,7 +21,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import re
 import statistics
 import sys
 import time
@@ -32,18 +28,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gateway.eval.cases import Case, load_cases, to_messages  # noqa: E402
 from gateway.eval.metrics import auroc, recall_at_fpr  # noqa: E402
-from gateway.layers import _fact_decomposition_prompts as fd  # noqa: E402
-from gateway.layers import _multi_source_prompts as ms  # noqa: E402
 from gateway.layers.base import (  # noqa: E402
     Judge,
-    JudgeError,
-    JudgeReply,
     LayerResources,
     VerifyInput,
 )
@@ -51,43 +41,6 @@ from gateway.layers.registry import resolve  # noqa: E402
 from gateway.settings import JudgeConfig  # noqa: E402
 from gateway.sources.context import ContextSpec, extract_context  # noqa: E402
 from gateway.upstream.judge import OpenAIJudge  # noqa: E402
-
-SCHEMAS = ((fd.MARK_DECOMPOSE, fd.DECOMPOSE_SCHEMA), (fd.MARK_CHECK, fd.CHECK_SCHEMA),
-           (ms.MARK_SOURCE, ms.REPLY_SCHEMA), (ms.MARK_KNOWLEDGE, ms.REPLY_SCHEMA))
-
-
-class SchemaJudge:
-    """A bare OpenAI-compatible judge that asks for each call's reply schema."""
-
-    def __init__(self, base_url: str, model: str, timeout: float) -> None:
-        self.url = base_url.rstrip("/") + "/chat/completions"
-        self.model = model
-        self.client = httpx.AsyncClient(timeout=timeout)
-
-    async def complete(self, messages: Any, *, temperature: float = 0.0,
-                       max_tokens: int = 512, n: int = 1, model: str | None = None,
-                       override: str | None = None) -> JudgeReply:
-        user = str(messages[-1].get("content", ""))
-        body: dict[str, Any] = {"model": override or self.model, "messages": list(messages),
-                                "temperature": temperature, "max_tokens": max_tokens}
-        schema = next((s for mark, s in SCHEMAS if user.startswith(mark)), None)
-        if schema is not None and not user.startswith(fd.MARK_DECOMPOSE):
-            count = len(re.findall(r"^\d+\. ", user.split("Claims:")[-1], re.MULTILINE))
-            schema = (fd.check_schema(count) if user.startswith(fd.MARK_CHECK)
-                      else ms.reply_schema(count))
-        if schema is not None:
-            body["response_format"] = {"type": "json_object", "schema": schema}
-        try:
-            r = await self.client.post(self.url, json=body)
-            r.raise_for_status()
-            data = r.json()
-        except (httpx.HTTPError, ValueError) as exc:
-            raise JudgeError(f"judge call failed ({type(exc).__name__})") from None
-        return JudgeReply(texts=[str(c["message"].get("content") or "")
-                                 for c in data.get("choices", [])], model=self.model)
-
-    async def aclose(self) -> None:
-        await self.client.aclose()
 
 
 def sample(cases: list[Case], per_source: int) -> list[Case]:
@@ -142,8 +95,6 @@ async def main() -> None:
                     help="LAYER:key=value (a JSON-ish value: numbers, true/false, text)")
     ap.add_argument("--per-source", type=int, default=10)
     ap.add_argument("--timeout", type=float, default=60.0)
-    ap.add_argument("--schema", action="store_true",
-                    help="ask for each call's reply schema (response_format json_object)")
     args = ap.parse_args()
     configs: dict[str, dict[str, Any]] = {name: {} for name in args.layer}
     for item in args.set:
@@ -155,10 +106,9 @@ async def main() -> None:
                 value = float(raw) if "." in raw else int(raw)
         configs[target][key] = value
     cases = sample(load_cases(args.data), args.per_source)
-    judge: OpenAIJudge | SchemaJudge = (
-        SchemaJudge(args.judge_url, args.judge_model, args.timeout) if args.schema else
-        OpenAIJudge(JudgeConfig(model=args.judge_model, cache_size=0, timeout=args.timeout,
-                                max_concurrency=1), args.judge_url, None))
+    judge = OpenAIJudge(JudgeConfig(model=args.judge_model, cache_size=0,
+                                    timeout=args.timeout, max_concurrency=1),
+                        args.judge_url, None)
     try:
         for name in args.layer:
             print(await run_layer(name, configs[name], cases, judge, args.judge_model),

@@ -21,7 +21,7 @@ import socket
 import sys
 import time
 from dataclasses import asdict, dataclass, field
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -101,7 +101,8 @@ async def run_load(url: str, *, concurrency: int, requests: int, duration: float
                    stream: bool = False, body: bytes | None = None,
                    headers: dict[str, str] | None = None, warmup: float = 0.0,
                    ramp: float = 0.0,
-                   on_measure: Callable[[], None] | None = None) -> LoadResult:
+                   on_measure: Callable[[], None] | None = None,
+                   bodies: Sequence[bytes] | None = None) -> LoadResult:
     """Run one closed-loop load; bounded by ``requests`` started (warm-up included) AND
     ``warmup + duration`` seconds.
 
@@ -109,7 +110,8 @@ async def run_load(url: str, *, concurrency: int, requests: int, duration: float
     ``on_measure()`` is called once when that window opens (the runner snapshots
     process CPU there). ``ramp`` spreads the workers' first requests evenly over
     that many seconds, so a fixed-latency upstream does not see all ``concurrency``
-    requests arrive in one synchronised burst every round trip.
+    requests arrive in one synchronised burst every round trip. ``bodies`` (instead of
+    ``body``): request bodies sent in turn.
     """
     if not 1 <= concurrency <= 1024:
         raise ValueError("concurrency must be in 1..1024")
@@ -150,13 +152,14 @@ async def run_load(url: str, *, concurrency: int, requests: int, duration: float
                 if t0 >= deadline:
                     return
                 started += 1
+                payload = bodies[started % len(bodies)] if bodies else data
                 if not measuring and t0 >= t_start:
                     measuring = True
                     if on_measure is not None:
                         on_measure()
                     cpu[0] = time.process_time()
                 try:
-                    async with session.post(url, data=data, headers=hdrs) as resp:
+                    async with session.post(url, data=payload, headers=hdrs) as resp:
                         if stream:
                             first = await resp.content.readany()
                             t_first = clock()

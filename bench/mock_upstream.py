@@ -20,6 +20,7 @@ off, bound to 127.0.0.1 only.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 import asyncio
 import time
 from collections.abc import Mapping
@@ -70,10 +71,10 @@ class LeanUpstream:
     stream chunks. Streams when the body contains ``"stream":true`` (any spacing)."""
 
     def __init__(self, latency_ms: float = 0.0, chunks: int = 20,
-                 chunk_delay_ms: float = 0.0) -> None:
+                 chunk_delay_ms: float = 0.0, answer: str | None = None) -> None:
         self.latency = latency_ms / 1000
         self.chunk_delay = chunk_delay_ms / 1000
-        self.body = _completion(reply_text(chunks))
+        self.body = _completion(answer if answer is not None else reply_text(chunks))
         self.json_headers = [*_JSON_HEADERS, (b"content-length", str(len(self.body)).encode())]
         self.chunks = _stream_chunks(chunks)
 
@@ -116,9 +117,9 @@ class LeanUpstream:
 
 
 def create_app(impl: str = "lean", latency_ms: float = 0.0, chunks: int = 20,
-               chunk_delay_ms: float = 0.0) -> Any:
+               chunk_delay_ms: float = 0.0, answer: str | None = None) -> Any:
     if impl == "lean":
-        return LeanUpstream(latency_ms, chunks, chunk_delay_ms)
+        return LeanUpstream(latency_ms, chunks, chunk_delay_ms, answer)
     if impl == "scripted":
         from gateway.testing.scripted import ScriptedUpstream
 
@@ -135,11 +136,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--chunks", type=int, default=20, help="content chunks per stream")
     p.add_argument("--chunk-delay-ms", type=float, default=0.0)
     p.add_argument("--impl", choices=("lean", "scripted"), default="lean")
+    p.add_argument("--answer-file", type=Path, default=None,
+                   help="the JSON reply's content (lean mock; default: word0 … wordN)")
     args = p.parse_args(argv)
 
     import uvicorn
 
-    app = create_app(args.impl, args.latency_ms, args.chunks, args.chunk_delay_ms)
+    answer = args.answer_file.read_text(encoding="utf-8") if args.answer_file else None
+    app = create_app(args.impl, args.latency_ms, args.chunks, args.chunk_delay_ms, answer)
     # Loopback only, by construction.
     uvicorn.run(app, host="127.0.0.1", port=args.port, loop="uvloop", http="httptools",
                 lifespan="on", log_level="warning", access_log=False, server_header=False,

@@ -20,7 +20,8 @@ the gateway never competes with the load it is measured under.
 
 Prints a Markdown table and writes JSON to ``bench/results/`` (gitignored).
 ``--policies DIR`` starts the gateway with that policies directory (shadow /
-inline runs); ``--gateway-env K=V`` adds gateway environment (e.g. an OTLP
+inline runs); ``--workers N`` starts it with N relay processes (its CPU is then the
+supervisor's plus its workers'); ``--gateway-env K=V`` adds gateway environment (e.g. an OTLP
 endpoint); ``--label`` names the run in the output file; ``--keyed`` runs it in
 gateway-keys mode with an upstream key (the load authenticates): the configuration
 with secrets to keep out of responses (``gateway/upstream/scrub.py``).
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import platform
 import shutil
@@ -75,6 +77,21 @@ def cpu_seconds(pid: int) -> float:
     raw = Path(f"/proc/{pid}/stat").read_text()
     fields = raw[raw.rindex(")") + 2:].split()  # skip "pid (comm) "
     return (int(fields[11]) + int(fields[12])) / CLK_TCK  # fields 14 and 15 of stat(5)
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """:func:`cpu_seconds` of ``pid`` plus its live children (``serve --workers``: the
+    supervisor and its worker processes)."""
+    total = cpu_seconds(pid)
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            raw = stat.read_text()
+        except OSError:
+            continue
+        if int(raw[raw.rindex(")") + 2:].split()[1]) == pid:  # field 4: ppid
+            with contextlib.suppress(OSError, ValueError):  # it exited meanwhile
+                total += cpu_seconds(int(stat.parent.name))
+    return total
 
 
 def system_cpu() -> tuple[float, float]:
@@ -183,7 +200,7 @@ def run_cell(loop: asyncio.AbstractEventLoop, url: str, *, stream: bool, concurr
     snap: list[float] = []
 
     def on_measure() -> None:
-        snap[:] = [cpu_seconds(gateway_pid), cpu_seconds(mock_pid), *system_cpu()]
+        snap[:] = [tree_cpu_seconds(gateway_pid), cpu_seconds(mock_pid), *system_cpu()]
 
     ramp = 0.0 if args.no_ramp else min(latency_ms / 1000, args.duration)
     if args.quiet_wait > 0:
@@ -195,7 +212,7 @@ def run_cell(loop: asyncio.AbstractEventLoop, url: str, *, stream: bool, concurr
     if not snap:
         return result, {"gateway": 0.0, "mock": 0.0, "foreign": 0.0, "steal": 0.0}
     busy, steal = system_cpu()
-    gw, mock = cpu_seconds(gateway_pid) - snap[0], cpu_seconds(mock_pid) - snap[1]
+    gw, mock = tree_cpu_seconds(gateway_pid) - snap[0], cpu_seconds(mock_pid) - snap[1]
     foreign = (busy - snap[2]) - gw - mock - result.client_cpu_s
     return result, {"gateway": gw, "mock": mock, "foreign": max(0.0, foreign),
                     "steal": steal - snap[3]}
@@ -232,7 +249,7 @@ def run_matrix(args: argparse.Namespace, pin: bool, workdir: Path, log: Path) ->
             gw_argv = [*_pin(args.gateway_cpus if pin else None), sys.executable, "-m",
                        "gateway", "serve", "--host", "127.0.0.1", "--port", str(gport),
                        "--upstream", f"http://127.0.0.1:{mport}/v1", "--policies", policies,
-                       *keyed]
+                       "--workers", str(args.workers), *keyed]
             with process("mock", mock_argv, env=base_env, cwd=str(workdir), log=log,
                          ready_url=f"http://127.0.0.1:{mport}/v1/models") as mock, \
                     process("gateway", gw_argv, env=gw_env, cwd=str(workdir), log=log,
@@ -364,6 +381,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--no-pin", action="store_true", help="do not pin processes to CPUs")
     p.add_argument("--gateway-cpus", default="0")
     p.add_argument("--mock-cpus", default="1", help="CPUs for the mock and the load generator")
+    p.add_argument("--workers", type=int, default=1,
+                   help="gateway relay processes (serve --workers); with more than one, "
+                        "pass --no-pin or a --gateway-cpus list with as many CPUs")
     p.add_argument("--label", default="passthrough")
     p.add_argument("--out", type=Path, default=HERE / "results")
     args = p.parse_args(argv)
@@ -396,7 +416,7 @@ def main(argv: list[str] | None = None) -> int:
                            "requests_cap": args.requests, "chunks": args.chunks,
                            "mock": args.mock, "policies": args.policies,
                            "ramp": not args.no_ramp, "quiet_wait_s": args.quiet_wait,
-                           "keyed": args.keyed},
+                           "workers": args.workers, "keyed": args.keyed},
               "wall_s": round(time.monotonic() - t0, 1),
               "cells": [c.row() for c in cells], "table": table}
     path = args.out / f"{args.label}-{stamp}.json"

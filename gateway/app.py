@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from functools import partial
@@ -53,6 +54,8 @@ class GatewayApp:
         self.dashboard: DashboardMount | None = None
         """The audit pages (``audit.dashboard.path``), while the lifespan runs."""
         self.ready = False
+        self.worker: tuple[int, int] | None = None
+        """(index, count) when this is one of ``server.workers`` processes (``/readyz``)."""
 
     @asynccontextmanager
     async def lifespan(self) -> AsyncIterator[None]:
@@ -62,7 +65,8 @@ class GatewayApp:
         trace_configs = telemetry.aiohttp_trace_configs()  # [] when telemetry is off
         secrets = configured_secrets(self.settings)  # kept out of what upstreams send back
         clients = [open_client(u, trace_configs, secrets) for u in self.settings.upstreams]
-        upstreams = Upstreams(clients, use_own_key=auth.enabled)
+        upstreams = Upstreams(clients, use_own_key=auth.enabled, routing=self.settings.routing)
+        telemetry.gauge_upstreams(upstreams.health_gauges)
         proxy = Endpoints(self.settings, upstreams, auth, telemetry)
         if self.settings.audit.dashboard.path:
             self.dashboard = DashboardMount(self.settings.audit, auth)
@@ -103,7 +107,12 @@ class GatewayApp:
                         return await proxy.chat_completions(scope, receive, send)
                     if path == "/v1/responses" or path == "/v1/responses/":
                         return await proxy.responses_api(scope, receive, send)
+                    if path.startswith("/v1/messages") and path.rstrip("/") in (
+                            "/v1/messages", "/v1/messages/count_tokens"):
+                        return await proxy.messages(scope, receive, send)
                     if path == "/v1/models" and scope["method"] == "GET":
+                        if any(k == b"anthropic-version" for k, _ in scope["headers"]):
+                            return await proxy.anthropic_models(scope, receive, send)
                         return await proxy.models(scope, receive, send)
                     if path.startswith("/v1/"):
                         return await proxy.forward(scope, receive, send)
@@ -132,8 +141,10 @@ class GatewayApp:
 
     async def _readyz(self, scope: Mapping[str, Any], send: Any) -> None:
         """200 ``{"status": "ready"}`` / 503 ``{"status": "not ready"}``; the detail
-        (policy files and their errors, the shadow queue) only to whom
-        ``readyz_detail`` allows: it names paths and configuration problems."""
+        (policy files and their errors, the shadow queue, each upstream's health and
+        each pool's members) only to whom ``readyz_detail`` allows: it names paths and
+        configuration problems. Upstream health never makes the gateway unready: every
+        replica would go unready at once, and a failing upstream is not one of ours."""
         ready = self.ready
         engine = self.proxy.engine if self.proxy else None
         detail: dict[str, Any] = {}
@@ -142,6 +153,11 @@ class GatewayApp:
             ready = ready and engine_ready
         else:
             detail = {"policies": "none (pass-through)"}
+        if self.worker is not None:
+            detail = {**detail, "worker": {"index": self.worker[0], "of": self.worker[1],
+                                           "pid": os.getpid()}}
+        if self.proxy is not None:  # shown, never counted: a failing upstream is not ours
+            detail["upstreams"] = self.proxy.upstreams.snapshot().as_dict()
         status = {"status": "ready" if ready else "not ready"}
         try:
             shown = self._readyz_detail_allowed(scope)

@@ -1,4 +1,4 @@
-"""Command line: ``gateway serve | demo | policy check | eval | audit``.
+"""Command line: ``gateway serve | worker | demo | policy check | eval | audit``.
 
 Each sub-command lives in its own module and registers itself here through
 ``add_parser``; this file only wires them together.
@@ -18,6 +18,7 @@ COMMANDS: dict[str, str] = {
     "policy": "gateway.commands.policy",
     "eval": "gateway.commands.eval",
     "audit": "gateway.commands.audit",
+    "worker": "gateway.commands.worker",
 }
 
 

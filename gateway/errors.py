@@ -15,6 +15,7 @@ Error tree::
     └── UpstreamError                 502 upstream_error (base for upstream failures)
         ├── UpstreamConnectError      502 upstream_connect_error
         ├── UpstreamTimeout           504 upstream_timeout
+        ├── UpstreamUnavailable       503 upstream_unavailable (every upstream of the model open)
         ├── UpstreamTooLarge          502 upstream_response_too_large (over max_response_bytes)
         └── UpstreamStreamError       502 upstream_stream_error (a stream cut mid-way)
             └── UpstreamTruncated     502 upstream_stream_truncated (ended without its end)
@@ -45,6 +46,7 @@ __all__ = [
     "UpstreamTimeout",
     "UpstreamTooLarge",
     "UpstreamTruncated",
+    "UpstreamUnavailable",
     "VerificationBlocked",
     "error_body",
 ]
@@ -147,6 +149,14 @@ class UpstreamConnectError(UpstreamError):
 class UpstreamTimeout(UpstreamError):
     status = 504
     code = "upstream_timeout"
+
+
+class UpstreamUnavailable(UpstreamError):
+    """Every upstream that serves the model is open (failing; ``routing.health``), and
+    the pool may not panic: nothing was sent."""
+
+    status = 503
+    code = "upstream_unavailable"
 
 
 class UpstreamStreamError(UpstreamError):

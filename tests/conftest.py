@@ -15,6 +15,11 @@
 - ``wait_until(predicate, timeout=5.0)`` — bounded polling for an *event*
   (never a timing assertion).
 
+In this process, ``pool.workers`` unset means 0 (verification on the relay's event loop,
+as the tests were written for: in-memory telemetry, custom layer registries); the
+pool's own tests (``tests/pool``) set it. Gateways started as subprocesses keep the
+product default (worker processes).
+
 Async tests use the anyio plugin: ``@pytest.mark.anyio``.
 """
 
@@ -40,6 +45,13 @@ __all__ = ["CLIENT_KEY", "GatewayFactory", "ServedGateway", "ServedUpstream"]  #
 @pytest.fixture(scope="session")
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _verification_in_process() -> Iterator[None]:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("gateway.modes.dispatch.default_workers", lambda relays=1: 0)
+        yield
 
 
 # ---- the scripted upstream ---------------------------------------------------------------

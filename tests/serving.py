@@ -25,7 +25,8 @@ CLIENT_KEY = "sk-client-test-key-0001"
 
 
 _SETTABLE = ("replies", "rules", "default_reply", "models", "latency_ms", "chunk_delay_ms",
-             "record", "responses_api")
+             "record", "failures", "fail_rate", "fail_status", "fail_retry_after",
+             "responses_api")
 
 
 @dataclass

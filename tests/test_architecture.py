@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "gateway"
 
 HTTP_AND_PROVIDERS = ("gateway.http", "gateway.modes", "gateway.upstream", "gateway.app",
-                      "gateway.runtime", "gateway.testing", "starlette", "aiohttp", "httpx",
+                      "gateway.runtime", "gateway.pool", "gateway.testing", "starlette",
+                      "aiohttp", "httpx",
                       "httpx2", "uvicorn", "openai", "anthropic")
 """What verification never reaches: HTTP, the relay, the providers, the composition root."""
 LIBRARIES = ("gateway.text", "gateway.sources", "gateway.layers", "gateway.policy",
@@ -27,11 +28,14 @@ LIBRARIES = ("gateway.text", "gateway.sources", "gateway.layers", "gateway.polic
 """Below verification: they know neither verification, nor telemetry, nor the audit."""
 RULES = [
     (LIBRARIES, HTTP_AND_PROVIDERS + ("gateway.verify", "gateway.telemetry", "gateway.audit")),
-    (("gateway.verify",), HTTP_AND_PROVIDERS),
+    (("gateway.verify",), HTTP_AND_PROVIDERS + ("gateway.fleet", "redis")),
+    (("gateway.fleet",), HTTP_AND_PROVIDERS),
     (("gateway.wire",), HTTP_AND_PROVIDERS + ("gateway.verify", "gateway.telemetry",
                                               "gateway.audit", "gateway.layers")),
     (("gateway.http",), ("gateway.modes", "gateway.verify", "gateway.app", "gateway.runtime",
                          "gateway.dashboard")),
+    (("gateway.pool",), ("gateway.http", "gateway.modes", "gateway.app", "gateway.testing",
+                         "aiohttp", "uvicorn", "starlette")),
     (("gateway.telemetry", "gateway.audit"),
      ("gateway.dashboard", "starlette", "gateway.http", "gateway.modes", "gateway.upstream", "gateway.app", "gateway.runtime",
       "gateway.testing", "gateway.verify", "gateway.layers", "gateway.policy")),
@@ -130,6 +134,13 @@ def test_each_layer_imports_only_what_is_below_it(name: str, path: Path,
     bad = sorted({i for i in imports(path, top_level_only=False) if _under(i, forbidden)
                   and not any(name == n and _under(i, (e,)) for n, e in EXCEPTIONS)})
     assert not bad, f"{name} imports {bad}"
+
+
+def test_only_the_fleet_package_imports_redis() -> None:
+    """``redis`` is an optional extra: nothing outside ``gateway.fleet`` may need it."""
+    bad = sorted(name for name, path in modules() if not _under(name, ("gateway.fleet",))
+                 and any(_under(i, ("redis",)) for i in imports(path, top_level_only=False)))
+    assert not bad, bad
 
 
 def test_the_package_root_stays_small() -> None:

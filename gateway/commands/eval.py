@@ -30,6 +30,18 @@ def add_parser(sub: Any) -> None:
                    help="only the first N cases (N >= 1; default: all)")
     p.add_argument("--concurrency", type=positive_int, default=8, metavar="N",
                    help="cases in flight at once (default 8)")
+    j = p.add_argument_group(
+        "judge", "a real judge for the model-based layers (nli, self-consistency, "
+        "semantic-entropy, audit, fact-check); without one they have none to call")
+    j.add_argument("--judge-url", metavar="URL",
+                   help="the judge endpoint's base URL, e.g. http://127.0.0.1:8000/v1")
+    j.add_argument("--judge-model", metavar="NAME", help="the judge model name")
+    j.add_argument("--judge-kind", choices=("openai", "anthropic"), default="openai",
+                   help="the endpoint's API (default openai: any OpenAI-compatible server)")
+    j.add_argument("--judge-key-env", metavar="VAR",
+                   help="environment variable holding the judge endpoint's API key")
+    j.add_argument("--judge-timeout", type=positive_int, default=60, metavar="S",
+                   help="seconds per judge call (default 60); a case may take 4x this")
     p.set_defaults(func=run)
 
 
@@ -62,9 +74,18 @@ def run(args: argparse.Namespace) -> int:
     if not cases:
         print("gateway eval: no cases", file=sys.stderr)
         return 2
+    judge = None
+    if args.judge_url:
+        judge = {"base_url": args.judge_url, "kind": args.judge_kind,
+                 "timeout": float(args.judge_timeout)}
+        if args.judge_model:
+            judge["model"] = args.judge_model
+        if args.judge_key_env:
+            judge["api_key_env"] = args.judge_key_env
     try:
         name, results = run_cases(cases, policy, concurrency=args.concurrency,
-                                  progress=stderr_progress)
+                                  progress=stderr_progress, judge=judge,
+                                  timeout=max(60.0, 4.0 * args.judge_timeout))
     except (OSError, PolicyError) as exc:
         print(f"gateway eval: {exc}", file=sys.stderr)
         return 2

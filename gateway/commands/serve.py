@@ -34,11 +34,16 @@ def add_parser(sub: Any) -> None:
                         "variable holding the upstream's API key (refused in forward mode, "
                         "where each client's own key is sent)")
     p.add_argument("--policies", metavar="DIR", help="policies directory (default: shipped)")
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="relay processes sharing the port (default 1, or server.workers); "
+                        "see docs/deploy.md for sizing")
     p.set_defaults(func=run)
 
 
 def overrides_from(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {"host": args.host, "port": args.port, "policies_dir": args.policies}
+    if getattr(args, "workers", None) is not None:
+        out["server"] = {"workers": args.workers}
     if args.upstream:
         up: dict[str, Any] = {"name": "default", "base_url": args.upstream}
         if getattr(args, "upstream_key_env", None):
@@ -103,10 +108,6 @@ def _set_by(origin: str, flag: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    import uvicorn
-
-    from gateway.app import create_app
-    from gateway.http.server_limits import limited_protocol
     from gateway.settings import ConfigError, load_settings
 
     origins: dict[str, str] = {}
@@ -127,8 +128,13 @@ def run(args: argparse.Namespace) -> int:
         return 2
     # Bound first: a port in use is a clear error before the gateway starts (and logs
     # "ready"), not uvicorn's traceback after it.
+    workers = settings.server.workers
     try:
-        sock = _listen(settings.host, settings.port)
+        if workers > 1:
+            from gateway.commands.supervise import bind_group
+            socks = bind_group(settings.host, settings.port, workers)
+        else:
+            socks = [_listen(settings.host, settings.port)]
     except OSError as exc:
         reason = exc.strerror or str(exc)
         print(f"gateway: cannot listen on {settings.host}:{settings.port}: {reason} "
@@ -141,17 +147,34 @@ def run(args: argparse.Namespace) -> int:
     # calls (aiohttp) are not: both are spans. httpx would log each one at INFO.
     for name in ("httpx", "httpx2"):
         logging.getLogger(name).setLevel(logging.WARNING)
+    host, port = socks[0].getsockname()[:2]
+    logging.getLogger("gateway").info("listening on %s:%d", host, port)
+    if workers > 1:  # N processes on N sockets of one port (gateway.commands.supervise)
+        from gateway.commands.supervise import supervise
+        return supervise(settings, socks, serve_socket)
+    return serve_socket(settings, socks[0], None)
+
+
+def serve_socket(settings: Settings, sock: socket.socket, worker: int | None) -> int:
+    """Run one gateway on ``sock`` until it is told to stop: 0, or 3 when it never
+    started. ``worker``: its index among ``server.workers`` processes (``/readyz``)."""
+    import uvicorn
+
+    from gateway.app import create_app
+    from gateway.http.server_limits import limited_protocol
+
     app = create_app(settings)
+    if worker is not None:
+        app.worker = (worker, settings.server.workers)
     # server.*: connection count, header time and header size (gateway.http.server_limits).
     config = uvicorn.Config(app, log_level=settings.log_level, access_log=False,
                             timeout_graceful_shutdown=30, server_header=False,
                             http=limited_protocol(settings.server))
     server = uvicorn.Server(config)
-    host, port = sock.getsockname()[:2]
-    logging.getLogger("gateway").info("listening on %s:%d", host, port)
     # uvicorn re-raises the SIGTERM it handled once it has shut down, under the handler
     # that was there before it: the default one would kill the process (status -15) after
-    # a clean drain. A no-op handler there lets a graceful stop end with status 0.
+    # a clean drain. A no-op handler there lets a graceful stop end with status 0. (A
+    # worker of ``server.workers`` has its own handler outside this window: supervise.)
     previous = signal.signal(signal.SIGTERM, _drained)
     try:
         with sock, contextlib.suppress(KeyboardInterrupt):

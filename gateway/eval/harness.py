@@ -38,7 +38,8 @@ class CaseResult:
     record; 1.0 when nothing was checkable ("n/a"); None when the gateway gave none."""
     verdict: str | None
     layers: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """layer key -> {"score", "passed", "latency_ms", "credit_score"}."""
+    """layer key -> {"score", "passed", "latency_ms", "credit_score", "judge_calls",
+    "judge_input_tokens", "error"}."""
     error: str | None = None
 
 
@@ -90,10 +91,12 @@ def _read_audit(path: Path) -> dict[str, dict[str, Any]]:
 
 
 async def _send_all(base_url: str, cases: Sequence[Case], concurrency: int,
-                    progress: Progress | None) -> list[tuple[Case, dict[str, str], str | None]]:
+                    progress: Progress | None, timeout: float = 60.0
+                    ) -> list[tuple[Case, dict[str, str], str | None]]:
     import openai
 
-    client = openai.AsyncOpenAI(base_url=base_url, api_key="eval", max_retries=0, timeout=60)
+    client = openai.AsyncOpenAI(base_url=base_url, api_key="eval", max_retries=0,
+                                timeout=timeout)
     sem = asyncio.Semaphore(concurrency)
     done = 0
     out: list[tuple[Case, dict[str, str], str | None]] = [None] * len(cases)  # type: ignore[list-item]
@@ -120,8 +123,12 @@ async def _send_all(base_url: str, cases: Sequence[Case], concurrency: int,
 
 
 def run_cases(cases: Sequence[Case], policy_path: Path, *, concurrency: int = 8,
-              progress: Progress | None = None) -> tuple[str, list[CaseResult]]:
-    """Serve a scripted upstream and a gateway on loopback, send every case, collect."""
+              progress: Progress | None = None, judge: dict[str, Any] | None = None,
+              timeout: float = 60.0) -> tuple[str, list[CaseResult]]:
+    """Serve a scripted upstream and a gateway on loopback, send every case, collect.
+    ``judge``: the gateway's ``judge`` settings (a real judge for the model-based
+    layers; without it the judge is the scripted upstream, which cannot judge).
+    ``timeout``: seconds one case may take."""
     from gateway.app import create_app
     from gateway.settings import load_settings
     from gateway.testing.scripted import ScriptedUpstream
@@ -135,12 +142,16 @@ def run_cases(cases: Sequence[Case], policy_path: Path, *, concurrency: int = 8,
         (pdir / f"{name}.yaml").write_text(yaml.safe_dump(policy, sort_keys=False))
         audit = Path(tmp) / "audit.jsonl"
         with ServerThread(upstream) as up:
-            settings = load_settings(environ={}, overrides={
+            overrides: dict[str, Any] = {
                 "upstreams": [{"name": "scripted", "base_url": up.url + "/v1"}],
                 "policies_dir": str(pdir), "reload_policies": False,
-                "audit": {"path": str(audit)}})
+                "audit": {"path": str(audit)}}
+            if judge:
+                overrides["judge"] = judge
+            settings = load_settings(environ={}, overrides=overrides)
             with ServerThread(create_app(settings)) as gw:
-                sent = asyncio.run(_send_all(gw.url + "/v1", cases, concurrency, progress))
+                sent = asyncio.run(_send_all(gw.url + "/v1", cases, concurrency, progress,
+                                             timeout))
         records = _read_audit(audit)
     results = []
     for case, headers, error in sent:
@@ -155,6 +166,9 @@ def run_cases(cases: Sequence[Case], policy_path: Path, *, concurrency: int = 8,
                     entry["score"] = layer["score"]
                 entry["latency_ms"] = layer.get("latency_ms")
                 entry["credit_score"] = layer.get("credit_score")
+                entry["judge_calls"] = layer.get("judge_calls") or 0
+                entry["judge_input_tokens"] = layer.get("judge_input_tokens") or 0
+                entry["error"] = layer.get("error") is not None
         score: float | None = None
         if record is not None and record.get("score") is not None:
             score = float(record["score"])

@@ -61,6 +61,16 @@ def _block(results: Sequence[CaseResult]) -> dict[str, Any]:
         sc = [(1.0 - float(v["score"]), r.case.hallucinated) for r, v in rows
               if v.get("score") is not None]
         entry: dict[str, Any] = {"latency_ms_p50": _pct(lat, 0.5), "latency_ms_p99": _pct(lat, 0.99)}
+        calls = [float(v.get("judge_calls") or 0) for _, v in rows]
+        if any(calls):
+            entry["judge_calls_per_request"] = sum(calls) / len(calls)
+            per_call = [float(v.get("judge_input_tokens") or 0) / c
+                        for (_, v), c in zip(rows, calls, strict=True) if c]
+            if any(per_call):  # a case's mean prompt size per call (the judge's usage)
+                entry["judge_input_tokens_per_call_p50"] = _pct(per_call, 0.5)
+                entry["judge_input_tokens_per_call_max"] = max(per_call)
+        failed = sum(1 for _, v in rows if v.get("error") or v.get("status") == "error")
+        entry["error_rate"] = failed / len(rows) if rows else None
         if len({y for _, y in sc}) == 2:
             entry["auroc"] = auroc([s for s, _ in sc], [y for _, y in sc])
             entry["recall_at_5pct_fpr"] = recall_at_fpr([s for s, _ in sc],
@@ -164,6 +174,10 @@ def _f(x: Any) -> str:
     return "—" if x is None else f"{x:.3f}" if isinstance(x, float) else str(x)
 
 
+def _ms(x: Any) -> str:
+    return "—" if x is None else f"{x:.0f}" if x >= 100 else f"{x:.2f}"
+
+
 def render_text(summary: dict[str, Any]) -> str:
     lines = [f"policy: {summary['policy']}   cases: {summary['cases']}", ""]
     head = (f"{'source':<26}{'n':>5}{'AUROC':>8}{'R@5%FPR':>9}{'len-AUROC':>11}"
@@ -180,10 +194,14 @@ def render_text(summary: dict[str, Any]) -> str:
             f"{_f(b.get('length_matched_auroc')):>9}{_f(pol['precision']):>7}"
             f"{_f(pol['recall']):>8}{_f(pol['false_flag_rate'] * 100):>7}")
     lines += ["", "per layer (overall):",
-              f"{'layer':<16}{'AUROC':>8}{'R@5%FPR':>9}{'p50 ms':>9}{'p99 ms':>9}"]
+              f"{'layer':<18}{'AUROC':>8}{'R@5%FPR':>9}{'p50 ms':>9}{'p99 ms':>9}"
+              f"{'calls/req':>10}{'err%':>7}"]
     for key, v in summary["overall"]["layers"].items():
-        lines.append(f"{key:<16}{_f(v.get('auroc')):>8}{_f(v.get('recall_at_5pct_fpr')):>9}"
-                     f"{_f(v.get('latency_ms_p50')):>9}{_f(v.get('latency_ms_p99')):>9}")
+        err = v.get("error_rate")
+        lines.append(f"{key:<18}{_f(v.get('auroc')):>8}{_f(v.get('recall_at_5pct_fpr')):>9}"
+                     f"{_ms(v.get('latency_ms_p50')):>9}{_ms(v.get('latency_ms_p99')):>9}"
+                     f"{_f(v.get('judge_calls_per_request')):>10}"
+                     f"{_f(None if err is None else err * 100):>7}")
     if summary.get("per_kind"):
         lines += _render_kinds(summary)
     zones = summary["overall"].get("zones")

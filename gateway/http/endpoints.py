@@ -18,6 +18,8 @@ from gateway.http.auth import Authenticator
 from gateway.http.chat import CHAT_PATH, ChatEndpoint, Engine
 from gateway.http.forward import ForwardEndpoint
 from gateway.http.forward_path import route_template
+from gateway.http.messages import MessagesEndpoint, with_bearer
+from gateway.http.messages_send import MessagesSend, models_page
 from gateway.http.models import ModelsEndpoint
 from gateway.http.responses import RESPONSES_PATH, ResponsesEndpoint
 from gateway.settings import Settings
@@ -42,6 +44,7 @@ class Endpoints:
         self.responses = ResponsesEndpoint(upstreams, auth, settings.max_body_bytes, engine)
         self.forwarder = ForwardEndpoint(upstreams, auth, settings.max_body_bytes)
         self.model_list = ModelsEndpoint(upstreams, auth)
+        self.messages_door = MessagesEndpoint(upstreams, auth, settings.max_body_bytes, engine)
 
     @property
     def engine(self) -> Engine | None:
@@ -51,6 +54,7 @@ class Endpoints:
     @engine.setter
     def engine(self, engine: Engine | None) -> None:
         self.chat.engine = engine
+        self.messages_door.engine = engine
         self.responses.engine = engine
 
     async def chat_completions(self, scope: Mapping[str, Any], receive: Any, send: Any) -> None:
@@ -61,6 +65,29 @@ class Endpoints:
 
     async def models(self, scope: Mapping[str, Any], receive: Any, send: Any) -> None:
         await self.model_list(scope, receive, send)
+
+    async def messages(self, scope: Mapping[str, Any], receive: Any, send: Any) -> None:
+        """``POST /v1/messages`` and ``count_tokens``: every answer, errors included, in
+        Anthropic's shape (:mod:`gateway.http.messages`)."""
+        await self.serve(self.messages_door, scope["path"].rstrip("/"), scope, receive,
+                         MessagesSend(send))
+
+    async def anthropic_models(self, scope: Mapping[str, Any], receive: Any, send: Any) -> None:
+        """``GET /v1/models`` from the Anthropic SDK (it sends ``anthropic-version``):
+        the merged list as Anthropic's page."""
+        scope = with_bearer(scope)
+        out = MessagesSend(send)  # an error in Anthropic's shape; the list rewritten here
+        status = 0
+
+        async def rewritten(message: dict[str, Any]) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            elif message["type"] == "http.response.body" and status == 200:
+                message = {**message, "body": models_page(message.get("body", b""))}
+            await out(message)
+
+        await self.model_list(scope, receive, rewritten)
 
     async def forward(self, scope: Mapping[str, Any], receive: Any, send: Any) -> None:
         """Forward any other ``/v1/*`` request verbatim, streaming both ways."""

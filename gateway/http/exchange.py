@@ -5,8 +5,9 @@ RequestInfo`, the routed upstream, the caller, the request's trace, the front do
 :class:`~gateway.wire.base.ResponseFormat`: chat completions unless the front door
 says otherwise) and offers the two things every path needs:
 
-- **the upstream call** — :meth:`ChatExchange.call_upstream` (one call inside its
-  ``chat`` CLIENT span, the response released after) and
+- **the upstream call** — :meth:`ChatExchange.call_upstream` (the calls of one
+  exchange — retries, fallbacks, load balancing — each inside its ``chat``
+  CLIENT span, the response handed on released after) and
   :meth:`ChatExchange.complete` (a non-streaming call with another payload, routed
   by its model: a regenerate attempt);
 - **the response** — :meth:`respond`, :meth:`respond_error`, or a stream
@@ -21,13 +22,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
-from gateway.errors import GatewayError, UpstreamError
+from gateway.errors import GatewayError
 from gateway.http.asgi import DisconnectWatcher, send_bytes, send_error
+from gateway.http.attempts import attempts
 from gateway.http.auth import Principal
 from gateway.http.forward_path import forwarded_query
 from gateway.telemetry import RequestTrace, UpstreamTrace
@@ -76,13 +78,18 @@ class ChatExchange:
     payload: dict[str, Any]
     info: RequestInfo
     upstream: UpstreamClient
-    """The upstream the request's model routes to."""
+    """The first upstream the request's model routes to (of its pool, if it has one)."""
     upstreams: Upstreams
     principal: Principal | None
     trace: RequestTrace
     watcher: DisconnectWatcher
     status: int = 0
     """The status the client got (or the upstream's, while it is being relayed)."""
+    served: dict[str, Any] = field(default_factory=dict)
+    """The upstream that answered the request and the calls it took (retries,
+    fallbacks), filled in place once it did: ``{"name", "attempts"[, "tried",
+    "reasons", "fallback", "model"]}`` (the audit record's ``upstream``; records made
+    before the call hold this mapping and read it when written)."""
     fmt: ResponseFormat = CHAT_COMPLETIONS
     """The front door's request and response shapes."""
     _messages: list[Any] | None = None
@@ -103,46 +110,48 @@ class ChatExchange:
 
     @asynccontextmanager
     async def call_upstream(self, body: bytes, *, stream: bool, path: str | None = None,
-                            model: str | None = None, upstream: UpstreamClient | None = None
+                            model: str | None = None, payload: dict[str, Any] | None = None
                             ) -> AsyncIterator[tuple[UpstreamResponse, UpstreamTrace]]:
-        """Open one upstream call inside its CLIENT span; the response is released after.
+        """One upstream exchange (retries, fallbacks, load balancing:
+        :mod:`gateway.http.attempts`), each call inside its CLIENT span; the response
+        handed on is released after.
 
-        ``path`` defaults to the format's, ``upstream`` to the one the request was
-        routed to."""
-        target = upstream or self.upstream
+        ``body`` is ``payload`` serialized (default: the request's own); a fallback that
+        asks another model gets ``payload`` with that model. The first exchange of the
+        request (its answer) is what :attr:`served` describes."""
         path = path or self.fmt.path
-        with self.trace.upstream(model=model or self.info.model, provider=target.config.kind,
-                                 server_address=target.server_address, stream=stream,
-                                 server_url=target.base_url) as span:
-            up = span if self.fmt.chat_shaped else _ChatShapedTrace(span, self.fmt)
-            try:
-                resp = await target.send(
-                    "POST", path, target.build_headers(self.scope["headers"],
-                                                       use_own_key=self.upstreams.use_own_key,
-                                                       extra=up.headers()), body,
-                    forwarded_query(self.scope))
-            except UpstreamError as err:
-                up.error(type(err).__name__)
-                raise
-            try:
-                yield resp, up
-            except BaseException as exc:
-                if isinstance(exc, UpstreamError):  # reading the body failed (cut, too large)
-                    up.error(type(exc).__name__)
-                resp.close()
-                raise
-            finally:
-                resp.release()
+        model = model or self.info.model
+        source = payload if payload is not None else self.payload
+        # store: false (Responses) keeps nothing upstream: retried like a chat completion.
+        plan = self.upstreams.plan(model, path=path, stateless=source.get("store") is False)
+
+        async def send(client: UpstreamClient, asked: str, headers: dict[str, str]
+                       ) -> UpstreamResponse:
+            out = body if asked == model else orjson.dumps({**source, "model": asked})
+            return await self.send_upstream(client, path, headers, out, source)
+
+        async with attempts(self.upstreams, self.trace, plan, send, self.scope["headers"],
+                            stream=stream) as served:
+            if not self.served:  # the request's answer; a regenerate call's is not kept
+                self.served.update(served.record())
+            up = served.up if self.fmt.chat_shaped else _ChatShapedTrace(served.up, self.fmt)
+            yield served.resp, up
+
+    async def send_upstream(self, client: UpstreamClient, path: str, headers: dict[str, str],
+                            body: bytes, payload: dict[str, Any]) -> UpstreamResponse:
+        """Send one attempt (a front door that talks to some upstreams in its own API
+        overrides this: ``gateway.http.messages``)."""
+        return await client.send("POST", path, headers, body, forwarded_query(self.scope))
 
     async def complete(self, payload: dict[str, Any]) -> tuple[int, Any, bytes]:
         """Non-streaming call with ``payload``; return (status, parsed JSON or None, raw).
 
-        A payload naming another model (a regenerate ``fallback_model``) is routed by it."""
+        A payload naming another model (a regenerate ``fallback_model``) is routed by
+        it, with that model's pool and fallbacks."""
         body = orjson.dumps(payload)
         model = str(payload.get("model") or self.info.model)
-        target = self.upstream if model == self.info.model else self.upstreams.route(model)
         async with self.call_upstream(body, stream=False, model=model,
-                                      upstream=target) as (resp, up):
+                                      payload=payload) as (resp, up):
             raw = await resp.read()
             parsed = maybe_json(raw)
             up.response(resp.status, parsed if isinstance(parsed, dict) else None)

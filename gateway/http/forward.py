@@ -13,14 +13,18 @@ import asyncio
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
+import orjson
+
 from gateway.errors import PayloadTooLarge, UpstreamError
 from gateway.http.asgi import ClientGone, DisconnectWatcher, read_body
+from gateway.http.attempts import attempts
 from gateway.http.auth import Authenticator, authorization
 from gateway.http.body_model import json_model_from_prefix, multipart_model
 from gateway.http.chat import uncancel
 from gateway.http.forward_path import RESOURCES, forwarded_path, forwarded_query
 from gateway.http.relay import traced_chunks
 from gateway.telemetry import RequestTrace
+from gateway.upstream.base import UpstreamClient, UpstreamResponse
 from gateway.upstream.router import Upstreams
 from gateway.wire.messages import maybe_json, refuse_duplicate_keys
 
@@ -100,39 +104,44 @@ class ForwardEndpoint:
             body, model = await self._routing_prefix(receive, ctype, length)
             if model:
                 client = self.upstreams.route(model)
-        watcher = DisconnectWatcher(receive) if not isinstance(body, AsyncIterator) else None
+        replayable = not isinstance(body, AsyncIterator)
+        watcher = DisconnectWatcher(receive) if replayable else None
         # The resource (a known name) or "request": never a path segment the client chose.
         head = scope["path"][len("/v1/"):].partition("/")[0]
         operation = head if head in RESOURCES else "request"
+        method = scope["method"]
+        upstreams = self.upstreams
+        plan = upstreams.plan(model, method=method, path=path.split("?")[0],
+                              replayable=replayable,
+                              targets=None if model else upstreams.single(client))
+
+        async def send_to(target: UpstreamClient, asked: str, h: dict[str, str]
+                          ) -> UpstreamResponse:
+            out = body
+            if asked != model and isinstance(body, bytes):  # a fallback's model rewrite
+                out = _with_model(body, asked)
+            return await target.send(method, path, h, out, query)
+
         try:
-            with trace.upstream(model=model, provider=client.config.kind,
-                                server_address=client.server_address, stream=False,
-                                operation=operation, server_url=client.base_url) as up:
-                h = client.build_headers(scope["headers"], use_own_key=self.upstreams.use_own_key,
-                                         extra=up.headers())
-                resp = await client.send(scope["method"], path, h, body, query)
+            async with attempts(upstreams, trace, plan, send_to, scope["headers"],
+                                stream=False, operation=operation) as served:
+                resp, up = served.resp, served.up
+                await send({"type": "http.response.start", "status": resp.status,
+                            "headers": resp.headers})
                 try:
-                    await send({"type": "http.response.start", "status": resp.status,
-                                "headers": resp.headers})
-                    try:
-                        async for chunk in traced_chunks(resp, up):
-                            await send({"type": "http.response.body", "body": chunk,
-                                        "more_body": True})
-                    except UpstreamError as err:
-                        # The status is out: leave the response unfinished, so the server
-                        # drops the connection and the client sees a cut body, not a
-                        # complete-looking truncated one (its content-length is not relayed).
-                        resp.close()
-                        return err.status
-                    up.response(resp.status, None)
-                    if watcher:
-                        watcher.disarm()
-                    await send({"type": "http.response.body", "body": b"", "more_body": False})
-                except BaseException:
+                    async for chunk in traced_chunks(resp, up):
+                        await send({"type": "http.response.body", "body": chunk,
+                                    "more_body": True})
+                except UpstreamError as err:
+                    # The status is out: leave the response unfinished, so the server
+                    # drops the connection and the client sees a cut body, not a
+                    # complete-looking truncated one (its content-length is not relayed).
                     resp.close()
-                    raise
-                finally:
-                    resp.release()
+                    return err.status
+                up.response(resp.status, None)
+                if watcher:
+                    watcher.disarm()
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
                 return resp.status
         except asyncio.CancelledError:
             if watcher is None or not watcher.disconnected or uncancel() > 0:
@@ -141,6 +150,14 @@ class ForwardEndpoint:
         finally:
             if watcher:
                 watcher.disarm()
+
+
+def _with_model(body: bytes, model: str) -> bytes:
+    """A JSON body with its ``model`` replaced (as read for routing: an object)."""
+    parsed = maybe_json(body)
+    if not isinstance(parsed, dict):
+        return body
+    return orjson.dumps({**parsed, "model": model})
 
 
 async def _stream_request(receive: Any) -> AsyncIterator[bytes]:

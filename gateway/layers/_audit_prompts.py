@@ -8,16 +8,29 @@ starts with its marker, which the tests route on.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from string import Template
+
+from gateway.layers._json_reply import arr, ids, obj
+from gateway.layers._judged import ReplySchema
 
 __all__ = [
     "DECOMPOSE_PROMPT",
     "FACT_CHECK_PROMPT",
+    "FACT_KINDS",
     "LOGIC_CHECK_PROMPT",
+    "LOGIC_KINDS",
     "MARK_DECOMPOSE",
     "MARK_FACTS",
     "MARK_LOGIC",
+    "check_schema",
+    "decompose_schema",
 ]
+
+FACT_KINDS = ("opposite_direction", "numeric_deviation", "fabricated_number",
+              "fabricated_fact", "unsupported_evaluation", "overgeneralization", "other")
+LOGIC_KINDS = ("reversed_causality", "sycophancy", "overgeneralization", "missing_step",
+               "concept_substitution", "other")
 
 MARK_DECOMPOSE = "[verity:audit:decompose]"
 MARK_FACTS = "[verity:audit:fact-check]"
@@ -39,8 +52,8 @@ Split the ANSWER into:
   comparisons, causes, recommendations). Empty when the answer only states facts.
 
 Reply with JSON only, no prose:
-{"facts": [{"id": "F1", "text": "..."}],
- "reasoning": [{"id": "R1", "premises": ["..."], "conclusion": "..."}]}""")
+{"facts": ["..."],
+ "reasoning": [{"premises": ["..."], "conclusion": "..."}]}""")
 
 FACT_CHECK_PROMPT = Template("""\
 You are phase 2 (fact check) of an audit of an AI answer. Check every numbered FACT
@@ -113,3 +126,29 @@ Reply with JSON only, no prose:
 {"errors": [{"chain": "R1", "level": "unsupported", "severity": "low",
   "kind": "overgeneralization", "explanation": "..."}]}
 With no errors: {"errors": []}""")
+
+
+# -- reply schemas (no free text: a small judge runs away inside an unbounded string) --
+
+def decompose_schema(max_facts: int, max_chains: int) -> ReplySchema:
+    """Phase 1's reply: facts as plain strings (renumbered F1… by the layer), chains."""
+    text = {"type": "string"}
+    chain = obj({"premises": arr(text, 0, 3), "conclusion": text})
+    return ReplySchema("decomposition", obj({"facts": arr(text, 0, max_facts),
+                                             "reasoning": arr(chain, 0, max_chains)}))
+
+
+def check_schema(phase: str, item_ids: Sequence[str], max_errors: int) -> ReplySchema:
+    """Phase 2's (``phase="fact"``) or 3's (``"logic"``) reply: the errors only, each
+    about one listed id. A fact error carries the two numbers the deviation rule reads
+    (``null`` when not numeric)."""
+    fact = phase == "fact"
+    props: dict[str, object] = {
+        "fact" if fact else "chain": ids(item_ids),
+        "level": {"enum": ["contradiction", "unsupported"]},
+        "severity": {"enum": ["high", "low"]},
+        "kind": {"enum": list(FACT_KINDS if fact else LOGIC_KINDS)}}
+    if fact:
+        props |= {"answer_value": {"type": ["number", "null"]},
+                  "context_value": {"type": ["number", "null"]}}
+    return ReplySchema(f"{phase}_errors", obj({"errors": arr(obj(dict(props)), 0, max_errors)}))

@@ -9,7 +9,11 @@ marker, which the tests route on.
 
 from __future__ import annotations
 
-__all__ = ["CORRECT_PROMPT", "LABEL_PROMPT", "MARK_CORRECT", "MARK_LABEL"]
+from gateway.layers._json_reply import arr, ids, obj
+from gateway.layers._judged import ReplySchema
+
+__all__ = ["CORRECT_PROMPT", "LABEL_PROMPT", "MARK_CORRECT", "MARK_LABEL", "correct_schema",
+           "label_schema"]
 
 MARK_LABEL = "[verity:fact-check:label]"
 MARK_CORRECT = "[verity:fact-check:correct]"
@@ -37,3 +41,20 @@ contradicts, keep everything else, and state nothing the evidence does not say.
 
 Reply with JSON only, no prose:
 {"corrections": [{"id": "c1", "corrected": "..."}]}"""
+
+
+def label_schema(pairs: int) -> ReplySchema:
+    """The reply :data:`LABEL_PROMPT` asks for, over pairs ``P1..P<pairs>``. The
+    relevance is a plain number: servers do not enforce numeric bounds, the layer
+    clamps it."""
+    item = obj({"id": ids(f"P{i}" for i in range(1, pairs + 1)),
+                "label": {"enum": ["supporting", "contradicting", "contextual"]},
+                "relevance": {"type": "number"}})
+    return ReplySchema("evidence_labels", obj({"pairs": arr(item, pairs, pairs)}))
+
+
+def correct_schema(claims: int) -> ReplySchema:
+    """The reply :data:`CORRECT_PROMPT` asks for, over claims ``c1..c<claims>``."""
+    item = obj({"id": ids(f"c{i}" for i in range(1, claims + 1)),
+                "corrected": {"type": "string"}})
+    return ReplySchema("corrections", obj({"corrections": arr(item, claims, claims)}))

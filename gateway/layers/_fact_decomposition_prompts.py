@@ -4,17 +4,19 @@ Two judge calls at most per request: **decompose** (split the answer into atomic
 claims, each typed ``factual`` / ``opinion`` / ``inference`` / ``uncertain``) and
 **check** (the factual claims the request's context and the corpus do not already
 support, numbered, each ``verified`` true/false). Each call's user message starts
-with its marker, which the tests route on. The reply schemas (JSON Schema) sit
-beside the prompts: they describe exactly what the layer parses, for a judge that
-can be asked for structured output.
+with its marker, which the tests route on. The reply schemas
+(:class:`~gateway.layers._judged.ReplySchema`, the strict subset) sit beside the
+prompts: the judge is asked for them when it can (structured output).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
-__all__ = ["CHECK_SCHEMA", "CHECK_SYSTEM", "CLAIM_TYPES", "check_schema", "DECOMPOSE_SCHEMA",
+from gateway.layers._json_reply import arr, obj
+from gateway.layers._judged import CONFIDENCE, ReplySchema, numbered_schema
+
+__all__ = ["CHECK_SYSTEM", "CLAIM_TYPES", "MAX_CLAIMS_ASKED", "check_schema", "DECOMPOSE_SCHEMA",
            "DECOMPOSE_SYSTEM", "MARK_CHECK", "MARK_DECOMPOSE", "check_prompt",
            "decompose_prompt"]
 
@@ -26,38 +28,23 @@ CLAIM_TYPES = ("factual", "opinion", "inference", "uncertain")
 DECOMPOSE_SYSTEM = ("You split texts into atomic claims and classify each one. "
                     "You answer with strict JSON only.")
 
-DECOMPOSE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"claims": {"type": "array", "items": {
-        "type": "object",
-        "properties": {"claim": {"type": "string"},
-                       "type": {"type": "string", "enum": list(CLAIM_TYPES)}},
-        "required": ["claim", "type"], "additionalProperties": False}}},
-    "required": ["claims"], "additionalProperties": False,
-}
-"""Reply of the decompose call."""
+MAX_CLAIMS_ASKED = 30
+"""Claims a decompose reply may hold (the schema's bound)."""
+
+DECOMPOSE_SCHEMA: ReplySchema = ReplySchema("atomic_claims", obj({"claims": arr(
+    obj({"claim": {"type": "string"}, "type": {"enum": list(CLAIM_TYPES)}}),
+    0, MAX_CLAIMS_ASKED)}))
+"""Reply of the decompose call (the claims are free text: what the call is for)."""
 
 CHECK_SYSTEM = ("You are a careful fact checker. You judge whether claims are accurate "
                 "and answer with strict JSON only.")
 
-CHECK_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"results": {"type": "array", "items": {
-        "type": "object",
-        "properties": {"id": {"type": "integer"}, "verified": {"type": "boolean"},
-                       "confidence": {"type": "number", "minimum": 0, "maximum": 1},
-                       "reason": {"type": "string"}},
-        "required": ["id", "verified"], "additionalProperties": False}}},
-    "required": ["results"], "additionalProperties": False,
-}
-"""Reply of the check call."""
 
-
-def check_schema(count: int) -> dict[str, Any]:
-    """:data:`CHECK_SCHEMA` for ``count`` claims: exactly that many results (a small
-    judge under constrained decoding otherwise stops early; a missing item is an error)."""
-    results = {**CHECK_SCHEMA["properties"]["results"], "minItems": count, "maxItems": count}
-    return {**CHECK_SCHEMA, "properties": {"results": results}}
+def check_schema(count: int) -> ReplySchema:
+    """Reply of the check call over ``count`` claims: exactly that many results, ids
+    an enum, confidence a word (no free text)."""
+    return numbered_schema("claim_checks", count,
+                           {"verified": {"type": "boolean"}, "confidence": CONFIDENCE})
 
 
 def decompose_prompt(answer: str, question: str) -> str:
@@ -87,4 +74,4 @@ def check_prompt(claims: Sequence[str], context: str) -> str:
             "when you are confident it is accurate; false when it is wrong or you cannot "
             "tell. Answer with strict JSON only, one result per claim, no prose:\n"
             '{"results": [{"id": 1, "verified": true | false, '
-            '"confidence": <number from 0 to 1>, "reason": "<a few words>"}]}')
+            '"confidence": "high" | "medium" | "low"}]}')

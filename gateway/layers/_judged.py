@@ -1,6 +1,8 @@
 """Shared plumbing of the model-based layers (``nli``, ``self-consistency``,
 ``semantic-entropy``, ``audit``, ``fact-check``): getting the judge, accounting for
-its calls, reading the JSON their prompts ask for, and picking what to send.
+its calls, asking for JSON by a :class:`ReplySchema` and reading it (leniently, with
+one repair call quoting the problem: :meth:`JudgeTally.ask_parsed`), and picking
+what to send.
 
 Nothing here decides a verdict; each layer module owns its prompt and scoring.
 """
@@ -9,14 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import math
-import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-import orjson
+from typing import Any, TypeVar, cast
 
 from gateway.layers._citation_pairs import checkable
+from gateway.layers._json_reply import arr, ids, obj, parse_json_reply
 from gateway.layers.base import (
     Judge,
     JudgeError,
@@ -29,32 +29,56 @@ from gateway.layers.base import (
 from gateway.redact import shape
 from gateway.text.tokens import content_words, split_sentences, tokenize
 
-__all__ = ["JudgeTally", "answer_claims", "confidence", "excerpt", "numbered_items",
-           "parse_json_reply", "require_judge", "yes_no"]
+__all__ = ["CONFIDENCE", "REPAIR_NOTE", "JudgeTally", "numbered_schema", "ReplySchema", "answer_claims", "confidence",
+           "excerpt", "numbered_items", "parse_json_reply", "repair_messages", "require_judge",
+           "settle", "yes_no"]
+
+T = TypeVar("T")
+
+REPAIR_NOTE = ("Your previous reply could not be used: {problem}. Reply again with JSON "
+               "only, exactly in the format asked above.")
+"""The one repair retry's added text: our description of the problem, never the reply."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplySchema:
+    """The JSON Schema one judge call's reply must follow, and its name (the
+    ``json_schema.name`` / Anthropic tool name). Each layer builds it per call beside
+    its prompt (the item count and ids are part of it)."""
+
+    name: str
+    schema: dict[str, Any]
+
+
+CONFIDENCE: dict[str, Any] = {"enum": ["high", "medium", "low"]}
+"""A judged confidence in a reply schema: one word (one token), read by
+:func:`confidence` as 0.9 / 0.6 / 0.3; numbers are still accepted in prompt-only mode."""
+
+
+def numbered_schema(name: str, count: int, props: dict[str, Any],
+                    key: str = "results") -> ReplySchema:
+    """``{key: [{"id": 1..count, **props}]}`` with exactly ``count`` items (the reply
+    :func:`numbered_items` reads)."""
+    item = obj({"id": ids(range(1, count + 1)), **props})
+    return ReplySchema(name, obj({key: arr(item, count, count)}))
+
+
+def repair_messages(messages: Sequence[Mapping[str, Any]],
+                    problem: str) -> list[Mapping[str, Any]]:
+    """``messages`` with the repair note added to the last user turn (one more turn of
+    the same role would be rejected or merged by some chat templates)."""
+    note = REPAIR_NOTE.format(problem=problem)
+    out = list(messages)
+    for i in range(len(out) - 1, -1, -1):
+        if out[i].get("role") == "user" and isinstance(out[i].get("content"), str):
+            out[i] = {**out[i], "content": f"{out[i]['content']}\n\n{note}"}
+            return out
+    return [*out, {"role": "user", "content": note}]
+
 
 _WORDS = {"high": 0.9, "medium": 0.6, "moderate": 0.6, "low": 0.3}
 
 NO_JUDGE = "needs a judge: configure `judge` in the gateway config"
-
-_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.MULTILINE)
-
-
-def parse_json_reply(text: str) -> Any:
-    """The JSON value in a model reply (code fences and prose around it tolerated)."""
-    cleaned = _FENCE.sub("", text.strip())
-    try:
-        return orjson.loads(cleaned)
-    except orjson.JSONDecodeError:
-        pass
-    for opener, closer in (("{", "}"), ("[", "]")):
-        start, end = cleaned.find(opener), cleaned.rfind(closer)
-        if 0 <= start < end:
-            try:
-                return orjson.loads(cleaned[start:end + 1])
-            except orjson.JSONDecodeError:
-                continue
-    raise JudgeError(f"judge reply is not JSON ({len(text)} chars)")
-
 
 def require_judge(resources: LayerResources) -> Judge:
     if resources.judge is None:
@@ -73,10 +97,12 @@ class JudgeTally:
     cached: int = 0
     cost: float = 0.0
     models: list[str] = field(default_factory=list)
+    repairs: int = 0
+    """Repair calls made (each also counted in ``calls``)."""
 
     async def ask(self, messages: Sequence[Mapping[str, Any]], *, temperature: float = 0.0,
-                  max_tokens: int = 512, n: int = 1,
-                  override: str | None = None) -> JudgeReply:
+                  max_tokens: int = 512, n: int = 1, override: str | None = None,
+                  schema: ReplySchema | None = None) -> JudgeReply:
         # Counted when made, and reported to the pipeline's meter as it happens: a
         # call whose reply then breaks the layer (or that times out) was still made,
         # and a reply still billed.
@@ -84,9 +110,13 @@ class JudgeTally:
         self.calls += 1
         if usage is not None:
             usage.called()
+        extra: dict[str, Any] = {}
+        if schema is not None and getattr(self.judge, "accepts_schema", False):
+            extra = {"schema": schema.schema, "schema_name": schema.name}
         reply = await self.judge.complete(messages, temperature=temperature,
                                           max_tokens=max_tokens, n=n,
-                                          model=self.model or None, override=override)
+                                          model=self.model or None, override=override,
+                                          **extra)
         if usage is not None:
             usage.replied(reply)
         self.cached += bool(reply.cached)
@@ -94,21 +124,51 @@ class JudgeTally:
         self.models.append(reply.model)
         return reply
 
-    async def ask_json(self, system: str, user: str, *, max_tokens: int,
-                       override: str | None = None) -> Any:
-        """One system + user prompt at temperature 0; the JSON value of the first reply."""
-        reply = await self.ask([{"role": "system", "content": system},
-                                {"role": "user", "content": user}],
-                               max_tokens=max_tokens, override=override)
-        if not reply.texts:
-            raise JudgeError("judge returned no reply")
-        return parse_json_reply(reply.texts[0])
+    async def ask_parsed(self, messages: Sequence[Mapping[str, Any]],
+                         parse: Callable[[Any], T], *, schema: ReplySchema | None,
+                         max_tokens: int, temperature: float = 0.0,
+                         override: str | None = None) -> T:
+        """Ask once for JSON (by ``schema`` when the judge can), read it leniently and
+        hand it to ``parse`` (the layer's reader, raising :class:`JudgeError`). An
+        unusable reply gets **one** repair call quoting the problem — our words, never
+        the reply — counted like any call; then the error stands. A reply cut at
+        ``max_tokens`` is not repaired (the same budget would cut it again)."""
+        reply = await self.ask(messages, temperature=temperature, max_tokens=max_tokens,
+                               override=override, schema=schema)
+        try:
+            return parse(_first_json(reply))
+        except JudgeError as exc:
+            if reply.truncated:
+                raise
+            problem = str(exc)
+            usage = judge_usage()
+            if usage is not None and usage.over_budget():
+                raise JudgeError(f"{problem} (no repair retry: cost budget spent)") from None
+        self.repairs += 1
+        again = await self.ask(repair_messages(messages, problem), temperature=temperature,
+                               max_tokens=max_tokens, override=override, schema=schema)
+        try:
+            return parse(_first_json(again))
+        except JudgeError as exc:
+            raise JudgeError(f"{exc} (after a repair retry)") from None
 
-    async def ask_all(self, prompts: Sequence[Sequence[Mapping[str, Any]]], *,
-                      max_tokens: int = 512) -> list[str]:
-        """The first reply text of each prompt (temperature 0), asked concurrently."""
-        replies = await asyncio.gather(*(self.ask(p, max_tokens=max_tokens) for p in prompts))
-        return [r.texts[0] if r.texts else "" for r in replies]
+    async def ask_json(self, system: str, user: str, *, max_tokens: int,
+                       override: str | None = None, schema: ReplySchema | None = None,
+                       parse: Callable[[Any], T] | None = None) -> Any:
+        """One system + user prompt at temperature 0; ``parse`` of the first reply's
+        JSON value (the value itself without ``parse``), see :meth:`ask_parsed`."""
+        return await self.ask_parsed([{"role": "system", "content": system},
+                                      {"role": "user", "content": user}],
+                                     parse or _same, schema=schema, max_tokens=max_tokens,
+                                     override=override)
+
+    async def ask_all(self, calls: Sequence[tuple[Sequence[Mapping[str, Any]],
+                                                  Callable[[Any], T], ReplySchema | None]],
+                      *, max_tokens: int = 512) -> list[T]:
+        """:meth:`ask_parsed` for each ``(messages, parse, schema)`` (temperature 0),
+        concurrently; results in call order."""
+        return await settle([self.ask_parsed(m, parse, schema=s, max_tokens=max_tokens)
+                             for m, parse, s in calls])
 
     @property
     def all_cached(self) -> bool:
@@ -119,14 +179,37 @@ class JudgeTally:
         result.judge_calls = self.calls
         result.cost = self.cost
         result.cache_hit = self.all_cached
+        if self.repairs:
+            result.details["judge_repairs"] = self.repairs
         return result
 
 
-def numbered_items(text: str, count: int, key: str = "results") -> dict[int, Mapping[str, Any]]:
-    """Items ``1..count`` of a ``{"results": [{"id": n, …}]}`` reply (a bare list, or
-    items without ids in order, are accepted). Any missing item is a :class:`JudgeError`:
-    a partial verdict must not pass silently."""
-    data = parse_json_reply(text)
+async def settle(calls: Sequence[Awaitable[T]]) -> list[T]:
+    """Await ``calls`` concurrently, **all** of them, then raise the first failure (in
+    call order) or return the results. Unlike a bare ``gather``, a failing call does
+    not leave the others running unaccounted: every judge call made has its reply
+    (and its cost) counted before the layer fails."""
+    results = await asyncio.gather(*calls, return_exceptions=True)
+    for r in results:
+        if isinstance(r, BaseException):
+            raise r
+    return cast(list[T], results)
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _first_json(reply: JudgeReply) -> Any:
+    if not reply.texts:
+        raise JudgeError("judge returned no reply")
+    return parse_json_reply(reply.texts[0], truncated=reply.truncated)
+
+
+def numbered_items(data: Any, count: int, key: str = "results") -> dict[int, Mapping[str, Any]]:
+    """Items ``1..count`` of a ``{"results": [{"id": n, …}]}`` reply's JSON value (a
+    bare list, or items without ids in order, are accepted). Any missing item is a
+    :class:`JudgeError`: a partial verdict must not pass silently."""
     items = data.get(key) if isinstance(data, Mapping) else data
     if isinstance(data, Mapping) and items is None and count == 1:
         items = [data]  # one item answered as a bare object

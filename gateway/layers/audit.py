@@ -40,7 +40,6 @@ decomposition is empty, 2 when only one of facts / chains is).
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, cast
@@ -50,12 +49,16 @@ from pydantic import Field
 from gateway.layers._audit_prompts import (
     DECOMPOSE_PROMPT,
     FACT_CHECK_PROMPT,
+    FACT_KINDS,
     LOGIC_CHECK_PROMPT,
+    LOGIC_KINDS,
     MARK_DECOMPOSE,
     MARK_FACTS,
     MARK_LOGIC,
+    check_schema,
+    decompose_schema,
 )
-from gateway.layers._judged import JudgeTally, require_judge
+from gateway.layers._judged import JudgeTally, excerpt, require_judge, settle
 from gateway.layers.base import (
     Evidence,
     JudgeError,
@@ -85,10 +88,7 @@ NEUTRAL_SCORE = 0.5
 
 _HIGH_FACT_KINDS = frozenset({"opposite_direction", "fabricated_number"})
 _HIGH_LOGIC_KINDS = frozenset({"reversed_causality", "sycophancy"})
-_KNOWN_KINDS = frozenset({
-    "opposite_direction", "numeric_deviation", "fabricated_number", "fabricated_fact",
-    "unsupported_evaluation", "overgeneralization", "reversed_causality", "sycophancy",
-    "missing_step", "concept_substitution", "other"})
+_KNOWN_KINDS = frozenset(FACT_KINDS + LOGIC_KINDS)
 """The kinds the fact- and logic-check prompts offer (gateway/layers/_audit_prompts.py)."""
 _NOT_ERRORS = frozenset({"reasonable_inference", "inference", "none", "ok", "supported",
                          "no_error", "correct", "reasonable", "reasonably_inferred",
@@ -123,7 +123,9 @@ class AuditConfig(LayerConfig):
     configured ``judge.model``. Unset: phases 2–3 use the same model as phase 1
     (``judge.model``, else the request's model)."""
     max_context_chars: int = Field(24_000, ge=1_000)
-    """The context sent to the judge is cut to this many characters."""
+    """The context sent to phases 2 and 3 is cut to this many characters: to the
+    sentences sharing most words with the answer and its facts. A 2k-token judge
+    needs about 4,000 (docs/layers.md, "Judges with a small context")."""
     max_tokens: int = Field(1024, ge=64, le=16_384)
     """Per judge call."""
 
@@ -318,15 +320,20 @@ class AuditLayer:
             return LayerResult(score=NEUTRAL_SCORE, passed=True, skipped=True, label="no_context",
                                explanation="no grounding context: nothing to audit against")
         calls = JudgeTally(require_judge(self.resources), inp.model)
-        ctx = context[: cfg.max_context_chars]
         answer = inp.response_text
+        question = inp.question[:2000]
 
-        # Phase 1: decompose.
-        data = await calls.ask_json(
+        # Phase 1: decompose. It splits the answer and judges nothing, so it is sent
+        # the answer and the question (a short answer is a fact only with it), not the
+        # context: a long document would not fit a small judge's window for nothing.
+        asked = f"QUESTION:\n{question}\n\n" if question else ""
+        facts, chains = await calls.ask_json(
             DECOMPOSE_PROMPT.substitute(max_facts=cfg.max_facts, max_chains=cfg.max_chains),
-            f"{MARK_DECOMPOSE}\n\nCONTEXT:\n{ctx}\n\nANSWER:\n{answer}",
-            max_tokens=cfg.max_tokens)
-        facts, chains = parse_decomposition(data, cfg.max_facts, cfg.max_chains)
+            f"{MARK_DECOMPOSE}\n\n{asked}ANSWER:\n{answer}",
+            max_tokens=cfg.max_tokens, schema=decompose_schema(cfg.max_facts, cfg.max_chains),
+            parse=lambda data: parse_decomposition(data, cfg.max_facts, cfg.max_chains))
+        # The context, cut to the sentences sharing most words with what is checked.
+        ctx, _ = excerpt(context, [answer, *(f.text for f in facts)], cfg.max_context_chars)
 
         # Phases 2 and 3, concurrently.
         # The seed's run/verify profiles: verify_model wins over judge.model for phases 2-3.
@@ -336,31 +343,30 @@ class AuditLayer:
         async def fact_check() -> list[AuditError]:
             if not facts:
                 return []
-            reply = await calls.ask_json(
+            errors: list[AuditError] = await calls.ask_json(
                 FACT_CHECK_PROMPT.substitute(threshold_pct=threshold_pct,
                                              max_errors=cfg.max_errors_per_phase),
                 f"{MARK_FACTS}\n\nCONTEXT:\n{ctx}\n\nFACTS:\n{_numbered(facts)}",
-                override=cfg.verify_model, max_tokens=cfg.max_tokens)
-            return parse_errors(reply, "fact", cfg.max_errors_per_phase)
+                override=cfg.verify_model, max_tokens=cfg.max_tokens,
+                schema=check_schema("fact", [f.id for f in facts], cfg.max_errors_per_phase),
+                parse=lambda data: parse_errors(data, "fact", cfg.max_errors_per_phase))
+            return errors
 
         async def logic_check() -> list[AuditError]:
             if not chains:
                 return []
-            reply = await calls.ask_json(
+            errors: list[AuditError] = await calls.ask_json(
                 LOGIC_CHECK_PROMPT.substitute(max_errors=cfg.max_errors_per_phase),
                 f"{MARK_LOGIC}\n\nCONTEXT:\n{ctx}\n\nUSER QUESTION:\n{inp.question}\n\n"
                 f"ANSWER:\n{answer}\n\nREASONING:\n{_numbered(chains, chains=True)}",
-                override=cfg.verify_model, max_tokens=cfg.max_tokens)
-            return parse_errors(reply, "logic", cfg.max_errors_per_phase)
+                override=cfg.verify_model, max_tokens=cfg.max_tokens,
+                schema=check_schema("logic", [c.id for c in chains], cfg.max_errors_per_phase),
+                parse=lambda data: parse_errors(data, "logic", cfg.max_errors_per_phase))
+            return errors
 
-        tasks = [asyncio.ensure_future(fact_check()), asyncio.ensure_future(logic_check())]
-        try:
-            fact_errors, logic_errors = await asyncio.gather(*tasks)
-        except BaseException:
-            for t in tasks:  # one phase failed (or we were cancelled): stop the other
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            raise
+        # Both phases run to their end even when one fails: each call made is then
+        # accounted with its reply (a cancelled call would be counted but not billed).
+        fact_errors, logic_errors = await settle([fact_check(), logic_check()])
 
         # Phase 4: deterministic score.
         by_id = {it.id: it for it in facts}

@@ -167,6 +167,13 @@ class Judge(Protocol):
     (layers pass the request's model, ``inp.model``). Replies at
     temperature 0 may come from a cache (``JudgeReply.cached``). Failures raise
     :class:`JudgeError`; the pipeline treats them per the policy's ``on_error``.
+
+    A judge that can ask its model for JSON by schema says so with a true class
+    attribute ``accepts_schema``; its ``complete`` then also takes
+    ``schema: Mapping[str, Any] | None`` (the JSON Schema the reply must follow) and
+    ``schema_name: str`` (see ``gateway.upstream.judge``). Layers pass them only to
+    such a judge (``gateway.layers._judged.JudgeTally``), so a judge without them
+    keeps working: the prompt itself asks for the JSON.
     """
 
     async def complete(
@@ -194,6 +201,8 @@ class JudgeReply:
     output_tokens: int = 0
     cached: bool = False
     model: str = ""
+    truncated: bool = False
+    """A reply stopped at ``max_tokens`` (``finish_reason: length``): its JSON may be cut."""
 
 
 @dataclass(slots=True)
@@ -206,6 +215,12 @@ class JudgeUsage:
     cost: float = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
+    allowance: float | None = None
+    """Judge USD this layer run may spend (what the request's cost budget had left
+    when it started); None: no limit. Optional calls (a repair retry) check it."""
+
+    def over_budget(self) -> bool:
+        return self.allowance is not None and self.cost >= self.allowance
 
     def called(self) -> None:
         self.calls += 1
@@ -220,11 +235,12 @@ _USAGE: ContextVar[JudgeUsage | None] = ContextVar("verity_judge_usage", default
 
 
 @contextmanager
-def metered() -> Iterator[JudgeUsage]:
+def metered(allowance: float | None = None) -> Iterator[JudgeUsage]:
     """Count the judge calls made inside (by this task and the tasks it starts):
     the pipeline wraps each layer run in it; :func:`judge_usage` is where a layer's
-    judge plumbing (``gateway.layers._judged.JudgeTally``) reports each call."""
-    usage = JudgeUsage()
+    judge plumbing (``gateway.layers._judged.JudgeTally``) reports each call.
+    ``allowance``: see :attr:`JudgeUsage.allowance`."""
+    usage = JudgeUsage(allowance=allowance)
     token = _USAGE.set(usage)
     try:
         yield usage

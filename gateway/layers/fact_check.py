@@ -50,6 +50,8 @@ from gateway.layers._fact_check_prompts import (
     LABEL_PROMPT,
     MARK_CORRECT,
     MARK_LABEL,
+    correct_schema,
+    label_schema,
 )
 from gateway.layers._judged import JudgeTally, require_judge
 from gateway.layers.base import (
@@ -256,23 +258,30 @@ class FactCheckLayer:
                              f"EVIDENCE (source {e.passage.source_id}): {e.passage.text[:cut]}")
         if not pairs:
             return
-        data = await calls.ask_json(LABEL_PROMPT, MARK_LABEL + "\n\n" + "\n\n".join(lines),
-                                    max_tokens=self.config.max_tokens)
-        rows = data.get("pairs") if isinstance(data, Mapping) else data
-        if not isinstance(rows, list):
-            raise JudgeError('label reply is not {"pairs": [...]}')
-        for row in rows:
-            if not isinstance(row, Mapping):
-                raise JudgeError("label reply: a pair entry is not an object")
-            pid = str(row.get("id", "")).strip().upper().lstrip("P")
-            if not pid.isdigit() or not 1 <= int(pid) <= len(pairs):
-                continue  # a pair we did not ask about: ignore it
-            label = str(row.get("label", "")).strip().lower()
-            if label not in ("supporting", "contradicting", "contextual"):
-                raise JudgeError(f"label reply: unknown label ({shape(row.get('label'))})")
-            target = pairs[int(pid) - 1]
-            target.kind = cast(Kind, label)
-            target.relevance = _relevance(row.get("relevance", 1.0))
+
+        def read(data: Any) -> dict[int, tuple[Kind, float]]:
+            rows = data.get("pairs") if isinstance(data, Mapping) else data
+            if not isinstance(rows, list):
+                raise JudgeError('label reply is not {"pairs": [...]}')
+            out: dict[int, tuple[Kind, float]] = {}
+            for row in rows:
+                if not isinstance(row, Mapping):
+                    raise JudgeError("label reply: a pair entry is not an object")
+                pid = str(row.get("id", "")).strip().upper().lstrip("P")
+                if not pid.isdigit() or not 1 <= int(pid) <= len(pairs):
+                    continue  # a pair we did not ask about: ignore it
+                label = str(row.get("label", "")).strip().lower()
+                if label not in ("supporting", "contradicting", "contextual"):
+                    raise JudgeError(f"label reply: unknown label ({shape(row.get('label'))})")
+                out[int(pid)] = (cast(Kind, label), _relevance(row.get("relevance", 1.0)))
+            return out
+
+        labels = await calls.ask_json(LABEL_PROMPT, MARK_LABEL + "\n\n" + "\n\n".join(lines),
+                                      max_tokens=self.config.max_tokens, parse=read,
+                                      schema=label_schema(len(pairs)))
+        for pid, (kind, relevance) in labels.items():
+            target = pairs[pid - 1]
+            target.kind, target.relevance = kind, relevance
 
     async def _correct(self, calls: JudgeTally,
                        checked: list[_Checked]) -> list[dict[str, Any]]:
@@ -285,19 +294,25 @@ class FactCheckLayer:
             ev = "\n".join(f"- ({e.passage.source_id}) {e.passage.text[:cut]}"
                            for e in c.key("contradicting"))
             blocks.append(f"c{i}\nCLAIM: {c.claim.text}\nEVIDENCE:\n{ev}")
-        data = await calls.ask_json(CORRECT_PROMPT, MARK_CORRECT + "\n\n" + "\n\n".join(blocks),
-                                    max_tokens=self.config.max_tokens)
-        rows = data.get("corrections") if isinstance(data, Mapping) else data
-        if not isinstance(rows, list):
-            raise JudgeError('correction reply is not {"corrections": [...]}')
-        texts: dict[int, str] = {}
-        for row in rows:
-            if not isinstance(row, Mapping):
-                raise JudgeError("correction reply: an entry is not an object")
-            cid = str(row.get("id", "")).strip().lower().lstrip("c")
-            corrected = row.get("corrected")
-            if cid.isdigit() and isinstance(corrected, str) and corrected.strip():
-                texts[int(cid)] = " ".join(corrected.split())
+
+        def read(data: Any) -> dict[int, str]:
+            rows = data.get("corrections") if isinstance(data, Mapping) else data
+            if not isinstance(rows, list):
+                raise JudgeError('correction reply is not {"corrections": [...]}')
+            texts: dict[int, str] = {}
+            for row in rows:
+                if not isinstance(row, Mapping):
+                    raise JudgeError("correction reply: an entry is not an object")
+                cid = str(row.get("id", "")).strip().lower().lstrip("c")
+                corrected = row.get("corrected")
+                if cid.isdigit() and isinstance(corrected, str) and corrected.strip():
+                    texts[int(cid)] = " ".join(corrected.split())
+            return texts
+
+        texts = await calls.ask_json(CORRECT_PROMPT,
+                                     MARK_CORRECT + "\n\n" + "\n\n".join(blocks),
+                                     max_tokens=self.config.max_tokens, parse=read,
+                                     schema=correct_schema(len(wrong)))
         out = []
         for i, c in enumerate(wrong, 1):
             if i not in texts or c.result is None:

@@ -41,8 +41,10 @@ from pydantic import Field
 from gateway.layers._fact_decomposition_prompts import (
     CHECK_SYSTEM,
     CLAIM_TYPES,
+    DECOMPOSE_SCHEMA,
     DECOMPOSE_SYSTEM,
     check_prompt,
+    check_schema,
     decompose_prompt,
 )
 from gateway.layers._judged import (
@@ -68,7 +70,7 @@ from gateway.redact import shape
 from gateway.text.index import TextIndex, build_index, context_index
 from gateway.text.tokens import content_words, tokenize
 
-__all__ = ["FactDecompositionConfig", "FactDecompositionLayer", "parse_claims"]
+__all__ = ["FactDecompositionConfig", "FactDecompositionLayer", "parse_claims", "read_claims"]
 
 NEUTRAL_SCORE = 0.5
 MAX_CLAIM_CHARS = 400
@@ -128,10 +130,14 @@ class _Claim:
 
 
 def parse_claims(text: str) -> list[tuple[str, ClaimType]]:
-    """``(claim, type)`` from a decompose reply: ``{"claims": [...]}`` (the seed's
-    ``{"facts": [...]}`` and a bare list too). A type outside the four (and their
+    """:func:`read_claims` of a reply text."""
+    return read_claims(parse_json_reply(text))
+
+
+def read_claims(data: Any) -> list[tuple[str, ClaimType]]:
+    """``(claim, type)`` from a decompose reply's JSON: ``{"claims": [...]}`` (the
+    seed's ``{"facts": [...]}`` and a bare list too). A type outside the four (and their
     synonyms) is a :class:`JudgeError`; an item without claim text is left out."""
-    data = parse_json_reply(text)
     items = data if isinstance(data, list) else (
         data.get("claims", data.get("facts")) if isinstance(data, Mapping) else None)
     if not isinstance(items, list):
@@ -180,13 +186,11 @@ class FactDecompositionLayer:
                                explanation="nothing to check: no checkable answer sentence")
         tally = JudgeTally(require_judge(self.resources), inp.model)
         answer = inp.response_text[: cfg.max_answer_chars]
-        reply = await tally.ask([{"role": "system", "content": DECOMPOSE_SYSTEM},
-                                 {"role": "user", "content": decompose_prompt(
-                                     answer, inp.question[: cfg.max_answer_chars])}],
-                                max_tokens=cfg.max_tokens)
-        if not reply.texts:
-            raise JudgeError("judge returned no reply")
-        typed = parse_claims(reply.texts[0])
+        typed = await tally.ask_parsed(
+            [{"role": "system", "content": DECOMPOSE_SYSTEM},
+             {"role": "user", "content": decompose_prompt(
+                 answer, inp.question[: cfg.max_answer_chars])}],
+            read_claims, schema=DECOMPOSE_SCHEMA, max_tokens=cfg.max_tokens)
         kinds = {k: sum(1 for _, t in typed if t == k) for k in CLAIM_TYPES}
         claims = [_Claim(i, c, t) for i, (c, t) in
                   enumerate([x for x in typed if x[1] == "factual"][: cfg.max_claims], 1)]
@@ -239,17 +243,17 @@ class FactDecompositionLayer:
         context = ""
         if inp.context and cfg.use_context:
             context, _ = excerpt(inp.context.text, texts, cfg.max_context_chars)
-        (reply,) = await tally.ask_all(
-            [[{"role": "system", "content": CHECK_SYSTEM},
-              {"role": "user", "content": check_prompt(texts, context)}]],
-            max_tokens=cfg.max_tokens)
-        items = numbered_items(reply, len(claims))
+        items = await tally.ask_parsed(
+            [{"role": "system", "content": CHECK_SYSTEM},
+             {"role": "user", "content": check_prompt(texts, context)}],
+            lambda data: numbered_items(data, len(claims)),
+            schema=check_schema(len(claims)), max_tokens=cfg.max_tokens)
         for n, c in enumerate(claims, 1):
             item = items[n]
             c.verified = yes_no(item.get("verified", item.get("accurate")), _YES, _NO,
                                 "verified verdict")
             c.source, c.confidence = "judge", confidence(item)
-            c.reason = str(item.get("reason", ""))[:300]
+            c.reason = str(item.get("reason", ""))[:300]  # prompt-only replies may give one
 
     # -- the result --------------------------------------------------------------------
 

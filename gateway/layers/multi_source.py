@@ -50,9 +50,15 @@ from gateway.layers._judged import (
     excerpt,
     numbered_items,
     require_judge,
+    settle,
     yes_no,
 )
-from gateway.layers._multi_source_prompts import SYSTEM, knowledge_prompt, source_prompt
+from gateway.layers._multi_source_prompts import (
+    SYSTEM,
+    knowledge_prompt,
+    reply_schema,
+    source_prompt,
+)
 from gateway.layers.base import Evidence, LayerConfig, LayerResources, LayerResult, VerifyInput
 from gateway.scoring.binding import authority_weight, recency_weight
 from gateway.text.index import TextIndex, build_index, context_index
@@ -231,14 +237,14 @@ class MultiSourceLayer:
             else:
                 text, _ = excerpt(source.text, texts, cfg.max_source_chars)
                 user, override = source_prompt(source.id, text, texts), None
-            reply = await tally.ask([{"role": "system", "content": SYSTEM},
-                                     {"role": "user", "content": user}],
-                                    max_tokens=cfg.max_tokens, override=override)
-            items = numbered_items(reply.texts[0] if reply.texts else "", len(ids))
+            items = await tally.ask_parsed(
+                [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}],
+                lambda data: numbered_items(data, len(ids)), schema=reply_schema(len(ids)),
+                max_tokens=cfg.max_tokens, override=override)
             return [_Vote(source, yes_no(items[n].get("supports"), _YES, _NO, "supports"),
                           confidence(items[n])) for n in range(1, len(ids) + 1)]
 
-        answers = await asyncio.gather(*(one(s, ids) for s, ids in asks))
+        answers = await settle([one(s, ids) for s, ids in asks])
         votes: dict[int, list[_Vote]] = {}
         for (_, ids), got in zip(asks, answers, strict=True):
             for i, vote in zip(ids, got, strict=True):

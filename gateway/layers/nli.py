@@ -29,25 +29,30 @@ decided before the judge is needed, so with no judge too.
 the model-free grounding check does not find supported (see docs/layers.md,
 "Cascade" — cheaper, blind to what grounding wrongly supports).
 
+The reply is asked by schema (:func:`reply_schema`, see ``gateway.layers._judged``).
 An unusable judge reply (not JSON, a label outside the three, a hypothesis left out)
-raises :class:`~gateway.layers.base.JudgeError`; the policy's ``on_error`` decides.
+gets one repair call, then raises :class:`~gateway.layers.base.JudgeError`; the
+policy's ``on_error`` decides.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
 from gateway.layers._citation_pairs import candidates, doc_keys, norm
 from gateway.layers._judged import (
+    CONFIDENCE,
     JudgeTally,
+    ReplySchema,
     answer_claims,
     confidence,
     excerpt,
     numbered_items,
+    numbered_schema,
     require_judge,
 )
 from gateway.layers.base import (
@@ -65,7 +70,7 @@ from gateway.sources.context import Document
 from gateway.text.answer import answer_sentences
 from gateway.text.index import build_index, context_index
 
-__all__ = ["NliConfig", "NliLayer", "classify_prompt"]
+__all__ = ["NliConfig", "NliLayer", "classify_prompt", "reply_schema"]
 
 NEUTRAL_SCORE = 0.5
 Label = Literal["entailment", "contradiction", "neutral"]
@@ -79,7 +84,7 @@ _LABELS: dict[str, Label] = {
 }
 
 SYSTEM = ("You are a careful natural language inference (NLI) judge. You compare "
-          "hypotheses with a premise and answer with strict JSON only.")
+          "hypotheses with a premise and answer with JSON only.")
 
 
 class NliConfig(LayerConfig):
@@ -145,9 +150,16 @@ def classify_prompt(premise: str, hypotheses: Sequence[str]) -> list[dict[str, s
         '- "entailment": the premise states or clearly implies it;\n'
         '- "contradiction": the premise states something incompatible with it;\n'
         '- "neutral": the premise neither supports nor contradicts it.\n'
-        "Answer with strict JSON only, one result per hypothesis, no prose:\n"
+        "Answer with JSON only, one result per hypothesis:\n"
         '{"results": [{"id": 1, "label": "entailment" | "contradiction" | "neutral", '
-        '"confidence": <number from 0 to 1>, "reason": "<a few words>"}]}')}]
+        '"confidence": "high" | "medium" | "low"}]}')}]
+
+
+def reply_schema(count: int) -> ReplySchema:
+    """The reply :func:`classify_prompt` asks for, over ``count`` hypotheses."""
+    return numbered_schema("nli_verdicts", count, {
+        "label": {"enum": ["entailment", "contradiction", "neutral"]},
+        "confidence": CONFIDENCE})
 
 
 class NliLayer:
@@ -177,10 +189,11 @@ class NliLayer:
         size = self.config.batch_size
         batches = [(g, g.hypotheses[i:i + size]) for g in groups
                    for i in range(0, len(g.hypotheses), size)]
-        texts = await tally.ask_all([classify_prompt(g.premise, hyps) for g, hyps in batches],
-                                    max_tokens=self.config.max_tokens)
-        verdicts = [v for (g, hyps), text in zip(batches, texts, strict=True)
-                    for v in _parse(text, hyps, g.source_id)]
+        parsed = await tally.ask_all(
+            [(classify_prompt(g.premise, hyps), _reader(hyps, g.source_id),
+              reply_schema(len(hyps))) for g, hyps in batches],
+            max_tokens=self.config.max_tokens)
+        verdicts = [v for batch in parsed for v in batch]
         result = self._result(verdicts, mode)
         result.details.update(unresolved=unresolved,
                               truncated=any(g.truncated for g in groups),
@@ -293,8 +306,12 @@ def _doubtful(inp: VerifyInput) -> set[str]:
         f"nli.doubtful:{inp.response_text}", check)
 
 
-def _parse(text: str, hypotheses: list[str], source_id: str | None) -> list[_Verdict]:
-    items = numbered_items(text, len(hypotheses))
+def _reader(hypotheses: list[str], source_id: str | None) -> Callable[[Any], list[_Verdict]]:
+    return lambda data: _parse(data, hypotheses, source_id)
+
+
+def _parse(data: Any, hypotheses: list[str], source_id: str | None) -> list[_Verdict]:
+    items = numbered_items(data, len(hypotheses))
     out = []
     for n, hyp in enumerate(hypotheses, 1):
         item = items[n]

@@ -7,7 +7,8 @@ worded prompts ("Verify each of these claims…", "Is each of the following stat
 accurate given the context?", "Evaluate the truthfulness of…", "Would you agree
 with…", "Rate the accuracy of…"), each with the grounding context when there is one
 (else the judge's own knowledge) and the user's question. One call per variation
-classifies every claim: ``{"results": [{"id", "agrees", "confidence", "reason"}]}``.
+classifies every claim: ``{"results": [{"id", "agrees", "confidence"}]}``, asked by
+schema (:func:`reply_schema`).
 
 **Score** (seed 000): ``consistency rate × average confidence`` over every
 (claim, variation) vote, where the rate is the share of votes that agree.
@@ -24,19 +25,22 @@ An unusable reply raises :class:`~gateway.layers.base.JudgeError`.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
 from pydantic import Field
 
 from gateway.layers._judged import (
+    CONFIDENCE,
     JudgeTally,
+    ReplySchema,
     answer_claims,
     confidence,
     excerpt,
     numbered_items,
+    numbered_schema,
     require_judge,
+    settle,
     yes_no,
 )
 from gateway.layers.base import (
@@ -47,7 +51,8 @@ from gateway.layers.base import (
     VerifyInput,
 )
 
-__all__ = ["VARIATIONS", "SelfConsistencyConfig", "SelfConsistencyLayer", "variation_prompt"]
+__all__ = ["VARIATIONS", "SelfConsistencyConfig", "SelfConsistencyLayer", "reply_schema",
+           "variation_prompt"]
 
 NEUTRAL_SCORE = 0.5
 
@@ -97,11 +102,17 @@ def variation_prompt(k: int, claims: Sequence[str], question: str,
         parts.append(f"The question was: {question}")
     listed = "\n".join(f"{i}. {c}" for i, c in enumerate(claims, 1))
     parts.append(f"{lead}{with_ctx if context else without}\n{listed}")
-    parts.append("Answer with strict JSON only, one result per numbered statement, no prose:\n"
+    parts.append("Answer with strict JSON only, one result per numbered statement:\n"
                  '{"results": [{"id": 1, "agrees": true | false, '
-                 '"confidence": <number from 0 to 1>, "reason": "<a few words>"}]}')
+                 '"confidence": "high" | "medium" | "low"}]}')
     return [{"role": "system", "content": SYSTEM},
             {"role": "user", "content": "\n\n".join(parts)}]
+
+
+def reply_schema(count: int) -> ReplySchema:
+    """The reply :func:`variation_prompt` asks for, over ``count`` claims."""
+    return numbered_schema("claim_checks", count, {"agrees": {"type": "boolean"},
+                                                   "confidence": CONFIDENCE})
 
 
 class SelfConsistencyLayer:
@@ -128,9 +139,11 @@ class SelfConsistencyLayer:
         question = inp.question[:2000]
         prompts = [variation_prompt(k, claims, question, context or None)
                    for k in range(cfg.variations)]
-        replies = await asyncio.gather(*(tally.ask(p, temperature=cfg.temperature,
-                                                   max_tokens=cfg.max_tokens) for p in prompts))
-        votes = [_votes(r.texts[0] if r.texts else "", len(claims)) for r in replies]
+        schema = reply_schema(len(claims))
+        votes = await settle([
+            tally.ask_parsed(p, lambda data: _votes(data, len(claims)), schema=schema,
+                             temperature=cfg.temperature, max_tokens=cfg.max_tokens)
+            for p in prompts])
         result = self._result(claims, votes, bool(context))
         result.details["truncated"] = cut
         return tally.account(result)
@@ -182,8 +195,8 @@ def _agrees(item: Mapping[str, object], n: int) -> bool:
                   f"'agrees' for statement {n}")
 
 
-def _votes(text: str, count: int) -> list[tuple[bool, float, str]]:
-    items = numbered_items(text, count)
+def _votes(data: object, count: int) -> list[tuple[bool, float, str]]:
+    items = numbered_items(data, count)
     return [(_agrees(items[n], n), confidence(items[n]),
              str(items[n].get("reason", items[n].get("reasoning", "")))[:300])
             for n in range(1, count + 1)]

@@ -45,8 +45,10 @@ from pydantic import Field
 
 from gateway.layers._judged import (
     JudgeTally,
+    ReplySchema,
     answer_claims,
     numbered_items,
+    numbered_schema,
     require_judge,
     yes_no,
 )
@@ -62,7 +64,7 @@ from gateway.sources.context import message_text
 from gateway.text.tokens import content_words, tokenize
 
 __all__ = ["SemanticEntropyConfig", "SemanticEntropyLayer", "cluster", "equivalence_prompt",
-           "normalised_entropy"]
+           "normalised_entropy", "reply_schema"]
 
 SYSTEM = "You compare answers by meaning and answer with strict JSON only."
 _YES = {"true", "yes", "equivalent", "same"}
@@ -131,6 +133,11 @@ def equivalence_prompt(question: str, answers: Sequence[str],
         '{"results": [{"id": 1, "equivalent": true | false}]}')}]
 
 
+def reply_schema(pairs: int) -> ReplySchema:
+    """The reply :func:`equivalence_prompt` asks for, over ``pairs`` pairs."""
+    return numbered_schema("equivalences", pairs, {"equivalent": {"type": "boolean"}})
+
+
 class SemanticEntropyLayer:
     """Sample the question again; cluster by meaning; entropy + majority check."""
 
@@ -169,10 +176,14 @@ class SemanticEntropyLayer:
             return lambda a, b: True
         shown = [texts[keys.index(k)][:self.config.max_answer_chars] for k in unique]
         pairs = [(a, b) for a in range(len(unique)) for b in range(a + 1, len(unique))]
-        (text,) = await tally.ask_all([equivalence_prompt(question[:2000], shown, pairs)],
-                                      max_tokens=self.config.max_tokens)
-        items = numbered_items(text, len(pairs))
-        equal = {p for n, p in enumerate(pairs, 1) if _equivalent(items[n], n)}
+
+        def read(data: Any) -> set[tuple[int, int]]:
+            items = numbered_items(data, len(pairs))
+            return {p for n, p in enumerate(pairs, 1) if _equivalent(items[n], n)}
+
+        equal = await tally.ask_parsed(equivalence_prompt(question[:2000], shown, pairs), read,
+                                       schema=reply_schema(len(pairs)),
+                                       max_tokens=self.config.max_tokens)
         slot = {k: i for i, k in enumerate(unique)}
 
         def same(a: int, b: int) -> bool:

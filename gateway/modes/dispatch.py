@@ -43,6 +43,7 @@ from typing import Any
 
 from gateway.audit.sink import AuditSink, open_audit_sink
 from gateway.errors import UpstreamError
+from gateway.fleet.publisher import RedisRunner, fleet_runner
 from gateway.http.exchange import ChatExchange
 from gateway.layers.base import Judge
 from gateway.layers.registry import BUILTIN, LayerRegistry
@@ -51,6 +52,7 @@ from gateway.modes.headers import verity_headers
 from gateway.modes.request import PolicyRequest
 from gateway.policy.select import Selection, select_policy
 from gateway.policy.store import PolicyStore
+from gateway.pool import ProcessRunner, default_workers
 from gateway.runtime import open_runtime
 from gateway.settings import Settings
 from gateway.telemetry import RequestTrace, Telemetry
@@ -81,6 +83,10 @@ class VerityEngine:
         """The background queue the runner uses (its counters: ``/readyz``, tests)."""
         self.recorder = recorder
         self.audit: AuditSink = recorder.sink
+        self.pool: ProcessRunner | None = None
+        """The worker processes, when verification runs in them (``pool.workers``)."""
+        self.inline_min_chars: int | None = None
+        """An inline verification this large (request body + answer) runs in the pool."""
 
     @property
     def judge(self) -> Judge | None:
@@ -113,6 +119,13 @@ class VerityEngine:
         queue = self.runner.status()
         return ready and queue["accepting"], {**detail, "shadow": queue}
 
+    def in_pool(self, r: PolicyRequest) -> bool:
+        """Whether ``r``'s inline verification runs in a worker process: the pool's
+        workers are up and its request body is at least ``pool.inline_min_bytes``."""
+        limit, pool = self.inline_min_chars, self.pool
+        return pool is not None and limit is not None and len(r.x.body) >= limit \
+            and pool.started
+
     # ---- records -------------------------------------------------------------------------
 
     def finish(self, outcome: Outcome, trace: RequestTrace, *, write: bool = True) -> None:
@@ -136,6 +149,8 @@ class VerityEngine:
         Runs inside ``except CancelledError``: no await, and no exception escapes."""
         x, policy = r.x, r.policy
         try:
+            if r.salvage is not None and r.tracked is not None and r.salvage():
+                return
             outcome, progress = r.tracked, r.progress
             r.untrack()
             if outcome is None:
@@ -186,15 +201,44 @@ async def open_engine(settings: Settings, telemetry: Telemetry, *,
         yield None
         return
     async with open_runtime(settings, telemetry=telemetry, layers=layers) as runtime:
-        queue = ShadowQueue(settings.shadow, telemetry)
-        queue.start()
+        fleet = settings.shadow.runner == "redis"  # jobs to gateway workers (gateway.fleet)
+        workers = settings.pool.workers
+        if workers is None:  # the cores the relay processes (server.workers) do not need
+            workers = default_workers(settings.server.workers)
+        workers = 0 if fleet else workers
+        if workers and layers is not BUILTIN:  # a worker resolves layers in BUILTIN only
+            log.warning("a custom layer registry: verification runs in-process")
+            workers = 0
+        shadow_config = settings.shadow
+        if workers:  # one queue task per worker process: the queue is the backlog
+            shadow_config = shadow_config.model_copy(update={"concurrency": workers})
+        queue = ShadowQueue(shadow_config, telemetry)
         sink = open_audit_sink(settings.audit)
         verifier, recorder = Verifier(runtime), Recorder(telemetry, sink)
-        runner = LocalRunner(queue, verifier, recorder, telemetry)
+        pool: ProcessRunner | None = None
+        redis: RedisRunner | None = None
+        runner: JobRunner
+        if fleet:
+            runner = redis = fleet_runner(settings, verifier, recorder, telemetry)
+        elif workers:
+            queue.start()
+            runner = pool = ProcessRunner(settings, queue, verifier, recorder, telemetry,
+                                          workers)
+        else:
+            queue.start()
+            runner = LocalRunner(queue, verifier, recorder, telemetry)
         store = runtime.policies
-        watcher = asyncio.create_task(store.watch()) if settings.reload_policies else None
         engine = VerityEngine(runtime, verifier, runner, queue, recorder)
+        engine.pool = pool
+        engine.inline_min_chars = settings.pool.inline_min_bytes
+        watcher: asyncio.Task[None] | None = None
         try:
+            if pool is not None:
+                await pool.start()  # ready once it can verify
+            if redis is not None:
+                await redis.start()  # probes Redis; sheds (recorded) until it answers
+            if settings.reload_policies:
+                watcher = asyncio.create_task(store.watch())
             yield engine
         finally:
             if watcher is not None:
@@ -202,4 +246,8 @@ async def open_engine(settings: Settings, telemetry: Telemetry, *,
                 with suppress(asyncio.CancelledError):
                     await watcher
             await queue.close()
+            if redis is not None:
+                await redis.close()
+            if pool is not None:
+                await pool.close()
             await asyncio.to_thread(sink.close)

@@ -56,7 +56,9 @@ async def handle(engine: VerityEngine, r: PolicyRequest) -> None:
     prepared = engine.runtime.prepared
     # The layers' context-side work (e.g. indexing the grounding documents) runs while
     # the upstream generates the answer, not after it.
-    prepared.start(r.audit_id, r.policy, x.messages, x.trace.prepare())
+    # (Not for a request verified in a worker process: that work would be the loop's.)
+    if not engine.in_pool(r):
+        prepared.start(r.audit_id, r.policy, x.messages, x.trace.prepare())
     try:
         if not x.stream:
             await _non_stream(engine, r)

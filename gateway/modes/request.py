@@ -40,6 +40,9 @@ class PolicyRequest:
     """The record written if the client disconnects before it is finished."""
     progress: Progress | None = None
     """How much of a stream the client got (kept once given)."""
+    salvage: Callable[[], bool] | None = None
+    """Called first if the client disconnects: True when it took over the record (a
+    shadow stream whose whole answer was relayed is still verified)."""
 
     @property
     def policy(self) -> Policy:
@@ -62,7 +65,7 @@ class PolicyRequest:
         return Outcome(policy=policy.name, policy_version=policy.version, mode=mode,
                        model=x.info.model, tenant=x.info.tenant, stream=x.stream,
                        streaming=policy.spec.streaming if x.stream else None,
-                       audit_id=self.audit_id)
+                       audit_id=self.audit_id, upstream=x.served)
 
     def job(self, answer: Mapping[str, Any], outcome: Outcome, *, kind: JobKind = "verify",
             policy: Policy | None = None, decided: Mapping[str, Any] | None = None,
@@ -78,6 +81,7 @@ class PolicyRequest:
             route=info.route, stream=info.stream, tenant=info.tenant,
             key_name=info.key_name, metadata=info.metadata,
             upstream_status=outcome.upstream_status, streaming=outcome.streaming,
+            upstream=dict(x.served) if x.served else None,
             started_at=outcome.started_at, t0=outcome.t0,
             candidates=tuple(_ref(c) for c in self.selection.candidates), kind=kind,
             decided=decided, trace=x.trace.link() if background else None,

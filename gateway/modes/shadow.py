@@ -11,12 +11,14 @@ the background and only reaches the audit and the traces.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from gateway.modes.headers import verity_headers
 from gateway.modes.relay import is_sse, relay_accumulating
 from gateway.modes.request import PolicyRequest
 from gateway.modes.unverified import not_answer, not_stream
+from gateway.verify.outcome import Outcome
 from gateway.wire.messages import maybe_json
 
 if TYPE_CHECKING:
@@ -31,6 +33,7 @@ async def handle(engine: VerityEngine, r: PolicyRequest) -> None:
     policy, x = r.policy, r.x
     fmt = x.fmt
     outcome = r.new_outcome("shadow")
+    submit = _submitter(engine, r, outcome)
     completion: dict[str, Any] | None = None
     async with x.call_upstream(x.body, stream=x.stream) as (resp, up):
         x.status = outcome.upstream_status = resp.status
@@ -44,6 +47,19 @@ async def handle(engine: VerityEngine, r: PolicyRequest) -> None:
             r.track(outcome, lambda: (
                 f"after {len(fmt.answer_text(relayed.completion()))} characters of the "
                 f"answer were relayed", relayed.id))
+
+            def salvage() -> bool:
+                # The client left once it had the whole answer (an SDK closing the
+                # connection after the last event, before the upstream's own end):
+                # the answer is complete, so it is verified as if the client stayed.
+                if relayed.truncated or relayed.error is not None or relayed.unreadable:
+                    return False
+                whole = relayed.completion()
+                if not fmt.is_answer(whole):
+                    return False
+                submit(whole)
+                return True
+            r.salvage = salvage
             acc, why = await relay_accumulating(x, resp, up, headers, relayed)
             completion = acc.completion() if acc is not None else None
             if completion is None:
@@ -64,6 +80,16 @@ async def handle(engine: VerityEngine, r: PolicyRequest) -> None:
         if outcome.note is not None:  # an audit id went out: account for it
             engine.finish(outcome, x.trace)
         return
-    r.untrack()  # the job writes the record now
-    outcome.response_id = completion.get("id")
-    engine.runner.submit(r.job(completion, outcome, background=True))
+    submit(completion)
+
+
+def _submitter(engine: VerityEngine, r: PolicyRequest, outcome: Outcome
+               ) -> Callable[[dict[str, Any]], None]:
+    """Hand the answer's verification to the job runner, which writes the record from
+    then on (no await: it may run inside the disconnect path)."""
+    def submit(completion: dict[str, Any]) -> None:
+        r.untrack()
+        r.salvage = None
+        outcome.response_id = completion.get("id")
+        engine.runner.submit(r.job(completion, outcome, background=True))
+    return submit

@@ -69,10 +69,13 @@ async def act(engine: VerityEngine, r: PolicyRequest, completion: dict[str, Any]
     calls: list[str | None] = []  # each regenerate call's response id
     job = r.job(completion, outcome)
 
+    pool = engine.pool if engine.in_pool(r) else None
+
     async def verify(c: dict[str, Any]) -> Verification:
-        return await engine.verifier.verify(
-            job if c is completion else job.with_answer(fmt.job_answer(c)),
-            policy=policy, trace=x.trace, budget=budget)
+        this = job if c is completion else job.with_answer(fmt.job_answer(c))
+        if pool is not None:  # a large one: in a worker process, the loop serves others
+            return await pool.verify(this, budget)
+        return await engine.verifier.verify(this, policy=policy, trace=x.trace, budget=budget)
 
     async def complete(payload: dict[str, Any]) -> tuple[int, Any, bytes]:
         calls.append(None)

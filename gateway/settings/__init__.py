@@ -17,6 +17,8 @@ from gateway.settings.schema import (
     ConfigError,
     GatewayKey,
     JudgeConfig,
+    PoolConfig,
+    RedisConfig,
     ServerConfig,
     Settings,
     ShadowConfig,
@@ -28,7 +30,8 @@ from gateway.settings.schema import (
 )
 
 __all__ = [
-    "DEFAULT_MAX_RESPONSE_BYTES", "AuditConfig", "AuditDashboardConfig", "AuthConfig", "ConfigError", "GatewayKey",
-    "JudgeConfig", "ServerConfig", "Settings", "ShadowConfig", "TelemetryConfig",
+    "DEFAULT_MAX_RESPONSE_BYTES", "AuditConfig", "AuditDashboardConfig", "AuthConfig",
+    "ConfigError", "GatewayKey", "JudgeConfig", "PoolConfig", "RedisConfig", "ServerConfig",
+    "Settings", "ShadowConfig", "TelemetryConfig",
     "TenantConfig", "Timeouts", "UpstreamConfig", "default_policies_dir", "load_settings",
 ]

@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from gateway.settings.routing import routing_errors
 from gateway.settings.schema import ENV_PREFIX, ConfigError, Settings
 
 __all__ = ["load_settings"]
@@ -39,10 +40,11 @@ def _deep_merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any
 
 
 def _secret_refs(node: Any) -> set[str]:
-    """Environment names the config points at for secrets (``key_env``, ``api_key_env``)."""
+    """Environment names the config points at for secrets (``key_env``, ``api_key_env``,
+    ``password_env``)."""
     if isinstance(node, Mapping):
         refs = {v for k, v in node.items()
-                if k in ("key_env", "api_key_env") and isinstance(v, str)}
+                if k in ("key_env", "api_key_env", "password_env") and isinstance(v, str)}
         for value in node.values():
             refs |= _secret_refs(value)
         return refs
@@ -259,6 +261,9 @@ def load_settings(
     names = [u.name for u in settings.upstreams]
     if len(set(names)) != len(names):
         raise ConfigError("invalid configuration: upstreams: names must be unique")
+    problems = routing_errors(settings.routing, names)
+    if problems:
+        raise ConfigError("\n".join(["invalid configuration:"] + [f"  {p}" for p in problems]))
     if settings.judge.upstream and settings.judge.upstream not in names:
         raise ConfigError(f"invalid configuration: judge.upstream: no upstream named "
                           f"{settings.judge.upstream!r} (known: {', '.join(names) or 'none'})")

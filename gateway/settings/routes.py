@@ -16,6 +16,8 @@ DEFAULT_KEY_ROUTES: tuple[str, ...] = (
     "GET /v1/models",
     "GET /v1/models/*",
     "POST /v1/embeddings",
+    "POST /v1/messages",
+    "POST /v1/messages/count_tokens",
 )
 """What a gateway key may call unless its key, tenant or ``auth.routes`` says otherwise."""
 

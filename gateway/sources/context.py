@@ -21,9 +21,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["ContextSpec", "Document", "GroundingContext", "extract_context", "message_text"]
+__all__ = ["DEFAULT_MAX_CONTEXT_CHARS", "ContextSpec", "Document", "GroundingContext", "extract_context", "message_text"]
 
 ContextSource = Literal["system", "blocks", "tools", "corpus"]
+
+DEFAULT_MAX_CONTEXT_CHARS = 200_000
+"""``context.max_chars`` by default: ~30,000 words, ~0.2 s of the model-free layers."""
 
 
 class ContextSpec(BaseModel):
@@ -35,6 +38,13 @@ class ContextSpec(BaseModel):
     corpus_dir: str | None = None
     """Directory of ``*.txt`` / ``*.md`` (id = file stem) and ``*.jsonl``
     (``{"id", "text", …metadata}``); see ``gateway.sources.corpus``."""
+    max_chars: int | None = Field(DEFAULT_MAX_CONTEXT_CHARS, ge=1)
+    """Largest grounding context verified (its documents' text, in characters); None:
+    no limit. The model-free layers cost about 0.9 ms per 1,000 context characters."""
+    on_oversize: Literal["skip", "truncate", "refuse"] = "skip"
+    """A context over ``max_chars``: ``skip`` — not verified (a pass with no score, the
+    record says why); ``truncate`` — verify against its first ``max_chars`` characters;
+    ``refuse`` — the verdict is ``fail`` (the ``fail`` action applies)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,8 +14,12 @@ Contract (what callers do):
 - ``trace = telemetry.start_request(scope, route)`` at the start of every
   request; ``trace.end(status, error_type)`` when the response is finished.
 - ``with trace.upstream(model=…, provider=…, server_address=…, stream=…,
-  server_url=…) as up:`` around the upstream call (``server_url``, the upstream's
-  base URL, gives ``server.port``); inside it ``up.headers()`` gives the W3C
+  server_url=…, attempt=…, upstream=…) as up:`` around each upstream call, one per
+  attempt (``server_url``, the upstream's base URL, gives ``server.port``;
+  ``attempt``, from 1, gives ``http.request.resend_count`` from the second on;
+  ``upstream`` is the configured name); ``up.outcome(o)`` says how the attempt ended
+  (``ok`` or the retry decision), ``trace.served(name, attempts)`` once the calls of
+  one upstream exchange are over; inside it ``up.headers()`` gives the W3C
   ``traceparent`` header pairs to send upstream, ``up.first_chunk()`` marks time
   to first chunk, ``up.response(status, body)`` records the response (``body``
   is the parsed completion, or the assembled stream summary with ``id``,
@@ -50,7 +54,14 @@ Contract (what callers do):
   this process it still reaches the live trace, which then links back.
 - ``telemetry.count(name, value, attributes)`` for gateway counters
   (shadow queue drops, fail-open count, …; short attribute keys such as ``policy``
-  are exported under their ``verity.*`` names); ``telemetry.gauge_shadow_depth(fn)``.
+  are exported under their ``verity.*`` names); ``telemetry.gauge_shadow_depth(fn)``,
+  ``telemetry.gauge_upstreams(fn)`` (each upstream's health state and calls in flight);
+  ``telemetry.observe(name, value, attributes)`` for the named histograms and
+  ``telemetry.gauge(name, fn)`` for the named gauges (``semconv.HISTOGRAMS``,
+  ``semconv.GAUGES``: the shadow queue's wait, the verified share, the workers).
+- ``telemetry.continue_trace(link, name)`` returns a trace whose span is a child of
+  the span ``link`` names (known by its W3C context): work done for a request in
+  another process (an inline verification in a worker) lands in the request's trace.
 - ``trace.content(messages, output)`` records message content, only when the
   policy opts in; every string passes the redaction hook first.
 - ``telemetry.instrument_httpx(client)`` for httpx clients the gateway owns (judge
@@ -127,6 +138,11 @@ class UpstreamTrace:
     def error(self, error_type: str) -> None:
         pass
 
+    def outcome(self, outcome: str) -> None:
+        """How this attempt ended for the request: ``ok`` (its response was used), or
+        the retry decision after its failure (``retry``, ``retry_elsewhere``,
+        ``attempts_exhausted``, ``status_400`` …; :mod:`gateway.upstream.retry`)."""
+
 
 class LayerSpan:
     """One verification layer (INTERNAL span). No-op base."""
@@ -188,8 +204,13 @@ class RequestTrace:
     @contextmanager
     def upstream(self, *, model: str, provider: str, server_address: str,
                  stream: bool, operation: str = "chat",
-                 server_url: str | None = None) -> Iterator[UpstreamTrace]:
+                 server_url: str | None = None, attempt: int = 1,
+                 upstream: str | None = None) -> Iterator[UpstreamTrace]:
         yield _NOOP_UPSTREAM
+
+    def served(self, upstream: str | None, attempts: int) -> None:
+        """The request's upstream calls are over: ``upstream`` (its name; None: none
+        answered) served it after ``attempts`` calls, retries and fallbacks included."""
 
     def for_policy(self, policy: str) -> RequestTrace:
         """The trace to verify ``policy`` with: its ``verify`` spans name the policy."""
@@ -250,8 +271,25 @@ class Telemetry:
               attributes: Mapping[str, Any] | None = None) -> None:
         pass
 
+    def continue_trace(self, link: TraceLink | None, name: str) -> RequestTrace:
+        """A trace whose span is a child of the span ``link`` names (in another
+        process: work done for that request, e.g. its verification in a worker)."""
+        return _NOOP_TRACE
+
     def gauge_shadow_depth(self, depth: Callable[[], int]) -> None:
         """Report the shadow queue depth by calling ``depth()`` at each metric export."""
+
+    def observe(self, name: str, value: float,
+                attributes: Mapping[str, Any] | None = None) -> None:
+        """Record ``value`` to the histogram ``name`` (``semconv.HISTOGRAMS``)."""
+
+    def gauge(self, name: str, value: Callable[[], float | None]) -> None:
+        """Report gauge ``name`` (``semconv.GAUGES``) by calling ``value()`` at each
+        metric export (None: nothing to report then)."""
+
+    def gauge_upstreams(self, read: Callable[[], Sequence[tuple[str, int, int]]]) -> None:
+        """Report each upstream's health at each metric export: ``read()`` gives
+        (name, state — 0 closed, 1 half-open, 2 open — calls in flight)."""
 
     def instrument_httpx(self, client: Any) -> None:
         """Trace an ``httpx`` client the gateway owns (e.g. the judge client)."""

@@ -21,7 +21,7 @@ calls when a policy opts in.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from opentelemetry.context import Context
@@ -140,6 +140,16 @@ class OtelTelemetry(Telemetry):
                                       links=[Link(context)] if context.is_valid else [])
         return OtelTrace(self, span, server=False)
 
+    def continue_trace(self, link: TraceLink | None, name: str) -> RequestTrace:
+        if link is None:
+            return super().continue_trace(link, name)
+        carrier = {"traceparent": link.traceparent}
+        if link.tracestate:
+            carrier["tracestate"] = link.tracestate
+        parent = self.propagator.extract(carrier, context=Context())
+        span = self.tracer.start_span(name, context=parent, kind=SpanKind.INTERNAL)
+        return OtelTrace(self, span, server=False)
+
     def describe(self) -> str:
         where = ", ".join(f"{signal} to {url}" for signal, url in self.endpoints.items()
                           if url) or "nothing (every signal's exporter is off)"
@@ -151,6 +161,16 @@ class OtelTelemetry(Telemetry):
 
     def gauge_shadow_depth(self, depth: Callable[[], int]) -> None:
         self.metrics.gauge_shadow_depth(depth)
+
+    def observe(self, name: str, value: float,
+                attributes: Mapping[str, Any] | None = None) -> None:
+        self.metrics.observe(name, value, attributes)
+
+    def gauge(self, name: str, value: Callable[[], float | None]) -> None:
+        self.metrics.gauge(name, value)
+
+    def gauge_upstreams(self, read: Callable[[], Sequence[tuple[str, int, int]]]) -> None:
+        self.metrics.gauge_upstreams(read)
 
     def instrument_httpx(self, client: Any) -> None:
         """httpx or httpx2 (the openai/anthropic SDKs' fork) client; ``url.full`` is

@@ -10,7 +10,7 @@ instruments come from a no-op meter, so callers record unconditionally.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from opentelemetry.metrics import CallbackOptions, Meter, MeterProvider, NoOpMeter, Observation
@@ -53,7 +53,15 @@ class Instruments:
             description="Duration of HTTP server requests.")
         self.judge_cost = meter.create_counter(
             sc.METRIC_JUDGE_COST, unit="{USD}", description="Judge cost reported by layers.")
+        self.upstream_attempts = meter.create_counter(
+            sc.METRIC_UPSTREAM_ATTEMPTS, unit="{attempt}",
+            description="Upstream calls by upstream and outcome (ok, or the retry decision).")
+        self.upstream_served = meter.create_counter(
+            sc.METRIC_UPSTREAM_SERVED, unit="{request}",
+            description="Upstream exchanges by the upstream that served them and the calls "
+                        "they took (retries and fallbacks included).")
         self._counters: dict[str, Any] = {}
+        self._histograms: dict[str, Any] = {}
 
     def count(self, name: str, value: int = 1,
               attributes: Mapping[str, Any] | None = None) -> None:
@@ -70,9 +78,50 @@ class Instruments:
         names = sc.COUNTER_ATTRIBUTES
         counter.add(value, clean_attrs((names.get(k, k), v) for k, v in attributes.items()))
 
+    def observe(self, name: str, value: float,
+                attributes: Mapping[str, Any] | None = None) -> None:
+        """Record to a named histogram (:data:`gateway.telemetry.semconv.HISTOGRAMS`)."""
+        hist = self._histograms.get(name)
+        if hist is None:
+            metric, unit, description, _ = sc.HISTOGRAMS[name]  # buckets: a view (_otel_setup)
+            hist = self._histograms[name] = self.meter.create_histogram(
+                metric, unit=unit, description=description)
+        if not attributes:
+            hist.record(value)
+            return
+        names = sc.COUNTER_ATTRIBUTES
+        hist.record(value, clean_attrs((names.get(k, k), v) for k, v in attributes.items()))
+
+    def gauge(self, name: str, value: Callable[[], float | None]) -> None:
+        """A named gauge (:data:`gateway.telemetry.semconv.GAUGES`) read at each export
+        (``value()`` None: nothing to report)."""
+        metric, unit, description = sc.GAUGES[name]
+
+        def observe(_options: CallbackOptions) -> Iterable[Observation]:
+            v = value()
+            return [] if v is None else [Observation(v)]
+        self.meter.create_observable_gauge(metric, callbacks=[observe], unit=unit,
+                                           description=description)
+
     def gauge_shadow_depth(self, depth: Callable[[], int]) -> None:
         def observe(_options: CallbackOptions) -> Iterable[Observation]:
             return [Observation(depth())]
         self.meter.create_observable_gauge(sc.METRIC_SHADOW_QUEUE_DEPTH, callbacks=[observe],
                                            unit="{request}",
                                            description="Shadow audits waiting in the queue.")
+
+    def gauge_upstreams(self, read: Callable[[], Sequence[tuple[str, int, int]]]) -> None:
+        def state(_options: CallbackOptions) -> Iterable[Observation]:
+            return [Observation(value, {sc.VERITY_UPSTREAM_NAME: name})
+                    for name, value, _ in read()]
+
+        def in_flight(_options: CallbackOptions) -> Iterable[Observation]:
+            return [Observation(n, {sc.VERITY_UPSTREAM_NAME: name}) for name, _, n in read()]
+
+        self.meter.create_observable_gauge(
+            sc.METRIC_UPSTREAM_STATE, callbacks=[state], unit="1",
+            description="Upstream health: 0 closed (healthy), 1 half-open (a probe call "
+                        "allowed), 2 open (skipped until its cooldown ends).")
+        self.meter.create_observable_gauge(
+            sc.METRIC_UPSTREAM_IN_FLIGHT, callbacks=[in_flight], unit="{request}",
+            description="Upstream calls in flight (open streams included).")

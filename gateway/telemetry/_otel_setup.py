@@ -18,6 +18,8 @@ them until one shared deadline, not for each exporter's own timeout in turn
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -120,6 +122,9 @@ def _resource(environ: Mapping[str, str]) -> Resource:
             attrs[key.strip()] = unquote(value.strip())
     attrs[SERVICE_NAME] = (_get(environ, "OTEL_SERVICE_NAME") or attrs.get(SERVICE_NAME)
                            or sc.DEFAULT_SERVICE_NAME)
+    # One per process: with several processes per host (serve --workers, gateway worker)
+    # metrics from each must not merge into one series (Prometheus' `instance` label).
+    attrs.setdefault(sc.SERVICE_INSTANCE_ID, f"{socket.gethostname()}-{os.getpid()}")
     # Resource.get_empty() + merge keeps SDK attributes without the env detectors,
     # which would read os.environ behind the caller's back.
     return _Resource(Resource({"telemetry.sdk.language": "python",
@@ -171,6 +176,7 @@ def _views() -> list[View]:
         buckets(sc.METRIC_GEN_AI_TIME_TO_FIRST_CHUNK, sc.DURATION_BUCKETS),
         buckets(sc.METRIC_LAYER_DURATION, sc.LAYER_DURATION_BUCKETS),
         buckets(sc.METRIC_HTTP_SERVER_DURATION, sc.HTTP_DURATION_BUCKETS),
+        *(buckets(metric, bounds) for metric, _, _, bounds in sc.HISTOGRAMS.values()),
     ]
 
 

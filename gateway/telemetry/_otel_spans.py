@@ -55,6 +55,7 @@ class OtelUpstream(UpstreamTrace):
     __slots__ = (
         "_headers",
         "_key",
+        "_name",
         "_response_model",
         "_span",
         "_start",
@@ -63,9 +64,11 @@ class OtelUpstream(UpstreamTrace):
         "error_type",
     )
 
-    def __init__(self, trace: OtelTrace, span: Span, key: UpstreamKey) -> None:
+    def __init__(self, trace: OtelTrace, span: Span, key: UpstreamKey,
+                 name: str | None = None) -> None:
         self._trace = trace
         self._span = span
+        self._name = name
         self._start = time.perf_counter()
         self._key = key
         self._response_model: str | None = None
@@ -138,6 +141,13 @@ class OtelUpstream(UpstreamTrace):
         self.error_type = error_type
         self._span.set_attribute(sc.ERROR_TYPE, error_type)
         self._span.set_status(Status(StatusCode.ERROR, error_type))
+
+    def outcome(self, outcome: str) -> None:
+        self._span.set_attribute(sc.VERITY_UPSTREAM_OUTCOME, outcome)
+        name = self._name
+        self._trace.tel.metrics.upstream_attempts.add(
+            1, {sc.VERITY_UPSTREAM_NAME: name, sc.VERITY_UPSTREAM_OUTCOME: outcome}
+            if name is not None else {sc.VERITY_UPSTREAM_OUTCOME: outcome})
 
     def finish(self) -> None:
         tel = self._trace.tel
@@ -283,6 +293,7 @@ class OtelTrace(RequestTrace):
         """On a candidate's trace: the live policy it is evaluated beside."""
         self._layer_attrs: dict[str, Any] = {}
         self._ended = False
+        self._served = False
 
     @property
     def trace_id(self) -> str | None:
@@ -302,6 +313,16 @@ class OtelTrace(RequestTrace):
         # gets no decision event (that is on its shadow trace).
         self.span.set_attributes({sc.VERITY_POLICY: policy, sc.VERITY_MODE: mode})
 
+    def served(self, upstream: str | None, attempts: int) -> None:
+        if self._served:  # a regenerate call's exchange: the request's is the first
+            return
+        self._served = True
+        attrs: dict[str, Any] = {sc.VERITY_UPSTREAM_ATTEMPTS: attempts}
+        if upstream is not None:
+            attrs[sc.VERITY_UPSTREAM_NAME] = upstream
+        self.span.set_attributes(attrs)
+        self.tel.metrics.upstream_served.add(1, attrs)
+
     def for_policy(self, policy: str) -> RequestTrace:
         if self.policy is None or self.policy == policy:
             self.policy = policy
@@ -315,15 +336,21 @@ class OtelTrace(RequestTrace):
     @contextmanager
     def upstream(self, *, model: str, provider: str, server_address: str,
                  stream: bool, operation: str = "chat",
-                 server_url: str | None = None) -> Iterator[UpstreamTrace]:
+                 server_url: str | None = None, attempt: int = 1,
+                 upstream: str | None = None) -> Iterator[UpstreamTrace]:
         tel = self.tel
         key: UpstreamKey = (operation, provider, model, server_address,
                             tel.attrs.port_of(server_url) if server_url else None, stream)
         name, attrs = tel.attrs.upstream_span(key)
         span = tel.tracer.start_span(name, context=self._parent, kind=SpanKind.CLIENT,
                                      attributes=attrs)
+        if upstream is not None:
+            span.set_attribute(sc.VERITY_UPSTREAM_NAME, upstream)
+        span.set_attribute(sc.VERITY_UPSTREAM_ATTEMPT, attempt)
+        if attempt > 1:  # the HTTP semconv: set on the second and later attempts only
+            span.set_attribute(sc.HTTP_REQUEST_RESEND_COUNT, attempt - 1)
         self.upstream_context = set_span_in_context(span, Context())
-        up = OtelUpstream(self, span, key)
+        up = OtelUpstream(self, span, key, upstream)
         try:
             yield up
         except BaseException as exc:

@@ -61,6 +61,8 @@ CLIENT_ADDRESS: Final = "client.address"
 HTTP_REQUEST_METHOD: Final = "http.request.method"
 HTTP_RESPONSE_STATUS_CODE: Final = "http.response.status_code"
 HTTP_ROUTE: Final = "http.route"
+HTTP_REQUEST_RESEND_COUNT: Final = "http.request.resend_count"
+"""On an upstream call's span from its second attempt on: the attempts before it."""
 URL_PATH: Final = "url.path"
 OTHER_METHOD: Final = "_OTHER"
 """``http.request.method`` for a method outside :data:`KNOWN_METHODS` (semconv)."""
@@ -113,11 +115,29 @@ VERITY_SHADOW_KIND: Final = "verity.shadow.kind"
 """What a shadow-queue job is: ``shadow`` (a shadow policy's audit) or ``candidates``."""
 VERITY_SHADOW_REASON: Final = "verity.shadow.reason"
 """Why a shadow job was dropped: ``full`` (the queue) or ``closed`` (shutting down)."""
+VERITY_SHADOW_RESULT: Final = "verity.shadow.result"
+"""How a background job ended: ``verified``, ``abandoned`` (over budget), ``failed``
+(an error, or its worker process died), ``dropped``, ``cancelled``."""
+VERITY_WORKER_EXIT: Final = "verity.worker.exit"
+"""Why a verification worker process was replaced: ``died`` or ``killed`` (stuck)."""
 # The inline prepare step (span ``prepare context``).
 VERITY_PREPARE_LAYERS: Final = "verity.prepare.layers"
 VERITY_PREPARE_FAILED_LAYER: Final = "verity.prepare.failed_layer"
 VERITY_PREPARE_CONTEXT_CHARS: Final = "verity.prepare.context_chars"
 VERITY_PREPARE_USED: Final = "verity.prepare.used"
+
+# Upstream attempts (retries, fallbacks, load balancing; span ``chat``, and
+# the request's SERVER span for the one that served it).
+VERITY_UPSTREAM_NAME: Final = "verity.upstream.name"
+"""The configured upstream name (``upstreams[].name``)."""
+VERITY_UPSTREAM_ATTEMPT: Final = "verity.upstream.attempt"
+"""The attempt's number within the request's upstream exchange, from 1."""
+VERITY_UPSTREAM_ATTEMPTS: Final = "verity.upstream.attempts"
+"""On the SERVER span: upstream calls it took (retries and fallbacks included)."""
+VERITY_UPSTREAM_OUTCOME: Final = "verity.upstream.outcome"
+"""How one attempt ended: ``ok``, or the retry decision (``retry``, ``retry_elsewhere``,
+``attempts_exhausted``, ``status_400``, ``not_idempotent`` …)."""
+VERITY_UPSTREAM_STATE: Final = "verity.upstream.state"
 
 # --- Gateway events ---------------------------------------------------------
 EVENT_VERITY_DECISION: Final = "verity.decision"
@@ -141,6 +161,16 @@ METRIC_LAYER_VERDICTS: Final = "verity.layer.verdicts"
 METRIC_DECISIONS: Final = "verity.decisions"
 METRIC_JUDGE_COST: Final = "verity.judge.cost"
 METRIC_SHADOW_QUEUE_DEPTH: Final = "verity.shadow.queue.depth"
+METRIC_SHADOW_QUEUE_WAIT: Final = "verity.shadow.queue.wait"
+METRIC_SHADOW_VERIFIED_RATIO: Final = "verity.shadow.verified_ratio"
+METRIC_WORKERS: Final = "verity.workers"
+QUEUE_WAIT_BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+                             2.5, 5.0, 10.0, 30.0)
+METRIC_UPSTREAM_ATTEMPTS: Final = "verity.upstream.attempts"
+METRIC_UPSTREAM_SERVED: Final = "verity.upstream.served"
+METRIC_UPSTREAM_STATE: Final = "verity.upstream.state"
+"""Gauge per upstream: 0 closed (healthy), 1 half-open (probing), 2 open (skipped)."""
+METRIC_UPSTREAM_IN_FLIGHT: Final = "verity.upstream.in_flight"
 
 # Counters callers bump through ``Telemetry.count(short_name, …)``:
 # short name -> (metric name, unit, description). Unknown short names become
@@ -160,6 +190,45 @@ COUNTERS: Final[dict[str, tuple[str, str, str]]] = {
                     "Requests blocked because verification failed and the policy fails closed."),
     "verifications": ("verity.verifications", "1",
                       "Verification records finished, by policy, mode, verdict and action."),
+    "shadow.settled": ("verity.shadow.settled", "{request}",
+                       "Background jobs ended, by kind and result (verified, abandoned, "
+                       "failed, dropped, cancelled): the verified share of the sample."),
+    "shadow.abandoned": ("verity.shadow.abandoned", "{request}",
+                         "Background jobs abandoned at their budget.total_ms."),
+    "workers.replaced": ("verity.workers.replaced", "{process}",
+                         "Verification worker processes replaced (died, or killed stuck)."),
+    # Fleet mode (gateway.fleet): relays publish jobs, gateway workers verify them.
+    "fleet.published": ("verity.fleet.published", "{request}",
+                        "Verification jobs a relay published to the Redis stream."),
+    "fleet.verified": ("verity.fleet.verified", "{request}",
+                       "Jobs a gateway worker verified and recorded."),
+    "fleet.failed": ("verity.fleet.failed", "{request}",
+                     "Jobs a gateway worker recorded as failed (timeout, poison)."),
+    "fleet.duplicates": ("verity.fleet.duplicates", "{request}",
+                         "Redeliveries of a job already recorded (no second record)."),
+    "fleet.claimed": ("verity.fleet.claimed", "{request}",
+                      "Jobs claimed from a consumer idle past redis.claim_idle_seconds."),
+    "fleet.rejected": ("verity.fleet.rejected", "{request}",
+                       "Stream entries that are not a job a worker reads."),
+    "fleet.lost": ("verity.fleet.lost", "{request}",
+                   "Jobs trimmed from the stream before any worker verified them."),
+}
+
+# Histograms callers record through ``Telemetry.observe(short_name, value, …)``:
+# short name -> (metric name, unit, description, bucket boundaries).
+HISTOGRAMS: Final[dict[str, tuple[str, str, str, tuple[float, ...]]]] = {
+    "shadow.queue.wait": (METRIC_SHADOW_QUEUE_WAIT, "s",
+                          "Time a background job waited in the queue before it started.",
+                          QUEUE_WAIT_BUCKETS),
+}
+
+# Gauges callers register through ``Telemetry.gauge(short_name, fn)``.
+GAUGES: Final[dict[str, tuple[str, str, str]]] = {
+    "shadow.verified_ratio": (METRIC_SHADOW_VERIFIED_RATIO, "1",
+                              "Share of the background jobs settled in the last minute that "
+                              "were verified (the effective shadow sample, relative to the "
+                              "policies' sample_rate)."),
+    "workers": (METRIC_WORKERS, "{process}", "Verification worker processes alive."),
 }
 
 # Attribute keys callers pass to ``Telemetry.count`` -> the exported attribute name.
@@ -172,8 +241,12 @@ COUNTER_ATTRIBUTES: Final[dict[str, str]] = {
     "layer": VERITY_LAYER_NAME,
     "kind": VERITY_SHADOW_KIND,
     "reason": VERITY_SHADOW_REASON,
+    "result": VERITY_SHADOW_RESULT,
+    "exit": VERITY_WORKER_EXIT,
 }
 
 # Resource defaults.
 DEFAULT_SERVICE_NAME: Final = "verity-gateway"
+SERVICE_INSTANCE_ID: Final = "service.instance.id"
+"""Default: ``HOSTNAME-PID`` (one per process)."""
 INSTRUMENTATION_SCOPE: Final = "verity_gateway"

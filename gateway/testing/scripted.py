@@ -17,17 +17,25 @@ What it answers, first match wins:
 
 Behaviour can be steered per request with headers (tests use ``extra_headers``):
 ``x-mock-status`` / ``x-mock-retry-after`` (error answer), ``x-mock-delay-ms``
-(before the headers), ``x-mock-chunk-delay-ms``, ``x-mock-cut-after`` (drop the
+(before the headers), ``x-mock-chunk-delay-ms``, ``x-mock-end-delay-ms`` (between a
+chat stream's last event and its end), ``x-mock-cut-after`` (drop the
 connection after N stream chunks), ``x-mock-tool-call`` (answer with a tool
 call), ``x-mock-reply`` (literal reply text), ``x-mock-gzip`` (gzip the chat
 answer, JSON or SSE, whatever the request's ``accept-encoding``). Every request is
 recorded in ``requests`` (method, path, query, headers, parsed JSON body).
+
+An upstream that fails on its own (retries, fallbacks, load balancing): ``failures``
+(statuses answered to the next requests, one each, before anything else: "fails N
+times"), then ``fail_rate`` (that fraction of requests answered ``fail_status``, drawn
+from ``random.Random(seed)``: reproducible), with ``fail_retry_after`` as their
+``retry-after``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import random
 import re
 import time
 import zlib
@@ -87,8 +95,24 @@ class ScriptedUpstream:
     requests: list[dict[str, Any]] = field(default_factory=list)
     cancelled: int = 0
     """How many requests the client abandoned while this upstream was still answering."""
+    failures: list[int] = field(default_factory=list)
+    """Error statuses for the next requests, one per request, consumed in order."""
+    fail_rate: float = 0.0
+    fail_status: int = 503
+    fail_retry_after: str | None = None
+    seed: int = 0
     responses_api: bool = True
     """Whether ``POST /v1/responses`` is served (else 404, as a chat-only server)."""
+
+    def __post_init__(self) -> None:
+        self._rng = random.Random(self.seed)
+
+    def _scripted_failure(self) -> int | None:
+        if self.failures:
+            return self.failures.pop(0)
+        if self.fail_rate > 0 and self._rng.random() < self.fail_rate:
+            return self.fail_status
+        return None
 
     # ---- ASGI ----------------------------------------------------------------------------
 
@@ -153,10 +177,14 @@ class ScriptedUpstream:
             except asyncio.CancelledError:
                 raise
         status = int(headers.get("x-mock-status", "200"))
+        retry_after = headers.get("x-mock-retry-after")
+        failure = self._scripted_failure()
+        if failure is not None:
+            status, retry_after = failure, retry_after or self.fail_retry_after
         if status >= 400:
             extra = [(b"x-request-id", b"req_mock_error")]
-            if "x-mock-retry-after" in headers:
-                extra.append((b"retry-after", headers["x-mock-retry-after"].encode()))
+            if retry_after is not None:
+                extra.append((b"retry-after", retry_after.encode()))
                 extra.append((b"x-ratelimit-remaining-requests", b"0"))
             return await _json(send, status, {"error": {
                 "message": f"scripted error {status}", "type": "scripted_error",
@@ -274,6 +302,9 @@ class ScriptedUpstream:
             if chunk_delay and n:
                 await asyncio.sleep(chunk_delay)
             await send({"type": "http.response.body", "body": piece, "more_body": True})
+        end_delay = float(headers.get("x-mock-end-delay-ms", "0")) / 1000
+        if end_delay:  # the whole answer is out; the connection's end comes later
+            await asyncio.sleep(end_delay)
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _responses(self, headers: dict[str, str], payload: dict[str, Any],

@@ -12,6 +12,8 @@ do not know the difference:
 - ``POST /responses`` -> the same, as a chat completion and back
   (:mod:`gateway.upstream.responses_bridge`: Anthropic has no Responses API);
 - ``GET /models`` -> ``GET {base_url}/models`` as an OpenAI model list;
+- ``POST /messages`` and ``/messages/count_tokens`` (:data:`NATIVE_PATHS`, the
+  gateway's Messages front door) -> sent and answered as they are, untranslated;
 - any other path -> a local 404 in the OpenAI error shape (nothing is sent).
 
 Anthropic errors come back in the OpenAI error shape with the same status (529 ->
@@ -43,9 +45,13 @@ from gateway.upstream.openai import OpenAIUpstreamClient
 from gateway.upstream.responses_bridge import send_via_chat
 from gateway.upstream.scrub import Secrets
 
-__all__ = ["AnthropicResponse", "AnthropicUpstreamClient"]
+__all__ = ["NATIVE_PATHS", "AnthropicResponse", "AnthropicUpstreamClient"]
 
 # Client request headers worth sending to Anthropic (the rest are the OpenAI SDK's).
+NATIVE_PATHS = frozenset({"/messages", "/messages/count_tokens"})
+"""Paths sent as they are, in Anthropic's own API (``POST /v1/messages`` and its
+``count_tokens`` through the gateway's Messages front door), answered as they come."""
+
 _FORWARD = frozenset({b"anthropic-beta", b"traceparent", b"tracestate", b"baggage"})
 _JSON = "application/json"
 _SSE = "text/event-stream; charset=utf-8"
@@ -207,6 +213,8 @@ class AnthropicUpstreamClient(OpenAIUpstreamClient):
         if path == "/models" and method == "GET":
             raw = await super().send("GET", "/models", headers, None, "limit=1000")
             return AnthropicResponse(raw, "models")
+        if method == "POST" and path in NATIVE_PATHS:  # the Messages front door: as is
+            return await super().send(method, path, headers, body, query)
         if not isinstance(body, (bytes, type(None))):
             async for _ in body:  # drain an upload we will not send
                 pass

@@ -15,7 +15,9 @@ How the next upstream is chosen after a retryable failure:
    half-open with no probe out), searching the targets in order — the rest of the
    primary pool first, then each fallback — asked at once, with no delay;
 2. else, if the decision allows revisits, an available upstream already asked
-   (targets in order), after the backoff delay (or the ``retry-after``, if longer);
+   (targets in order), after the backoff delay (or the ``retry-after``, if longer) —
+   the panic pick when none is available (every one open: a lone upstream that has
+   just opened is still retried, as it would be without health checks);
 3. else none: the caller answers with the last failure.
 
 The first attempt takes the first available upstream in target order; when none is
@@ -155,7 +157,9 @@ class AttemptPlan:
             return self._attempt(found, 0.0)
         if not decision.revisit:
             return None
-        found = self._find(exclude=(), allow_panic=False)
+        # Going back may take the panic pick: an upstream alone in its pool that has just
+        # opened is still retried after the backoff, as it is without health checks.
+        found = self._find(exclude=(), allow_panic=True)
         if found is None:
             return None
         self.retry.revisit(decision.delay)

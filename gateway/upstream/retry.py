@@ -45,8 +45,9 @@ from gateway.errors import (
 )
 
 __all__ = [
-    "DEFAULT_STATUSES", "IDEMPOTENT_METHODS", "RETRY_SAFE_POSTS", "Decision", "Failure",
-    "FailureKind", "Jitter", "Random", "RetryPolicy", "RetryState", "backoff",
+    "DEFAULT_STATUSES", "IDEMPOTENT_METHODS", "RETRY_SAFE_POSTS", "STATELESS_SAFE_POST",
+    "Decision", "Failure", "FailureKind", "Jitter", "Random", "RetryPolicy", "RetryState",
+    "backoff",
     "failure_from_error", "parse_retry_after", "retryable_request", "schedule",
 ]
 
@@ -71,6 +72,10 @@ RETRY_SAFE_POSTS = frozenset({
 inference calls. Every other POST/PATCH (files, batches, fine-tunes, assistants,
 ``/responses`` with its stored state) is retried only with
 :attr:`RetryPolicy.retry_non_idempotent`."""
+
+STATELESS_SAFE_POST = "/responses"
+"""Retried like an inference call when its body says ``store: false`` (nothing is
+kept upstream, so a repeat changes nothing but the bill)."""
 
 _MAX_HEADER_CHARS = 64  # an HTTP-date is 29; anything longer is not a retry-after
 
@@ -190,13 +195,19 @@ def failure_from_error(exc: BaseException, *, response_started: bool = False,
     return Failure(kind, client_bytes_sent=client_bytes_sent)
 
 
-def retryable_request(method: str, path: str, policy: RetryPolicy) -> bool:
+def retryable_request(method: str, path: str, policy: RetryPolicy, *,
+                      stateless: bool = False) -> bool:
     """Whether a request may be sent more than once. ``path`` is below ``/v1``
-    (``/chat/completions``), without its query."""
+    (``/chat/completions``), without its query. ``stateless``: the body asks the
+    upstream to keep nothing (a Responses request with ``store: false``), so
+    ``POST /responses`` is an inference call like a chat completion."""
     method = method.upper()
     if method in IDEMPOTENT_METHODS or policy.retry_non_idempotent:
         return True
-    return method == "POST" and path.rstrip("/") in RETRY_SAFE_POSTS
+    if method != "POST":
+        return False
+    path = path.rstrip("/")
+    return path in RETRY_SAFE_POSTS or (stateless and path == STATELESS_SAFE_POST)
 
 
 def parse_retry_after(retry_after: str | None, retry_after_ms: str | None = None, *,

@@ -60,6 +60,8 @@ class VerificationJob:
     key_name: str | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
     upstream_status: int | None = None
+    upstream: Mapping[str, Any] | None = None
+    """The upstream that answered and the calls it took (the record's ``upstream``)."""
     streaming: str | None = None
     """The policy's ``streaming`` setting when the request streamed (the record's)."""
     started_at: str = ""

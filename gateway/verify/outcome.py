@@ -232,6 +232,10 @@ class Outcome:
     candidates: list[CandidateOutcome] = field(default_factory=list)
     response_id: str | None = None
     upstream_status: int | None = None
+    upstream: Mapping[str, Any] | None = None
+    """The upstream that answered and the calls it took: ``{"name", "attempts"[,
+    "tried", "reasons", "fallback", "model"]}`` (retries and fallbacks; None: no
+    upstream answered). Filled by the front door once the answer's call is made."""
     note: str | None = None
     trace_id: str | None = None
     """The trace its verification ran in (a shadow audit's own trace): the record's link
@@ -241,6 +245,11 @@ class Outcome:
     redact: Redactor | None = field(default=None, repr=False)
     """The policy's content redaction, set (with :attr:`content`) only when the policy
     records content: failed claims are then recorded through it; None withholds them."""
+    shadow: dict[str, Any] | None = None
+    """For a background job (shadow, candidates): how it ran — ``result``
+    (``verified``, ``abandoned``, ``failed``, ``dropped``, ``cancelled``), ``queue_ms``
+    (its wait in the queue) and ``worker`` (the pid that verified it). See
+    ``gateway.verify.queue``."""
     _t0: float = field(default_factory=time.perf_counter, repr=False)
 
     @property
@@ -257,6 +266,7 @@ class Outcome:
                    streaming=job.streaming, audit_id=job.audit_id,
                    started_at=job.started_at or utc_now(), upstream_status=job.upstream_status,
                    response_id=job.answer.get("id"),
+                   upstream=dict(job.upstream) if job.upstream else None,
                    _t0=job.t0 or time.perf_counter())
 
     def record(self, v: Verification) -> None:
@@ -294,12 +304,14 @@ class Outcome:
             "attempt_history": [claims_entry(a, content) for a in self.attempt_history],
             "candidates": [c.to_dict(content) for c in self.candidates],
             "response_id": self.response_id, "upstream_status": self.upstream_status,
-            "note": self.note,
+            "upstream": _upstream(self.upstream), "note": self.note,
         }
         if self.trace_id is not None:
             out["trace_id"] = self.trace_id
         if self.content is not None:
             out["content"] = self.content
+        if self.shadow is not None:
+            out["shadow"] = self.shadow
         return out
 
 
@@ -320,6 +332,11 @@ def claims_entry(entry: Mapping[str, Any], content: Redactor | None) -> dict[str
     if isinstance(error, str):
         out["error"] = (content or redact_secrets)(error)
     return out
+
+
+def _upstream(used: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A copy (the front door may hold the same mapping), None when empty."""
+    return {k: list(v) if isinstance(v, list) else v for k, v in used.items()} if used else None
 
 
 def _round(value: float | None) -> float | None:

@@ -24,6 +24,9 @@ For one answer and one policy (:func:`run_pipeline`):
    with their cost, which the budget sees.
 4. **Calibration** — Platt scaling with the layer spec's ``calibration``; without
    one, the seed defaults for the seed's layer names, identity otherwise.
+   With a :class:`~gateway.verify.scope.JobScope` (one job's policy and its
+   candidates), a ``cpu_only`` layer configured as one that already ran on the same
+   context and answer takes that result (``cache_hit``) instead of running again.
 5. **Decision** (:func:`decide`) — seed 000 ``all_passed``: pass when every counted
    layer passed and the weighted mean ≥ ``min_confidence`` (the decision's, else the
    policy's profile for the level, else seed 000's profile); else ``marginal`` when
@@ -62,6 +65,7 @@ from gateway.verify.risk import assess_risk
 
 if TYPE_CHECKING:
     from gateway.policy.loader import Policy, ResolvedLayer
+    from gateway.verify.scope import JobScope
 
 __all__ = ["Budget", "LayerFactory", "PlanCache", "decide", "run_pipeline", "select_layers"]
 
@@ -170,11 +174,13 @@ class PlanCache:
 async def run_pipeline(policy: Policy, inp: VerifyInput, *, layer_for: LayerFactory,
                        trace: RequestTrace, telemetry: Telemetry,
                        budget: Budget | None = None,
-                       plans: PlanCache | None = None) -> Verification:
+                       plans: PlanCache | None = None,
+                       scope: JobScope | None = None) -> Verification:
     """Verify ``inp.response_text`` with ``policy``; see the module docstring.
 
     ``plans`` keeps what each policy runs per risk level (the runtime's); without it
-    the plan is worked out for this call."""
+    the plan is worked out for this call. ``scope``: the job's shared work (model-free
+    layer results reused across its policies)."""
     spec = policy.spec
     budget = budget or Budget.for_policy(policy)
     level = spec.risk.level if spec.risk.level != "assess" else assess_risk(inp.response_text)
@@ -182,11 +188,11 @@ async def run_pipeline(policy: Policy, inp: VerifyInput, *, layer_for: LayerFact
     cap_ms, max_cost = plan.cap_ms, plan.max_cost
     if plan.inline:
         outcomes = [await _run_layer(rl, inp, layer_for, trace, budget, cap_ms, max_cost,
-                                     timed=False)
+                                     timed=False, scope=scope)
                     for rl in plan.layers]
     else:
         outcomes = list(await asyncio.gather(*(
-            _run_layer(rl, inp, layer_for, trace, budget, cap_ms, max_cost)
+            _run_layer(rl, inp, layer_for, trace, budget, cap_ms, max_cost, scope=scope)
             for rl in plan.layers)))
     budget.spent_cost += sum(o.cost for o in outcomes)
     errors = [o for o in outcomes if o.error is not None]
@@ -246,8 +252,11 @@ def decide(outcomes: Sequence[LayerOutcome], *, decision: DecisionSpec, min_conf
 
 async def _run_layer(rl: ResolvedLayer, inp: VerifyInput, layer_for: LayerFactory,
                      trace: RequestTrace, budget: Budget, cap_ms: float | None,
-                     max_cost: float | None = None, *, timed: bool = True) -> LayerOutcome:
+                     max_cost: float | None = None, *, timed: bool = True,
+                     scope: JobScope | None = None) -> LayerOutcome:
     spec = rl.spec
+    if scope is not None and getattr(rl.cls, "cpu_only", False) is not True:
+        scope = None  # only model-free results are shared
     out = LayerOutcome(key=rl.key, name=rl.name, weight=spec.weight)
     with trace.layer(rl.key) as span:
         t0 = time.perf_counter()
@@ -263,16 +272,22 @@ async def _run_layer(rl: ResolvedLayer, inp: VerifyInput, layer_for: LayerFactor
                 out.error, out.error_type = "cost budget exhausted", "budget"
             elif timeout_ms <= 0:
                 out.error, out.error_type = "time budget exhausted", "timeout"
+            elif scope is not None and (shared := scope.result(
+                    rl.cls, rl.config, inp.context, inp.response_text)) is not None:
+                _fill(out, shared, spec.calibration)
+                out.cache_hit = True
             else:
                 layer = layer_for(rl)
                 # A reply that broke the layer is not kept; the calls it made are counted.
-                with uncache_on_error(), metered() as usage:
+                with uncache_on_error(), metered(_allowance(budget, max_cost)) as usage:
                     if timed:
                         async with asyncio.timeout(timeout_ms / 1000):
                             result = await layer.verify(inp)
                     else:
                         result = await layer.verify(inp)
                 _fill(out, result, spec.calibration)
+                if scope is not None:
+                    scope.keep(rl.cls, rl.config, inp.context, inp.response_text, result)
         except TimeoutError:
             out.error, out.error_type = f"timeout after {timeout_ms:.0f} ms", "timeout"
         except LayerUnavailable as exc:  # its message is the gateway's own (NO_JUDGE)
@@ -291,6 +306,12 @@ async def _run_layer(rl: ResolvedLayer, inp: VerifyInput, layer_for: LayerFactor
         if span.recording:  # the no-op span: skip building the dict
             span.result(out.to_dict())
     return out
+
+
+def _allowance(budget: Budget, max_cost: float | None) -> float | None:
+    """Judge USD a layer starting now may spend (None: no cost budget)."""
+    caps = [c for c in (budget.max_cost, max_cost) if c is not None]
+    return min(caps) - budget.spent_cost if caps else None
 
 
 def _fill(out: LayerOutcome, result: LayerResult, calibration: Calibration | None) -> None:

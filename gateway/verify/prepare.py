@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gateway.layers.base import Preparing
-from gateway.sources.context import GroundingContext, extract_context
 from gateway.telemetry import PrepareSpan
+from gateway.verify.scope import BoundedContext, bounded_context
 
 if TYPE_CHECKING:
     from gateway.policy.loader import Policy
@@ -40,7 +40,7 @@ the upstream by then), or as soon as the answer arrives, whichever is first."""
 @dataclass(slots=True)
 class _Preparation:
     policy: Policy
-    task: asyncio.Task[GroundingContext | None]
+    task: asyncio.Task[BoundedContext | None]
     go: asyncio.Event
     span: PrepareSpan
 
@@ -80,7 +80,7 @@ class Preparations:
         go = asyncio.Event()
         runtime = self._runtime
 
-        async def run() -> GroundingContext | None:
+        async def run() -> BoundedContext | None:
             # Let the request go out first: aiohttp writes the body from a task of its
             # own, queued after this one; starting at once would hold it back for the
             # whole preparation. context() sets ``go`` when the answer is already here.
@@ -89,8 +89,9 @@ class Preparations:
                     await go.wait()
             try:
                 with span:  # records an exception, and re-raises it
-                    context = extract_context(messages, policy.spec.context,
+                    bounded = bounded_context(messages, policy.spec.context,
                                               runtime.corpus(policy))
+                    context = bounded.context  # within context.max_chars
                     span.context_chars(sum(len(d.text) for d in context.documents))
                     for layer_key, layer in preparing:
                         span.layer(layer_key)
@@ -98,12 +99,12 @@ class Preparations:
             except Exception:  # noqa: BLE001 - verify() then starts from scratch
                 log.exception("policy %r: preparing the context failed", policy.name)
                 return None
-            return context
+            return bounded
 
         task = asyncio.get_running_loop().create_task(run())
         self._entries[key] = _Preparation(policy, task, go, span)
 
-    async def context(self, key: str, policy: Policy) -> GroundingContext | None:
+    async def context(self, key: str, policy: Policy) -> BoundedContext | None:
         """The context prepared for request ``key`` and ``policy`` (waiting for the work
         to finish, or starting it now), or None when there is none to use."""
         prep = self._entries.get(key)

@@ -2,31 +2,48 @@
 
 Shadow audits (and candidate-policy evaluations) run after the client already has
 its answer. A :class:`JobRunner` takes :class:`~gateway.verify.job.VerificationJob`
-values (``submit(job) -> bool``: never waits; False means shed, counted, and the
-record written as not verified). :class:`LocalRunner` is today's implementation:
-the jobs run on a :class:`ShadowQueue` in this process. (Worker processes and a
-queue feeding ``gateway worker`` s are other implementations of the same seam.)
+values. **The contract** (every implementation keeps it; ``docs/architecture.md``):
+
+- ``submit(job) -> bool`` never waits. False: the job was shed (queue full or
+  closed) — counted (``shadow.dropped``) and its record written as not verified
+  (``shadow.result: dropped``). Every job submitted ends in exactly one audit
+  record (for a ``candidates`` job: the live record it completes), whatever
+  happens to it: verified, abandoned at its budget, failed (an error, a worker
+  that died), dropped, or cancelled at shutdown — each counted in
+  ``shadow.settled`` by ``result``. A job's time is its policy's
+  ``budget.total_ms``.
+- ``status() -> dict`` for ``/readyz``: ``accepting`` (required), the counters,
+  and ``sample`` (:class:`SampleMeter`: the verified share of the last minute).
+- Its lifecycle (start, drain, stop) belongs to whoever opens it (the lifespan).
+
+Implementations: :class:`LocalRunner` runs the jobs on a :class:`ShadowQueue` in
+this process (tests, embedding); ``gateway.pool.ProcessRunner`` — the default of
+``gateway serve`` — feeds the same queue to worker processes.
 
 :class:`ShadowQueue` holds at most ``queue_size`` jobs and runs them on
 ``concurrency`` worker tasks.
 
 - :meth:`ShadowQueue.submit` never waits: a full (or closed) queue drops the job,
   counts it (``shadow.dropped``) and calls the job's ``on_drop``.
-- :attr:`ShadowQueue.depth` is observable (``telemetry.gauge_shadow_depth``).
+- :attr:`ShadowQueue.depth` is observable (``telemetry.gauge_shadow_depth``), and
+  so is the time each job waited (``shadow.queue.wait``, also :attr:`ShadowJob.waited`).
 - :meth:`ShadowQueue.close` stops accepting, lets the workers drain for up to
   ``drain_seconds``, then cancels what is left; every job not run to completion is
   counted (``shadow.cancelled``); queued ones get ``on_drop("cancelled")``, running
   ones see ``CancelledError``.
 
-Its unit of work is a :class:`ShadowJob`: an async callable plus an optional drop
-callback. Failures are logged and counted (``shadow.failed``); they never reach a
-client.
+Its unit of work is a :class:`ShadowJob`: an async callable (returning how the job
+ended: ``verified``, ``abandoned`` or ``failed``; None is ``verified``) plus an
+optional drop callback. Failures are logged and counted (``shadow.failed``); they
+never reach a client.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -36,21 +53,75 @@ from gateway.telemetry import Telemetry
 from gateway.verify.job import VerificationJob
 from gateway.verify.outcome import CandidateOutcome, Outcome
 from gateway.verify.record import Recorder
-from gateway.verify.verifier import Verifier
+from gateway.verify.verifier import ABANDONED, Verifier
 
-__all__ = ["JobRunner", "LocalRunner", "ShadowJob", "ShadowQueue"]
+__all__ = ["RESULTS", "JobRunner", "LocalRunner", "SampleMeter", "ShadowJob", "ShadowQueue",
+           "candidates_result", "shadow_info"]
+
+RESULTS = ("verified", "abandoned", "failed", "dropped", "cancelled")
+"""How a background job can end (``shadow.result`` in its record and metrics)."""
 
 log = logging.getLogger("gateway.shadow")
 
 
+class SampleMeter:
+    """How background jobs ended over the last minute (six 10-second buckets) and in
+    all: the verified share of the shadow sample."""
+
+    WINDOW_S = 60.0
+    _BUCKET_S = 10.0
+
+    def __init__(self) -> None:
+        self.totals: dict[str, int] = dict.fromkeys(RESULTS, 0)
+        self._buckets: dict[int, dict[str, int]] = {}
+
+    def settle(self, result: str) -> None:
+        self.totals[result] = self.totals.get(result, 0) + 1
+        now = int(time.monotonic() // self._BUCKET_S)
+        bucket = self._buckets.get(now)
+        if bucket is None:
+            oldest = now - int(self.WINDOW_S // self._BUCKET_S)
+            for key in [k for k in self._buckets if k <= oldest]:
+                del self._buckets[key]
+            bucket = self._buckets[now] = {}
+        bucket[result] = bucket.get(result, 0) + 1
+
+    def recent(self) -> dict[str, int]:
+        """Jobs settled in the last :attr:`WINDOW_S` seconds, by result."""
+        oldest = int(time.monotonic() // self._BUCKET_S) - int(self.WINDOW_S // self._BUCKET_S)
+        out = dict.fromkeys(RESULTS, 0)
+        for key, bucket in self._buckets.items():
+            if key > oldest:
+                for result, n in bucket.items():
+                    out[result] = out.get(result, 0) + n
+        return out
+
+    def verified_ratio(self) -> float | None:
+        """Verified / settled over the last minute (None: nothing settled)."""
+        recent = self.recent()
+        settled = sum(recent.values())
+        return recent["verified"] / settled if settled else None
+
+    def status(self) -> dict[str, Any]:
+        ratio = self.verified_ratio()
+        return {"last_minute": self.recent(), "verified_ratio_last_minute":
+                None if ratio is None else round(ratio, 4), "total": dict(self.totals)}
+
+
 @dataclass(slots=True)
 class ShadowJob:
-    run: Callable[[], Awaitable[None]]
+    run: Callable[[], Awaitable[str | None]]
+    """Runs the job; returns how it ended (``verified``, ``abandoned``, ``failed``;
+    None: ``verified``)."""
     on_drop: Callable[[str], None] | None = None
     """Called, for a job that never started, with ``"dropped"`` (queue full or closed) or
     ``"cancelled"`` (still queued at the drain deadline). A running job that is
     cancelled sees ``CancelledError`` itself."""
     kind: str = "audit"
+    submitted: float = 0.0
+    """``time.monotonic()`` when it was queued."""
+    waited: float = 0.0
+    """Seconds it waited in the queue (set when it starts)."""
 
     def dropped(self, why: str) -> None:
         if self.on_drop is not None:
@@ -75,6 +146,8 @@ class ShadowQueue:
         self.completed = 0
         self.failed = 0
         self.cancelled = 0
+        self.abandoned = 0
+        self.sample = SampleMeter()
 
     # ---- lifecycle -----------------------------------------------------------------------
 
@@ -85,6 +158,7 @@ class ShadowQueue:
         self._workers = [asyncio.create_task(self._worker(i), name=f"shadow-worker-{i}")
                          for i in range(self.config.concurrency)]
         self.telemetry.gauge_shadow_depth(lambda: self.depth)
+        self.telemetry.gauge("shadow.verified_ratio", self.sample.verified_ratio)
 
     async def close(self) -> None:
         """Drain for up to ``drain_seconds``, then cancel the rest (counted)."""
@@ -105,6 +179,7 @@ class ShadowQueue:
             job = self._queue.get_nowait()
             self._queue.task_done()
             job.dropped("cancelled")
+            self.settle(job, "cancelled")
             left += 1
         if left:
             self.cancelled += left
@@ -129,6 +204,7 @@ class ShadowQueue:
         """Enqueue ``job`` without waiting; False (counted, dropped) when full or closed."""
         if not self._accepting:
             return self._drop(job, "closed")
+        job.submitted = time.monotonic()
         try:
             self._queue.put_nowait(job)
         except asyncio.QueueFull:
@@ -141,14 +217,24 @@ class ShadowQueue:
         self.dropped += 1
         self.telemetry.count("shadow.dropped", 1, {"kind": job.kind, "reason": reason})
         job.dropped("dropped")
+        self.settle(job, "dropped")
         return False
+
+    def settle(self, job: ShadowJob, result: str) -> None:
+        """Count how ``job`` ended (``shadow.settled``, the sample meter)."""
+        self.sample.settle(result)
+        self.telemetry.count("shadow.settled", 1, {"kind": job.kind, "result": result})
+        if result == "abandoned":
+            self.abandoned += 1
+            self.telemetry.count("shadow.abandoned", 1, {"kind": job.kind})
 
     def status(self) -> dict[str, Any]:
         return {"depth": self.depth, "capacity": self.config.queue_size,
                 "running": self.running, "workers": len(self._workers),
                 "accepting": self._accepting, "enqueued": self.enqueued,
                 "dropped": self.dropped, "completed": self.completed,
-                "failed": self.failed, "cancelled": self.cancelled}
+                "failed": self.failed, "cancelled": self.cancelled,
+                "abandoned": self.abandoned, "sample": self.sample.status()}
 
     # ---- workers -------------------------------------------------------------------------
 
@@ -158,16 +244,24 @@ class ShadowQueue:
             task = asyncio.current_task()
             assert task is not None
             self._running[task] = job
+            job.waited = time.monotonic() - job.submitted
+            self.telemetry.observe("shadow.queue.wait", job.waited, {"kind": job.kind})
             try:
-                await job.run()
+                result = await job.run() or "verified"
                 self.completed += 1
+                if result == "failed":
+                    self.failed += 1
+                    self.telemetry.count("shadow.failed", 1, {"kind": job.kind})
+                self.settle(job, result)
             except asyncio.CancelledError:  # the job saw its own cancellation
                 self.cancelled += 1
                 self.telemetry.count("shadow.cancelled", 1)
+                self.settle(job, "cancelled")
                 raise
             except Exception:
                 self.failed += 1
                 self.telemetry.count("shadow.failed", 1, {"kind": job.kind})
+                self.settle(job, "failed")
                 log.exception("shadow job failed")
             finally:
                 self._running.pop(task, None)
@@ -200,10 +294,25 @@ class JobRunner(Protocol):
         ...
 
 
+def shadow_info(result: str, job: ShadowJob | None = None,
+                worker: int | None = None) -> dict[str, Any]:
+    """The ``shadow`` field of a background job's record (see :class:`RESULTS`)."""
+    waited = job.waited if job is not None and result not in ("dropped", "cancelled") else None
+    return {"result": result, "queue_ms": None if waited is None else round(waited * 1000, 3),
+            "worker": worker}
+
+
+def candidates_result(done: list[CandidateOutcome]) -> str:
+    """``abandoned`` when a candidate ran out of the job's time, else ``verified``."""
+    return "abandoned" if any(c.error == ABANDONED for c in done) else "verified"
+
+
 class LocalRunner:
     """The in-process :class:`JobRunner`: jobs run on the :class:`ShadowQueue`'s
     workers, in this event loop, through :meth:`Verifier.run
-    <gateway.verify.verifier.Verifier.run>`; records go to the recorder.
+    <gateway.verify.verifier.Verifier.run>`; records go to the recorder. Budgets are
+    kept cooperatively only (between layers and policies): a layer's synchronous work
+    cannot be interrupted here — ``gateway.pool.ProcessRunner`` can.
 
     Each job's trace (``shadow audit`` or ``candidate policies``, linked to the
     request's span) starts when the job is submitted, while the request's span is
@@ -217,7 +326,7 @@ class LocalRunner:
         self.telemetry = telemetry
 
     def status(self) -> dict[str, Any]:
-        return self.queue.status()
+        return {**self.queue.status(), "runner": "local"}
 
     def submit(self, job: VerificationJob) -> bool:
         if job.kind == "candidates":
@@ -229,43 +338,62 @@ class LocalRunner:
         outcome = Outcome.for_job(job)
         verifier, recorder = self.verifier, self.recorder
 
-        async def run() -> None:
-            status, error = 200, None
+        async def run() -> str:
+            status, error, result = 200, None, "cancelled"
             try:
                 await verifier.run(job, trace, outcome)
+                result = candidates_result(outcome.candidates)
             except asyncio.CancelledError:
                 status, error = 0, "shadow_cancelled"
                 outcome.note = "shadow verification cancelled at shutdown"
                 raise
+            except Exception:
+                status, error, result = 0, "shadow_failed", "failed"
+                raise
             finally:
+                outcome.shadow = shadow_info(result, sj, os.getpid())
                 recorder.finish(outcome, trace)
                 trace.end(status, error)
+            return result
 
         def dropped(why: str) -> None:  # never started
             outcome.note = ("not verified: shadow queue full" if why == "dropped"
                             else "not verified: still queued at shutdown")
+            outcome.shadow = shadow_info(why)
             recorder.finish(outcome, trace)
             trace.end(0, f"shadow_{why}")
 
-        return ShadowJob(run, dropped, kind="shadow")
+        sj = ShadowJob(run, dropped, kind="shadow")
+        return sj
 
     def _candidates(self, job: VerificationJob) -> ShadowJob:
         trace = self.telemetry.start_shadow(job.trace, "candidate policies")
         verifier, recorder = self.verifier, self.recorder
         done: list[CandidateOutcome] = []
 
-        async def run() -> None:
+        async def run() -> str:
+            result = "cancelled"
             try:
                 await verifier.run_candidates(job, trace, done)
+                result = candidates_result(done)
+            except Exception:
+                result = "failed"
+                raise
             finally:
                 trace.end(200)
-                recorder.write(verifier.candidates_record(job, done))
+                record = verifier.candidates_record(job, done)
+                record["shadow"] = shadow_info(result, sj, os.getpid())
+                recorder.write(record)
+            return result
 
         def dropped(why: str) -> None:  # never started: write the record here
             names = {c.name for c in done}
             done.extend(CandidateOutcome(c.name, c.version, error=why)
                         for c in job.candidates if c.name not in names)
             trace.end(0, f"shadow_{why}")
-            recorder.write(verifier.candidates_record(job, done))
+            record = verifier.candidates_record(job, done)
+            record["shadow"] = shadow_info(why)
+            recorder.write(record)
 
-        return ShadowJob(run, dropped, kind="candidates")
+        sj = ShadowJob(run, dropped, kind="candidates")
+        return sj

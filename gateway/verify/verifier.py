@@ -23,7 +23,7 @@ from typing import Any
 from gateway.layers.base import VerifyInput
 from gateway.policy.loader import Policy
 from gateway.redact import exception_summary, exception_trace
-from gateway.sources.context import GroundingContext, extract_context
+from gateway.sources.context import GroundingContext
 from gateway.telemetry import RequestTrace
 from gateway.verify.actions import band_action
 from gateway.verify.content import content_redactor, record_content
@@ -31,13 +31,18 @@ from gateway.verify.job import PolicyRef, VerificationJob
 from gateway.verify.outcome import MAX_SOURCES, CandidateOutcome, Outcome, Verification
 from gateway.verify.pipeline import Budget, min_confidence_for, run_pipeline
 from gateway.verify.runtime import Runtime
+from gateway.verify.scope import BoundedContext, JobScope, Oversize
 from gateway.wire.chat import answer_text, calls_only
 
-__all__ = ["Verifier", "citable"]
+__all__ = ["ABANDONED", "Verifier", "abandoned", "citable"]
 
 log = logging.getLogger("gateway.engine")
 
 _NO_TRACE = RequestTrace()
+
+
+ABANDONED = "abandoned: over budget"
+"""The note (and a candidate's error) of verification stopped at its time budget."""
 
 
 def _not_verified(policy: Policy, note: str) -> Verification:
@@ -59,6 +64,28 @@ def citable(context: GroundingContext) -> list[str]:
     return ids
 
 
+def _oversize(policy: Policy, over: Oversize) -> Verification:
+    """``skip``: not verified; ``refuse``: a ``fail`` with the reason."""
+    v = _not_verified(policy, over.note())
+    if over.action == "refuse":
+        v.verdict = "fail"
+        v.reasons = [f"context: {over.chars} characters, over context.max_chars "
+                     f"({over.limit})"]
+    return v
+
+
+def abandoned(policy: Policy, elapsed_ms: float) -> Verification:
+    """The verification of an answer stopped at ``budget.total_ms``: an error, which
+    ``on_error`` decides (``fail_closed``: ``fail``; else a pass with no score)."""
+    v = _not_verified(policy, f"{ABANDONED} ({elapsed_ms:.0f} ms, budget.total_ms "
+                              f"{policy.spec.budget.total_ms})")
+    v.errors = 1
+    if policy.spec.on_error == "fail_closed":
+        v.verdict, v.fail_closed = "fail", True
+        v.reasons = [f"verification: error ({ABANDONED})"]
+    return v
+
+
 class Verifier:
     """Verifies jobs with the policies and resources of one :class:`Runtime`."""
 
@@ -70,14 +97,16 @@ class Verifier:
 
     async def verify(self, job: VerificationJob, *, policy: Policy | None = None,
                      trace: RequestTrace | None = None,
-                     budget: Budget | None = None) -> Verification:
+                     budget: Budget | None = None,
+                     scope: JobScope | None = None) -> Verification:
         """Verify ``job.answer`` (choice 0) with the job's policy.
 
         ``policy`` is that policy when the caller holds it already (inline: the
         selected one); else it is resolved from the job (``LookupError`` when its
         version is not known). ``trace`` gets the ``verify`` spans (none without it);
         ``budget`` is shared by every attempt of one request (a fresh one per call
-        without it).
+        without it); ``scope`` is the job's shared work (its context and model-free
+        layer results, reused by its candidates: :mod:`gateway.verify.scope`).
         """
         if policy is None:
             policy = self.policy(job.policy)
@@ -90,21 +119,28 @@ class Verifier:
             return _not_verified(policy, "not verified: the answer is tool calls only")
         trace = (trace or _NO_TRACE).for_policy(policy.name)  # its spans name the policy
         runtime = self.runtime
-        context = await runtime.prepared.context(job.audit_id, policy)
-        if context is None:
-            context = extract_context(job.messages, policy.spec.context,
-                                      runtime.corpus(policy))
-        inp = VerifyInput(messages=job.messages, response_text=text, context=context,
+        bounded: BoundedContext | None = await runtime.prepared.context(job.audit_id, policy)
+        if bounded is None:
+            corpus = runtime.corpus(policy)
+            scope = scope or JobScope()
+            bounded = scope.context(job.messages, policy.spec.context, corpus)
+        over = bounded.oversize
+        if over is not None and over.action != "truncate":
+            return _oversize(policy, over)
+        inp = VerifyInput(messages=job.messages, response_text=text, context=bounded.context,
                           model=job.model, metadata=job.metadata)
         v = await run_pipeline(policy, inp, layer_for=runtime.layer_factory(policy),
                                trace=trace, telemetry=runtime.telemetry, budget=budget,
-                               plans=runtime.plans)
+                               plans=runtime.plans, scope=scope)
+        if over is not None:
+            v.note = over.note()
         n = len(completion.get("choices") or ())
         if n > 1:  # n > 1: the verdict is choice 0's alone (docs/policies.md, Runtime)
-            v.note = f"only choice 0 verified; choices 1-{n - 1} of n={n} were not"
+            only = f"only choice 0 verified; choices 1-{n - 1} of n={n} were not"
+            v.note = f"{v.note}; {only}" if v.note else only
         if job.note:
             v.note = f"{v.note}; {job.note}" if v.note else job.note
-        v.sources = citable(context)
+        v.sources = citable(bounded.context)
         return v
 
     async def run(self, job: VerificationJob, trace: RequestTrace,
@@ -119,20 +155,25 @@ class Verifier:
             outcome.note = (f"not verified: policy version {job.policy.version} is no "
                             f"longer loaded")
             return outcome
-        v = await self.verify(job, policy=policy, trace=trace)
+        scope, budget = JobScope(), Budget.for_policy(policy)
+        v = await self.verify(job, policy=policy, trace=trace, budget=budget, scope=scope)
         outcome.record(v)
         outcome.action = band_action(policy.spec.actions, v.verdict).type
         record_content(policy, outcome, trace, job.messages, answer_text(job.answer))
         for ref in job.candidates:
-            outcome.candidates.append(await self.candidate(job, ref, trace))
+            outcome.candidates.append(await self.candidate(job, ref, trace, scope, budget))
         return outcome
 
     async def run_candidates(self, job: VerificationJob, trace: RequestTrace,
                              into: list[CandidateOutcome]) -> None:
         """A ``candidates`` job: each candidate's outcome, appended to ``into`` as it
-        is known (the caller writes :meth:`candidates_record` whatever happens)."""
+        is known (the caller writes :meth:`candidates_record` whatever happens). The
+        job's time is the live policy's ``budget.total_ms``."""
+        live = self.policy(job.policy)
+        budget = Budget.for_policy(live) if live is not None else None
+        scope = JobScope()
         for ref in job.candidates:
-            into.append(await self.candidate(job, ref, trace))
+            into.append(await self.candidate(job, ref, trace, scope, budget))
 
     def candidates_record(self, job: VerificationJob,
                           candidates: list[CandidateOutcome]) -> dict[str, Any]:
@@ -144,19 +185,29 @@ class Verifier:
         record["candidates"] = [c.to_dict(redact) for c in candidates]
         return record
 
-    async def candidate(self, job: VerificationJob, ref: PolicyRef,
-                        trace: RequestTrace) -> CandidateOutcome:
+    async def candidate(self, job: VerificationJob, ref: PolicyRef, trace: RequestTrace,
+                        scope: JobScope | None = None,
+                        job_budget: Budget | None = None) -> CandidateOutcome:
         """Candidate policy ``ref`` on the job's answer: what it would have decided.
-        A broken candidate never affects anything else: its failure is its outcome."""
+        A broken candidate never affects anything else: its failure is its outcome.
+        ``job_budget``: the job's time (a candidate gets its own ``budget.total_ms`` or
+        what is left of the job's, whichever is less; none left: ``abandoned``)."""
         try:
             cand = self.policy(ref)
             if cand is None:
                 return CandidateOutcome(ref.name, ref.version,
                                         error="policy version no longer loaded")
+            budget = Budget.for_policy(cand)
+            if job_budget is not None:
+                left = job_budget.remaining_ms()
+                if left <= 0:
+                    return CandidateOutcome(cand.name, cand.version, error=ABANDONED)
+                budget.total_ms = min(budget.total_ms, left)
             # A span of its own: its verify spans are told apart from the live policy's
             # (and its decision is counted beside the live policy's name).
             with trace.for_policy(job.policy.name).candidate(cand.name) as ctrace:
-                v = await self.verify(job.with_policy(ref), policy=cand, trace=ctrace)
+                v = await self.verify(job.with_policy(ref), policy=cand, trace=ctrace,
+                                      budget=budget, scope=scope)
                 out = CandidateOutcome(cand.name, cand.version, verdict=v.verdict,
                                        score=v.score,
                                        action=band_action(cand.spec.actions, v.verdict).type,

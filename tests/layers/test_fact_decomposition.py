@@ -15,7 +15,6 @@ import pytest
 from serving import ServedUpstream
 
 from gateway.layers._fact_decomposition_prompts import (
-    CHECK_SCHEMA,
     DECOMPOSE_SCHEMA,
     MARK_CHECK,
     MARK_DECOMPOSE,
@@ -210,8 +209,9 @@ def test_parse_claims_is_lenient_about_shape() -> None:
 
 
 def test_reply_schemas_match_what_is_parsed() -> None:
-    item = DECOMPOSE_SCHEMA["properties"]["claims"]["items"]
+    item = DECOMPOSE_SCHEMA.schema["properties"]["claims"]["items"]
     assert item["properties"]["type"]["enum"] == ["factual", "opinion", "inference",
                                                   "uncertain"]
-    assert CHECK_SCHEMA["properties"]["results"]["items"]["required"] == ["id", "verified"]
-    assert check_schema(2)["properties"]["results"]["maxItems"] == 2
+    results = check_schema(2).schema["properties"]["results"]
+    assert (results["minItems"], results["maxItems"]) == (2, 2)
+    assert results["items"]["required"] == ["id", "verified", "confidence"]

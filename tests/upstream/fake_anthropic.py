@@ -1,6 +1,7 @@
 """A small fake of Anthropic's API (plain ASGI) for end-to-end tests.
 
-Serves ``POST /v1/messages`` (JSON, and SSE with Anthropic's documented event
+Serves ``POST /v1/messages/count_tokens`` (words of the messages) and
+``POST /v1/messages`` (JSON, and SSE with Anthropic's documented event
 sequence: message_start, content_block_start / ping / content_block_delta /
 content_block_stop per block, message_delta, message_stop) and ``GET /v1/models``.
 Every request is recorded (method, path, headers, parsed body).
@@ -104,6 +105,9 @@ class FakeAnthropic:
             return await _json(send, 200, {"data": data, "has_more": False,
                                            "first_id": data[0]["id"],
                                            "last_id": data[-1]["id"]})
+        if scope["path"] == "/v1/messages/count_tokens" and scope["method"] == "POST":
+            words = sum(len(str(m.get("content")).split()) for m in payload["messages"])
+            return await _json(send, 200, {"input_tokens": words})
         if scope["path"] == "/v1/messages" and scope["method"] == "POST":
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)

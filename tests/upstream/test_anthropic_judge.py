@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import orjson
 import pytest
 from fake_anthropic import FakeAnthropic
 
@@ -124,3 +125,20 @@ async def test_semantic_entropy_above_temperature_1_samples_through_an_anthropic
     assert result.passed and not result.skipped and result.judge_calls == 1
     assert result.details["clusters"] == [3]
     assert [b["temperature"] for b in sent(fake)] == [1.0, 1.0, 1.0]
+
+
+async def test_a_reply_schema_is_asked_as_a_forced_tool_call(
+        fake: FakeAnthropic, judge: AnthropicJudge) -> None:
+    """Anthropic judges get structured output through tool use: the schema is the
+    tool's input_schema, the tool is forced, and its input is the reply's JSON."""
+    schema = {"type": "object", "properties": {"city": {"type": "string"},
+                                               "days": {"type": "number"}},
+              "required": ["city", "days"], "additionalProperties": False}
+    reply = await judge.complete(ASK, model=MODEL, max_tokens=64, schema=schema,
+                                 schema_name="trip")
+    assert orjson.loads(reply.texts[0]) == {"city": "Paris", "days": 2}
+    assert not reply.truncated
+    (body,) = sent(fake)
+    assert body["tools"] == [{"name": "trip", "input_schema": schema,
+                              "description": "Record your reply."}]
+    assert body["tool_choice"] == {"type": "tool", "name": "trip"}

@@ -164,6 +164,20 @@ def test_everything_open_falls_back_to_a_panic_pick_or_nothing() -> None:
     assert plan(b2, [Target("c")]).first() is None
 
 
+def test_a_revisit_takes_the_panic_pick_when_everything_is_open() -> None:
+    b = balancer(failure_threshold=1)
+    p = plan(b, [Target("c")])
+    first = p.first()
+    assert first is not None and not first.lease.panic
+    again = p.failed(FAIL)  # c is open now, and alone: retried after the backoff
+    assert again is not None and again.upstream == "c" and again.lease.panic
+    assert again.delay > 0
+    b2 = balancer(failure_threshold=1, panic=False)
+    p2 = plan(b2, [Target("c")])
+    assert p2.first() is not None
+    assert p2.failed(FAIL) is None
+
+
 def test_a_plan_needs_a_target() -> None:
     with pytest.raises(ValueError):
         plan(balancer(), [])

@@ -137,6 +137,15 @@ def test_retryable_request(method: str, path: str, allowed: bool) -> None:
     assert retryable_request(method, path, RetryPolicy(retry_non_idempotent=True))
 
 
+@pytest.mark.parametrize("method, path, allowed", [
+    ("POST", "/responses", True), ("POST", "/responses/", True),
+    ("POST", "/responses/r1/cancel", False), ("POST", "/files", False), ("PATCH", "/responses", False),
+])
+def test_a_stateless_request_is_retryable_only_on_responses(method: str, path: str,
+                                                            allowed: bool) -> None:
+    assert retryable_request(method, path, RetryPolicy(), stateless=True) is allowed
+
+
 @pytest.mark.parametrize("exc, started, kind", [
     (UpstreamConnectError("x"), False, "connect"),
     (UpstreamTimeout("x"), False, "timeout"),

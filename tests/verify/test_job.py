@@ -50,7 +50,9 @@ MESSAGES: Any = [
     {"role": "system", "content": "The Eiffel Tower was completed in 1889 in Paris."},
     {"role": "user", "content": "The Eiffel Tower was completed in 1889."}]
 
-CLOCK = ("finished_at", "duration_ms")
+CLOCK = ("finished_at", "duration_ms", "shadow")
+"""What differs between two runs of a job: the clock, and how the runner ran it (queue
+wait, worker pid)."""
 
 
 def _timeless(record: dict[str, Any]) -> dict[str, Any]:

@@ -59,6 +59,10 @@ GATEWAY_POLICIES_DIR, which must override the image's own GATEWAY_POLICIES_DIR a
 {{- else -}}
 {{- $_ = set $cfg "audit" (dict "path" nil) -}}
 {{- end -}}
+{{- if .Values.fleet.enabled -}}
+{{- $_ = set $cfg "shadow" (merge (dict "runner" "redis") (deepCopy .Values.shadow)) -}}
+{{- $_ = set $cfg "redis" (deepCopy .Values.fleet.redis) -}}
+{{- end -}}
 {{- toYaml (mustMergeOverwrite $cfg (deepCopy .Values.extraConfig)) -}}
 {{- end }}
 
@@ -83,6 +87,9 @@ requests, the shadow queue drain (shadow.drain_seconds), the telemetry flush
 {{- fail (printf "auth.keys[%s]: use key_env with secretEnv, not key (a ConfigMap is not a secret store)" (toString .name)) }}
 {{- end }}
 {{- end }}
+{{- if and .Values.fleet.enabled (not .Values.fleet.redis.url) }}
+{{- fail "fleet.enabled needs fleet.redis.url (redis://host:6379/0)" }}
+{{- end }}
 {{- if and .Values.secretEnv.env (not .Values.secretEnv.secretName) }}
 {{- fail "secretEnv.env is set but secretEnv.secretName is empty: name the existing Secret" }}
 {{- end }}
@@ -96,4 +103,21 @@ requests, the shadow queue drain (shadow.drain_seconds), the telemetry flush
 {{- $attrs = append $attrs (printf "%s=%v" $k $v) -}}
 {{- end }}
 {{- join "," $attrs -}}
+{{- end }}
+
+{{/*
+The fleet workers' labels: another app.kubernetes.io/name, so that the relay's
+selectors (Deployment, Service, PDB, HPA) never match a worker pod.
+*/}}
+{{- define "verity-gateway.workerSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "verity-gateway.name" . | trunc 56 | trimSuffix "-" }}-worker
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "verity-gateway.workerLabels" -}}
+helm.sh/chart: {{ include "verity-gateway.chart" . }}
+{{ include "verity-gateway.workerSelectorLabels" . }}
+app.kubernetes.io/component: worker
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}

@@ -1,0 +1,120 @@
+"""CPU of one verification on RAG traffic, in-process (no HTTP): where the time goes.
+
+    .venv/bin/python bench/profile_rag_verify.py                  # ~20 s
+    .venv/bin/python bench/profile_rag_verify.py --profile 25     # + the top 25 functions
+
+Each HaluEval news case of ``data/halueval/halueval-dev.jsonl`` (a ~700-word article
+as ``<context>`` in the system message, its ~55-word summary as the answer) becomes a
+:class:`~gateway.verify.job.VerificationJob` verified by
+:meth:`Verifier.run <gateway.verify.verifier.Verifier.run>` with the shipped
+``policies/``:
+
+- ``default+candidate`` — the ``default`` shadow policy and its ``grounding``
+  candidate (the shadow job of every request);
+- the same with the job's shared work switched off (``--no-share``: each policy
+  extracts the context and runs its layers from scratch, as before ``JobScope``);
+- ``grounding inline`` — the ``grounding`` policy alone (``Verifier.verify``).
+
+Every case is verified ``--rounds`` times; CPU per verification is
+``time.process_time`` over all of them (the layers' cross-request caches see each
+article ``--rounds`` times, as a cache does in production for repeated contexts).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import pstats
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from gateway.runtime import open_runtime  # noqa: E402
+from gateway.settings import load_settings  # noqa: E402
+from gateway.telemetry import RequestTrace  # noqa: E402
+from gateway.verify import scope as scope_module  # noqa: E402
+from gateway.verify.job import PolicyRef, VerificationJob  # noqa: E402
+from gateway.verify.outcome import Outcome  # noqa: E402
+from gateway.verify.verifier import Verifier  # noqa: E402
+
+DATA = REPO / "data" / "halueval" / "halueval-dev.jsonl"
+
+
+def jobs(cases: int, live: PolicyRef, candidates: tuple[PolicyRef, ...]) -> list[VerificationJob]:
+    rows = [orjson.loads(line) for line in DATA.read_bytes().splitlines() if line.strip()]
+    news = [r for r in rows if r["source"] == "halueval-summarization"][:cases]
+    return [VerificationJob(
+        messages=[{"role": "system", "content": "Answer from the document.\n<context>\n"
+                   + r["context_input"].strip() + "\n</context>"},
+                  {"role": "user", "content": "Summarize the document."}],
+        answer={"id": f"c{i}", "choices": [{"index": 0, "message": {
+            "role": "assistant", "content": r["model_output"].strip()}}]},
+        policy=live, audit_id=f"{i:032x}", mode="shadow", model="bench",
+        candidates=candidates) for i, r in enumerate(news)]
+
+
+async def measure(args: argparse.Namespace) -> None:
+    settings = load_settings(environ={}, overrides={"policies_dir": str(REPO / "policies")})
+    async with open_runtime(settings) as runtime:
+        verifier = Verifier(runtime)
+        policies = runtime.policies.policies
+        default, grounding = policies["default"], policies["grounding"]
+        ref = PolicyRef(default.name, default.version)
+        cand = tuple(PolicyRef(policies[n].name, policies[n].version)
+                     for n in default.spec.candidates)
+        work = jobs(args.cases, ref, cand)
+        gref = PolicyRef(grounding.name, grounding.version)
+        trace = RequestTrace()
+
+        async def shadow_all() -> None:
+            for job in work:
+                await verifier.run(job, trace, Outcome.for_job(job))
+
+        async def inline_all() -> None:
+            for job in work:
+                await verifier.verify(job.with_policy(gref), policy=grounding, trace=trace)
+
+        async def timed(label: str, fn: Any) -> None:
+            await fn()  # warm: imports, compiled patterns, layer instances
+            t0 = time.process_time()
+            for _ in range(args.rounds):
+                await fn()
+            per = (time.process_time() - t0) * 1000 / (args.rounds * len(work))
+            print(f"{label:<34} {per:.3f} ms CPU per verification", flush=True)
+
+        print(f"{len(work)} cases, {args.rounds} rounds; candidates {list(default.spec.candidates)}")
+        await timed("default+candidate (shared)", shadow_all)
+        keep = scope_module.JobScope.result
+        scope_module.JobScope.result = lambda *a, **k: None  # type: ignore[method-assign]
+        try:
+            await timed("default+candidate (--no-share)", shadow_all)
+        finally:
+            scope_module.JobScope.result = keep  # type: ignore[method-assign]
+        await timed("grounding inline", inline_all)
+        if args.profile:
+            prof = cProfile.Profile(time.process_time)
+            prof.enable()
+            await shadow_all()
+            prof.disable()
+            pstats.Stats(prof).sort_stats("tottime").print_stats(args.profile)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--cases", type=int, default=40)
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--profile", type=int, default=0, metavar="N",
+                   help="print the N functions with the most own time (default shadow job)")
+    asyncio.run(measure(p.parse_args(argv)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,249 @@
+"""The relay's side of the verification pool: a :class:`~gateway.verify.queue.JobRunner`
+whose jobs run in worker processes, and inline verifications awaited from them.
+
+:class:`ProcessRunner` keeps the shadow queue (``gateway.verify.queue.ShadowQueue``,
+bounded, never waiting) in the relay and one queue task per worker process: each
+task hands its job to a ``ProcessPoolExecutor`` (``spawn``: a fresh interpreter, no
+copy of the relay's loop, sockets or threads) and waits for the record, which it
+writes to the audit sink — one audit stream per gateway. So the relay only relays,
+enqueues and writes records; when the workers cannot keep up the queue fills and the
+shadow *sample* sheds (``shadow.dropped``, the record says ``result: dropped``)
+instead of clients waiting.
+
+Per job, at most ``budget.total_ms`` + ``pool.grace_ms`` after it reached a worker
+(the worker itself stops at ``budget.total_ms``: :mod:`gateway.pool.worker`) the
+relay stops waiting and records it ``abandoned``. A worker that dies (killed, out
+of memory) breaks the executor: its jobs are recorded ``failed``, a new executor
+takes over (``workers.replaced``).
+
+Workers are started at open (each answers a ``ping``) before the gateway says it is
+ready; a replacement pool starts in the background, jobs queued meanwhile wait in
+the queue (their ``queue_ms``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import multiprocessing
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any
+
+import gateway.pool.worker as worker
+from gateway.settings import Settings
+from gateway.telemetry import Telemetry
+from gateway.verify.actions import band_action
+from gateway.verify.job import VerificationJob
+from gateway.verify.outcome import CandidateOutcome, Outcome, Verification
+from gateway.verify.pipeline import Budget
+from gateway.verify.queue import ShadowJob, ShadowQueue, shadow_info
+from gateway.verify.record import Recorder
+from gateway.verify.verifier import ABANDONED, Verifier, abandoned
+
+__all__ = ["ProcessRunner", "default_workers"]
+
+log = logging.getLogger("gateway.pool")
+
+START_SECONDS = 120.0
+"""How long the workers may take to start (at open; a job waiting for a replacement
+pool is recorded failed after that)."""
+
+
+def default_workers(relays: int = 1) -> int:
+    """The cores the relay processes do not need, shared among them: with ``relays``
+    relay processes (``server.workers``) on ``cpus`` CPUs this process may run on,
+    ``max(1, (cpus - relays) // relays)`` per relay — ``max(1, cpus - 1)`` for one."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cpus = os.cpu_count() or 1
+    relays = max(1, relays)
+    return max(1, (cpus - relays) // relays)
+
+
+class ProcessRunner:
+    """Background jobs (and large inline verifications) in worker processes."""
+
+    def __init__(self, settings: Settings, queue: ShadowQueue, verifier: Verifier,
+                 recorder: Recorder, telemetry: Telemetry, workers: int) -> None:
+        self.settings = settings
+        self.queue = queue
+        self.verifier = verifier
+        self.recorder = recorder
+        self.telemetry = telemetry
+        self.workers = workers
+        self.replaced = 0
+        self._grace_s = settings.pool.grace_ms / 1000
+        self._executor = self._new_executor()
+        self.pids: list[int] = []
+        """The worker processes' pids, once started."""
+        self._ready = asyncio.Event()
+        self._starting: asyncio.Task[None] | None = None
+
+    def _new_executor(self) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(
+            max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"),
+            initializer=worker.init,
+            initargs=(self.settings, self.settings.pool.nice, os.getpid()))
+
+    # ---- lifecycle -----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the worker processes and wait (at most :data:`START_SECONDS`) until
+        they answer: the gateway is ready once it can verify. A pool that fails to
+        start is logged, not fatal (its jobs are recorded ``failed``)."""
+        self.telemetry.gauge("workers", lambda: float(len(self.pids)))
+        await self._start()
+
+    async def _start(self) -> None:
+        loop = asyncio.get_running_loop()
+        executor = self._executor
+        try:
+            pids = await asyncio.wait_for(asyncio.gather(*(
+                loop.run_in_executor(executor, worker.ping) for _ in range(self.workers))),
+                START_SECONDS)
+            if executor is self._executor:
+                self.pids = sorted(set(pids))
+            log.info("verification pool: %d worker process(es) ready (pids %s)",
+                     self.workers, ", ".join(map(str, sorted(set(pids)))))
+        except Exception:  # noqa: BLE001 - jobs then fail (recorded) and replace it
+            log.exception("verification pool: the workers failed to start")
+        finally:
+            self._ready.set()
+
+    async def close(self) -> None:
+        """After the queue's drain: stop the workers (they flush their telemetry)."""
+        if self._starting is not None and not self._starting.done():
+            self._starting.cancel()
+        executor = self._executor
+        await asyncio.to_thread(executor.shutdown, wait=True, cancel_futures=True)
+
+    @property
+    def started(self) -> bool:
+        """The workers answered once (until then an inline verification stays on the
+        loop rather than wait for them to start)."""
+        return self._ready.is_set() and bool(self.pids)
+
+    def status(self) -> dict[str, Any]:
+        return {**self.queue.status(), "runner": "process",
+                "pool": {"workers": self.workers, "started": self._ready.is_set(),
+                         "pids": list(self.pids), "replaced": self.replaced}}
+
+    # ---- running a call in a worker ------------------------------------------------------
+
+    async def _call(self, deadline_s: float, fn: Any, *args: Any) -> Any:
+        """``fn(*args)`` in a worker; TimeoutError past ``deadline_s`` once it was
+        handed over; BrokenProcessPool when its worker died (the executor replaced)."""
+        if not self._ready.is_set():
+            await asyncio.wait_for(self._ready.wait(), START_SECONDS)
+        executor = self._executor
+        try:
+            return await asyncio.wait_for(
+                asyncio.get_running_loop().run_in_executor(executor, fn, *args), deadline_s)
+        except BrokenProcessPool:
+            self._replace(executor)
+            raise
+
+    def _replace(self, broken: ProcessPoolExecutor) -> None:
+        if self._executor is not broken:
+            return  # another job's failure replaced it already
+        log.error("verification pool: a worker process died; replacing the pool")
+        self.replaced += 1
+        self.telemetry.count("workers.replaced", 1, {"exit": "died"})
+        broken.shutdown(wait=False, cancel_futures=True)
+        self._executor = self._new_executor()
+        self.pids = []
+        self._starting = asyncio.get_running_loop().create_task(self._start())
+
+    def _budget_ms(self, job: VerificationJob) -> float:
+        policy = self.verifier.policy(job.policy)
+        return float(policy.spec.budget.total_ms if policy is not None
+                     else worker.DEFAULT_BUDGET_MS)
+
+    # ---- inline --------------------------------------------------------------------------
+
+    async def verify(self, job: VerificationJob, budget: Budget) -> Verification:
+        """Verify ``job`` (its policy must be loaded) in a worker within what is left of
+        ``budget``; the request awaits it, the event loop serves others meanwhile."""
+        policy = self.verifier.policy(job.policy)
+        assert policy is not None, "an inline job's policy is the one selected"
+        left = budget.remaining_ms()
+        t0 = time.perf_counter()
+        if left > 0:
+            try:
+                v: Verification = await self._call(
+                    left / 1000 + self._grace_s, worker.verify_inline,
+                    job.with_policy(job.policy), left)
+                return v
+            except TimeoutError:
+                pass
+        return abandoned(policy, (time.perf_counter() - t0) * 1000)
+
+    # ---- background jobs (the JobRunner seam) --------------------------------------------
+
+    def submit(self, job: VerificationJob) -> bool:
+        return self.queue.submit(self._shadow_job(job))
+
+    def _shadow_job(self, job: VerificationJob) -> ShadowJob:
+        recorder = self.recorder
+
+        async def run() -> str:
+            t0 = time.perf_counter()
+            try:
+                done: worker.JobResult = await self._call(
+                    self._budget_ms(job) / 1000 + self._grace_s, worker.run_job, job)
+            except TimeoutError:
+                self._lost(job, "abandoned", (time.perf_counter() - t0) * 1000,
+                           shadow_info("abandoned", sj))
+                return "abandoned"
+            except asyncio.CancelledError:
+                self._lost(job, "cancelled", 0.0, shadow_info("cancelled", sj))
+                raise
+            except Exception as exc:  # noqa: BLE001 - a dead worker, a pickling error
+                log.error("shadow job failed in the pool: %s", type(exc).__name__)
+                self._lost(job, "failed", 0.0, shadow_info("failed", sj))
+                return "failed"
+            done.record["shadow"] = shadow_info(done.result, sj, done.pid)
+            recorder.write(done.record)
+            return done.result
+
+        def dropped(why: str) -> None:  # never started
+            self._lost(job, why, 0.0, shadow_info(why))
+
+        sj = ShadowJob(run, dropped, kind="shadow" if job.kind == "verify" else "candidates")
+        return sj
+
+    def _lost(self, job: VerificationJob, why: str, elapsed_ms: float,
+              shadow: dict[str, Any]) -> None:
+        """Write the record of a job the pool did not verify (``why``: ``dropped``,
+        ``cancelled``, ``failed``, ``abandoned``). A ``verify`` job's record is built
+        on the audit's writer thread, as for a request (a shed sample costs the relay
+        little)."""
+        error = {"abandoned": ABANDONED, "failed": "failed: its worker process failed"}.get(
+            why, why)
+        if job.kind == "candidates":
+            done = [CandidateOutcome(c.name, c.version, error=error) for c in job.candidates]
+            record = self.verifier.candidates_record(job, done)
+            record["shadow"] = shadow
+            self.recorder.write(record)
+            return
+        trace = self.telemetry.start_shadow(job.trace)
+        outcome = Outcome.for_job(job)
+        policy = self.verifier.policy(job.policy)
+        if why == "abandoned" and policy is not None:
+            v = abandoned(policy, elapsed_ms)
+            outcome.record(v)
+            outcome.action = band_action(policy.spec.actions, v.verdict).type
+        else:
+            outcome.note = {
+                "dropped": "not verified: shadow queue full",
+                "cancelled": "not verified: still queued at shutdown",
+            }.get(why, "not verified: its verification worker process failed")
+        outcome.candidates = [CandidateOutcome(c.name, c.version, error=error)
+                              for c in job.candidates]
+        outcome.shadow = shadow
+        self.recorder.finish(outcome, trace)
+        trace.end(0, f"shadow_{why}")
