@@ -40,6 +40,9 @@ BUILTIN_LAYERS: Mapping[str, str] = MappingProxyType({
     "semantic-entropy": "gateway.layers.semantic_entropy:SemanticEntropyLayer",
     "audit": "gateway.layers.audit:AuditLayer",  # model-based (judge): seed 002
     "fact-check": "gateway.layers.fact_check:FactCheckLayer",  # model-based (judge): seed 004
+    # model-based (judge): seed 000 layer 2
+    "fact-decomposition": "gateway.layers.fact_decomposition:FactDecompositionLayer",
+    "multi-source": "gateway.layers.multi_source:MultiSourceLayer",  # seed 000 layer 3
 })
 
 class LayerRegistry(Mapping[str, "str | type[Layer]"]):

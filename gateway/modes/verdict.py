@@ -20,8 +20,9 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from gateway.modes.request import PolicyRequest
-from gateway.policy.models import ActionSet, DisclaimerAction, RegenerateAction
+from gateway.policy.models import ActionSet, DisclaimerAction
 from gateway.verify.actions import (
+    UPSTREAM_ACTIONS,
     Applied,
     RegenContext,
     apply_action,
@@ -97,7 +98,8 @@ async def act(engine: VerityEngine, r: PolicyRequest, completion: dict[str, Any]
     else:
         ctx = RegenContext(policy=policy.name, messages=x.messages, payload=x.payload,
                            actions=actions, complete=complete, verify=verify,
-                           attempt=x.trace.attempt, time_left=budget.remaining_ms, fmt=fmt)
+                           attempt=lambda n: x.trace.attempt(n, action.type),
+                           time_left=budget.remaining_ms, fmt=fmt)
         applied = await apply_action(action, completion, v, ctx)
     outcome.record(applied.verification)
     outcome.action, outcome.applied = applied.action, True
@@ -121,9 +123,11 @@ def _would_disclaim(actions: ActionSet, applied: Applied) -> bool:
     """The policy's own action for the delivered verdict appends a disclaimer (the
     structured output made it a flag)."""
     action = band_action(actions, applied.verification.verdict)
-    if isinstance(action, RegenerateAction):  # the answer fell back to its fallback
-        return isinstance(action.fallback, DisclaimerAction) and applied.action == "flag"
-    return isinstance(action, DisclaimerAction) and applied.action in ("flag", "regenerate")
+    if needs_upstream(action):  # the answer fell back to its fallback
+        fallback = getattr(action, "fallback", None)
+        return isinstance(fallback, DisclaimerAction) and applied.action == "flag"
+    return isinstance(action, DisclaimerAction) and (applied.action == "flag"
+                                                     or applied.action in UPSTREAM_ACTIONS)
 
 
 def wants_detail(r: PolicyRequest) -> bool:

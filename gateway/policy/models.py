@@ -30,9 +30,9 @@ from gateway.sources.context import ContextSpec
 
 __all__ = [
     "Action", "ActionSet", "BlockAction", "Budget", "Calibration", "DecisionSpec",
-    "DisclaimerAction", "FlagAction", "LayerSpec", "MatchSpec", "PassAction", "PolicySpec",
-    "RegenerateAction", "RiskLevel", "RiskProfileSpec", "RiskSpec", "TEMPLATE_PLACEHOLDERS",
-    "TelemetrySpec",
+    "DecomposeAndRetryAction", "DisclaimerAction", "FlagAction", "LayerSpec", "MatchSpec",
+    "PassAction", "PolicySpec", "RegenerateAction", "RequestSourcesAction", "RiskLevel",
+    "RiskProfileSpec", "RiskSpec", "TEMPLATE_PLACEHOLDERS", "TelemetrySpec",
 ]
 
 RiskLevel = Literal["low", "medium", "high", "critical"]
@@ -258,8 +258,41 @@ class RegenerateAction(_Strict):
                         Field(discriminator="type")] = BlockAction()
 
 
+class RequestSourcesAction(_Strict):
+    """Seed 000 ``request-sources``: re-ask upstream to answer again citing, for each
+    claim, the request's sources (their ids listed in the feedback); re-verify each
+    attempt as ``regenerate`` does; after ``max_attempts`` apply ``fallback``. With no
+    source to cite, ``fallback`` at once."""
+
+    type: Literal["request-sources"] = "request-sources"
+    max_attempts: int = Field(1, ge=1, le=5)
+    feedback_template: Template | None = None
+    """Overrides the built-in prompt (the source list is then not added)."""
+    fallback: Annotated[PassAction | FlagAction | DisclaimerAction | BlockAction,
+                        Field(discriminator="type")] = BlockAction()
+
+
+class DecomposeAndRetryAction(_Strict):
+    """Seed 000 ``decompose-and-retry``: re-ask upstream about each failed claim, one
+    call per claim (``retry``; ``drop``: no call), keep the re-asked statements that
+    verify, drop the rest with ``note``, and verify the assembled answer; its band's
+    action applies, or ``fallback`` when that is an upstream action too."""
+
+    type: Literal["decompose-and-retry"] = "decompose-and-retry"
+    mode: Literal["retry", "drop"] = "retry"
+    max_claims: int = Field(3, ge=1, le=10)
+    """Failed claims re-asked (one upstream call and one verification each); failed
+    claims past it are dropped."""
+    note: Template = ("\n\n*Verity: statements that could not be verified were removed "
+                      "from this answer.*")
+    """Appended to the assembled answer when something was dropped ("" for none)."""
+    fallback: Annotated[PassAction | FlagAction | DisclaimerAction | BlockAction,
+                        Field(discriminator="type")] = BlockAction()
+
+
 Action = Annotated[
-    PassAction | FlagAction | DisclaimerAction | BlockAction | RegenerateAction,
+    PassAction | FlagAction | DisclaimerAction | BlockAction | RegenerateAction
+    | RequestSourcesAction | DecomposeAndRetryAction,
     Field(discriminator="type"),
 ]
 

@@ -35,7 +35,8 @@ Contract (what callers do):
   ``span.result(outcome)`` with the pipeline's per-layer outcome mapping
   (``name``, ``score``, ``passed``, ``latency_ms``, ``label``, ``explanation``,
   ``cache_hit``, ``judge_calls``, ``cost``, ``error``).
-- ``with trace.attempt(n):`` around a regenerate attempt.
+- ``with trace.attempt(n):`` around a regenerate attempt (``attempt(n, action)`` for
+  another upstream action's: ``request-sources``, ``decompose-and-retry``).
 - ``prep = trace.prepare()`` when an inline policy's context-side preparation is
   scheduled (no span yet); ``with prep:`` around the work itself (starts the span,
   records an exception and re-raises it), inside which ``prep.context_chars(n)``
@@ -225,7 +226,7 @@ class RequestTrace:
         yield _NOOP_LAYER
 
     @contextmanager
-    def attempt(self, number: int) -> Iterator[None]:
+    def attempt(self, number: int, action: str = "regenerate") -> Iterator[None]:
         yield
 
     def prepare(self) -> PrepareSpan:

@@ -380,8 +380,8 @@ class OtelTrace(RequestTrace):
             span.end()
 
     @contextmanager
-    def attempt(self, number: int) -> Iterator[None]:
-        span = self.tel.tracer.start_span(f"regenerate attempt {number}", context=self.context,
+    def attempt(self, number: int, action: str = "regenerate") -> Iterator[None]:
+        span = self.tel.tracer.start_span(f"{action} attempt {number}", context=self.context,
                                           kind=SpanKind.INTERNAL,
                                           attributes={sc.VERITY_ATTEMPT_NUMBER: number})
         outer, self._parent = self._parent, set_span_in_context(span, Context())

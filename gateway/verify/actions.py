@@ -25,6 +25,11 @@ by its ``type`` in :data:`ACTIONS` (applied to the answer at hand) or
   starts once the verification time budget is spent (``fallback`` then, too); the
   attempts' upstream calls do not count against that budget.
 
+- ``request-sources`` / ``decompose-and-retry`` — seed 000's claim-level mitigations
+  (:mod:`gateway.verify.mitigations`): regenerate's loop with feedback naming the
+  sources to cite; each failed claim re-asked alone and the answer assembled from
+  what verifies.
+
 Templates fill ``{reasons}``, ``{score}``, ``{verdict}``, ``{policy}`` and
 ``{failed_claims}`` (``gateway.policy.models.TEMPLATE_PLACEHOLDERS``, which the
 policy loader checks templates against: another ``{word}`` is a load error); other
@@ -75,13 +80,16 @@ from gateway.policy.models import (
     TEMPLATE_PLACEHOLDERS,
     ActionSet,
     BlockAction,
+    DecomposeAndRetryAction,
     DisclaimerAction,
     FlagAction,
     PassAction,
     RegenerateAction,
+    RequestSourcesAction,
 )
 from gateway.redact import Redactor, redact_secrets
 from gateway.scoring.binding import repair_feedback
+from gateway.verify.mitigations import decompose_and_retry, request_sources_feedback
 from gateway.verify.outcome import Verification
 from gateway.wire.base import ResponseFormat
 from gateway.wire.chat import CHAT_COMPLETIONS
@@ -91,7 +99,7 @@ __all__ = ["ACTIONS", "UPSTREAM_ACTIONS", "Applied", "RegenContext", "apply_acti
            "needs_upstream", "without_disclaimer"]
 
 StaticAction = PassAction | FlagAction | DisclaimerAction | BlockAction
-AnyAction = StaticAction | RegenerateAction
+AnyAction = StaticAction | RegenerateAction | RequestSourcesAction | DecomposeAndRetryAction
 CompleteFn = Callable[[dict[str, Any]], Awaitable[tuple[int, Any, bytes]]]
 VerifyFn = Callable[[dict[str, Any]], Awaitable[Verification]]
 StaticApply = Callable[[Any, dict[str, Any], Verification, str, ResponseFormat], "Applied"]
@@ -154,7 +162,7 @@ def band_action(actions: ActionSet, band: str) -> AnyAction:
 
 
 def without_disclaimer(actions: ActionSet) -> ActionSet:
-    """``actions`` with every ``disclaimer`` (a band's, or a ``regenerate``'s
+    """``actions`` with every ``disclaimer`` (a band's, or an upstream action's
     ``fallback``) a ``flag``: for answers text must not be appended to (structured
     output: the client parses the answer as JSON)."""
     flag = FlagAction()
@@ -162,8 +170,8 @@ def without_disclaimer(actions: ActionSet) -> ActionSet:
     def swap(action: AnyAction) -> AnyAction:
         if isinstance(action, DisclaimerAction):
             return flag
-        if isinstance(action, RegenerateAction) and isinstance(action.fallback,
-                                                               DisclaimerAction):
+        if needs_upstream(action) and isinstance(getattr(action, "fallback", None),
+                                                  DisclaimerAction):
             return action.model_copy(update={"fallback": flag})
         return action
 
@@ -248,20 +256,45 @@ async def apply_action(action: AnyAction, completion: dict[str, Any], v: Verific
 
 async def _regenerate(action: RegenerateAction, completion: dict[str, Any], v: Verification,
                       ctx: RegenContext) -> Applied:
+    return await _retry(action, completion, v, ctx,
+                        lambda cur_v: feedback_message(action, cur_v, ctx.policy),
+                        action.fallback_model)
+
+
+async def _request_sources(action: RequestSourcesAction, completion: dict[str, Any],
+                           v: Verification, ctx: RegenContext) -> Applied:
+    sources = list(v.sources)
+    if not sources and action.feedback_template is None:
+        applied = apply_static(action.fallback, completion, v, ctx.policy, ctx.fmt)
+        applied.history = [{"attempt": 0, "verdict": v.verdict, "score": v.score,
+                            "failed_claims": list(v.failed_claims), **v.judge_usage()}]
+        applied.note = (f"request-sources: the request offers no source to cite; "
+                        f"fallback {action.fallback.type}")
+        return applied
+    return await _retry(action, completion, v, ctx,
+                        lambda cur_v: request_sources_feedback(action, cur_v, ctx.policy,
+                                                               sources), None)
+
+
+async def _retry(action: RegenerateAction | RequestSourcesAction, completion: dict[str, Any],
+                 v: Verification, ctx: RegenContext,
+                 feedback_for: Callable[[Verification], str],
+                 fallback_model: str | None) -> Applied:
+    """The attempt loop of ``regenerate`` and ``request-sources`` (module docstring)."""
     current, cur_v = completion, v
     history: list[dict[str, Any]] = [{"attempt": 0, "verdict": v.verdict,
                                       "score": v.score, "failed_claims": list(v.failed_claims),
                                       **v.judge_usage()}]
     plan: list[str | None] = [None] * action.max_attempts
-    if action.fallback_model:
-        plan.append(action.fallback_model)
+    if fallback_model:
+        plan.append(fallback_model)
     made = 0
     stopped = False
     for n, model in enumerate(plan, 1):
         if ctx.time_left is not None and ctx.time_left() <= 0:
             stopped = True
             break
-        feedback = feedback_message(action, cur_v, ctx.policy)
+        feedback = feedback_for(cur_v)
         payload = ctx.fmt.regenerate_body(ctx.payload, list(ctx.messages),
                                           ctx.fmt.answer_text(current), feedback, model)
         entry: dict[str, Any] = {"attempt": n, "model": payload.get("model")}
@@ -287,16 +320,16 @@ async def _regenerate(action: RegenerateAction, completion: dict[str, Any], v: V
                                    ctx.fmt)
             entry["action"] = next_action.type
             if applied.error is None and next_action.type != "block":
-                applied.action = "regenerate"
+                applied.action = action.type
             applied.modified, applied.attempts, applied.history = True, made, history
             return applied
     applied = apply_static(action.fallback, current, cur_v, ctx.policy, ctx.fmt)
     applied.modified = applied.modified or current is not completion
     applied.attempts, applied.history = made, history
-    applied.note = f"regenerate failed after {made} attempt(s); fallback {action.fallback.type}"
+    applied.note = f"{action.type} failed after {made} attempt(s); fallback {action.fallback.type}"
     if stopped:
-        applied.note = (f"regenerate stopped after {made} attempt(s): the verification time "
-                        f"budget is spent; fallback {action.fallback.type}")
+        applied.note = (f"{action.type} stopped after {made} attempt(s): the verification "
+                        f"time budget is spent; fallback {action.fallback.type}")
     return applied
 
 
@@ -310,5 +343,7 @@ ACTIONS: Mapping[str, StaticApply] = MappingProxyType({
 
 UPSTREAM_ACTIONS: Mapping[str, UpstreamApply] = MappingProxyType({
     "regenerate": _regenerate,
+    "request-sources": _request_sources,
+    "decompose-and-retry": decompose_and_retry,
 })
 """Actions that call the upstream again, by policy ``type``; each has a ``fallback``."""

@@ -41,6 +41,8 @@ __all__ = ["Band", "CandidateOutcome", "LayerOutcome", "Outcome", "Redactor", "V
            "claims_entry", "new_audit_id", "utc_now"]
 
 Band = Literal["pass", "marginal", "fail"]
+MAX_SOURCES = 20
+"""Source ids a :class:`Verification` keeps for ``request-sources``."""
 BAND_ORDER: dict[str, int] = {"pass": 0, "marginal": 1, "fail": 2}
 
 
@@ -146,6 +148,10 @@ class Verification:
     """True when a layer error forced the verdict to ``fail`` (``on_error: fail_closed``)."""
     note: str | None = None
     """Why nothing was verified (e.g. an answer made only of tool calls), else None."""
+    sources: list[str] = field(default_factory=list)
+    """Ids of the sources the request offers to cite (its documents, and a small
+    corpus's entries; at most :data:`MAX_SOURCES`): what ``request-sources`` lists.
+    Not in the wire form."""
 
     @property
     def cost(self) -> float:

@@ -23,17 +23,18 @@ from typing import Any
 from gateway.layers.base import VerifyInput
 from gateway.policy.loader import Policy
 from gateway.redact import exception_summary, exception_trace
+from gateway.sources.context import GroundingContext
 from gateway.telemetry import RequestTrace
 from gateway.verify.actions import band_action
 from gateway.verify.content import content_redactor, record_content
 from gateway.verify.job import PolicyRef, VerificationJob
-from gateway.verify.outcome import CandidateOutcome, Outcome, Verification
+from gateway.verify.outcome import MAX_SOURCES, CandidateOutcome, Outcome, Verification
 from gateway.verify.pipeline import Budget, min_confidence_for, run_pipeline
 from gateway.verify.runtime import Runtime
 from gateway.verify.scope import BoundedContext, JobScope, Oversize
 from gateway.wire.chat import answer_text, calls_only
 
-__all__ = ["ABANDONED", "Verifier", "abandoned"]
+__all__ = ["ABANDONED", "Verifier", "abandoned", "citable"]
 
 log = logging.getLogger("gateway.engine")
 
@@ -50,6 +51,17 @@ def _not_verified(policy: Policy, note: str) -> Verification:
     level = "low" if level == "assess" else level  # what the assessor says of no text
     return Verification(risk_level=level, layers=[], verdict="pass", score=None,
                         min_confidence=min_confidence_for(policy, level), note=note)
+
+
+def citable(context: GroundingContext) -> list[str]:
+    """Ids of the sources a request offers: its documents, then the corpus's entries
+    when all fit (at most :data:`~gateway.verify.outcome.MAX_SOURCES`; a large corpus
+    is not listed)."""
+    ids = list(dict.fromkeys(d.id for d in context.documents))[:MAX_SOURCES]
+    corpus = context.corpus
+    if corpus and len(ids) + len(corpus) <= MAX_SOURCES:
+        ids += [k for k in corpus if k not in ids]
+    return ids
 
 
 def _oversize(policy: Policy, over: Oversize) -> Verification:
@@ -128,6 +140,7 @@ class Verifier:
             v.note = f"{v.note}; {only}" if v.note else only
         if job.note:
             v.note = f"{v.note}; {job.note}" if v.note else job.note
+        v.sources = citable(bounded.context)
         return v
 
     async def run(self, job: VerificationJob, trace: RequestTrace,

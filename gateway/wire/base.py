@@ -176,6 +176,11 @@ class ResponseFormat(Protocol):
         """A body of this format refusing with ``message`` (same id, model, usage)."""
         ...
 
+    def with_text(self, body: Mapping[str, Any], text: str) -> dict[str, Any]:
+        """``body`` whose verified answer text is ``text`` (an answer assembled by
+        ``decompose-and-retry``); everything else kept."""
+        ...
+
     # ---- streams -----------------------------------------------------------------------
 
     def stream_body(self, body: Mapping[str, Any], *, include_usage: bool) -> bytes:

@@ -26,7 +26,7 @@ from gateway.wire.sse import DONE, StreamAccumulator, StreamSummary, encode_even
 __all__ = ["CHAT_COMPLETIONS", "ChatCompletions", "ChatEndWatch", "ChatHold", "answer_text", "block_completion",
            "body_problem", "calls_only", "chunk_base", "include_usage", "is_completion",
            "regenerate_body", "relayable", "split_tail", "stream_problem", "structured",
-           "synthesize", "verdict_tail", "with_appended"]
+           "synthesize", "verdict_tail", "with_appended", "with_content"]
 
 
 # ---- reading -----------------------------------------------------------------------------
@@ -168,6 +168,15 @@ def with_appended(completion: Mapping[str, Any], text: str) -> dict[str, Any]:
     return out
 
 
+def with_content(completion: Mapping[str, Any], text: str) -> dict[str, Any]:
+    """``completion`` with choice 0's content replaced by ``text``."""
+    out = with_appended(completion, "")
+    first = dict(out["choices"][0])
+    first["message"] = {**first["message"], "content": text}
+    out["choices"] = [first, *out["choices"][1:]]
+    return out
+
+
 def synthesize(completion: Mapping[str, Any], *, include_usage: bool,
                extra: Mapping[str, Any] | None = None) -> bytes:
     """The SSE body for ``completion`` (role chunk, content / tool-call chunks, finish
@@ -257,6 +266,9 @@ class ChatCompletions:
 
     def refusal(self, body: Mapping[str, Any], message: str) -> dict[str, Any]:
         return block_completion(body, message)
+
+    def with_text(self, body: Mapping[str, Any], text: str) -> dict[str, Any]:
+        return with_content(body, text)
 
     def stream_body(self, body: Mapping[str, Any], *, include_usage: bool) -> bytes:
         return synthesize(body, include_usage=include_usage)

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 __all__ = ["blocked_response", "last_text_part", "regenerate_body", "text_part",
-           "with_disclaimer"]
+           "with_disclaimer", "with_text"]
 
 
 def _suffix(response: Mapping[str, Any]) -> str:
@@ -81,6 +81,32 @@ def with_disclaimer(response: Mapping[str, Any], text: str) -> dict[str, Any]:
     item["content"] = content
     output[i] = item
     return out
+
+
+def with_text(response: Mapping[str, Any], text: str) -> dict[str, Any]:
+    """A copy of ``response`` whose text is ``text``: its last ``output_text`` part
+    holds it (annotations cleared), the message items' other ``output_text`` parts are
+    removed (and a message item left empty); other items are kept. With no text part,
+    as :func:`with_disclaimer`."""
+    where = last_text_part(response)
+    if where is None:
+        return with_disclaimer(response, text)
+    output: list[Any] = []
+    for i, item in enumerate(response["output"]):
+        if isinstance(item, dict) and item.get("type") == "message" \
+                and isinstance(item.get("content"), list):
+            content = []
+            for j, part in enumerate(item["content"]):
+                if isinstance(part, dict) and part.get("type") == "output_text":
+                    if (i, j) != where:
+                        continue
+                    part = {**part, "text": text, "annotations": []}
+                content.append(part)
+            if not content:
+                continue
+            item = {**item, "content": content}
+        output.append(item)
+    return {**response, "output": output}
 
 
 def blocked_response(response: Mapping[str, Any], message: str, *,

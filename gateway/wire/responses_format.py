@@ -32,7 +32,12 @@ from typing import Any
 
 from gateway.wire import chat
 from gateway.wire.responses import as_chat_completion, read_request, read_response
-from gateway.wire.responses_actions import blocked_response, regenerate_body, with_disclaimer
+from gateway.wire.responses_actions import (
+    blocked_response,
+    regenerate_body,
+    with_disclaimer,
+    with_text,
+)
 from gateway.wire.responses_events import error_events, synthesize
 from gateway.wire.responses_hold import TailHold
 from gateway.wire.responses_stream import ResponsesAccumulator, encode_event
@@ -199,6 +204,9 @@ class ResponsesFormat:
 
     def refusal(self, body: Mapping[str, Any], message: str) -> dict[str, Any]:
         return blocked_response(body, message)
+
+    def with_text(self, body: Mapping[str, Any], text: str) -> dict[str, Any]:
+        return with_text(body, text)
 
     # ---- streams -----------------------------------------------------------------------
 

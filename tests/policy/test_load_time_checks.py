@@ -297,3 +297,23 @@ def test_the_served_gateway_reports_an_unrouted_fallback_model_in_readyz(
     assert ready.status_code == 200
     broken = ready.json()["broken"]
     assert list(broken) == [str(path)] and "fallback_model" in broken[str(path)]["error"]
+
+
+# ---- risk profiles never drop a layer silently (issue 17) ----------------------------------
+
+def test_a_profile_naming_a_layer_the_policy_lacks_is_a_load_error_naming_the_profile() -> None:
+    (msg,) = errors("""
+        layers: [{name: length}]
+        risk:
+          level: assess
+          profiles:
+            high: {layers: [length, fact-decomposition]}
+    """)
+    assert "risk.profiles.high.layers names layers not in `layers`: fact-decomposition" in msg
+
+
+def test_an_unregistered_layer_is_a_load_error_naming_it() -> None:
+    (msg,) = errors("""
+        layers: [{name: length}, {name: no-such-layer}]
+    """)
+    assert "unknown layer 'no-such-layer'" in msg

@@ -156,6 +156,21 @@ def test_span_tree_kinds_and_parentage(otel: Telemetry, otlp_receiver: OTLPRecei
     assert server.attributes[sc.VERITY_ACTION] == "regenerate"
 
 
+def test_other_upstream_actions_name_their_attempt_spans(otel: Telemetry,
+                                                        otlp_receiver: OTLPReceiver) -> None:
+    trace = otel.start_request(scope(), "/v1/chat/completions")
+    with trace.attempt(1, "request-sources"):
+        pass
+    with trace.attempt(2, "decompose-and-retry"):
+        pass
+    trace.end(200)
+    otel.shutdown()
+    first = otlp_receiver.span("request-sources attempt 1")
+    second = otlp_receiver.span("decompose-and-retry attempt 2")
+    assert first.attributes[sc.VERITY_ATTEMPT_NUMBER] == 1
+    assert second.attributes[sc.VERITY_ATTEMPT_NUMBER] == 2
+
+
 def test_evaluation_results_are_log_records_too(otel: Telemetry,
                                                 otlp_receiver: OTLPReceiver) -> None:
     run_inline_request(otel)

@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 
 from gateway.layers.registry import known
-from gateway.policy.profiles import MODEL_FREE_LAYERS, RISK_LEVELS, RISK_PROFILES
+from gateway.policy.profiles import (
+    MODEL_FREE_LAYERS,
+    RISK_LEVELS,
+    RISK_PROFILES,
+    ProfileLayerError,
+)
 from gateway.verify.risk import assess_heuristic, assess_risk, claim_types
 
 SEED_LAYERS = {
@@ -28,15 +33,24 @@ def test_profiles_keep_seed_layers_and_limits_behind_model_free_layers() -> None
             == SEED_LIMITS[level]
 
 
-def test_model_free_layers_are_registered_and_runnable_filters() -> None:
+def test_runnable_never_drops_a_layer_silently() -> None:
+    # Product rule (issue 17): a profile whose layer the registry lacks is an error
+    # naming the profile and the layer, never a shorter profile.
     assert set(MODEL_FREE_LAYERS) <= set(known())
     critical = RISK_PROFILES["critical"]
-    # Only registered layers are runnable, in profile order (model-based ones join as
-    # they are registered).
-    assert critical.runnable(MODEL_FREE_LAYERS) == MODEL_FREE_LAYERS
-    assert critical.runnable(known()) == tuple(n for n in critical.layers if n in known())
-    assert critical.runnable(known())[:3] == MODEL_FREE_LAYERS
-    assert RISK_PROFILES["low"].runnable(["semantic-entropy"]) == ("semantic-entropy",)
+    with pytest.raises(ProfileLayerError, match=r"risk profile 'critical' names layers "
+                                                r"that are not registered: semantic-entropy"):
+        critical.runnable(MODEL_FREE_LAYERS)
+    assert critical.missing(MODEL_FREE_LAYERS) == critical.layers[3:]
+    assert RISK_PROFILES["low"].runnable([*MODEL_FREE_LAYERS, "semantic-entropy"]) \
+        == RISK_PROFILES["low"].layers
+
+
+def test_every_seed_profile_layer_is_registered() -> None:
+    for level, profile in RISK_PROFILES.items():
+        assert profile.level == level
+        assert profile.missing(known()) == ()
+        assert profile.runnable(known()) == profile.layers
 
 
 @pytest.mark.parametrize(("text", "level"), [
