@@ -91,14 +91,16 @@ def assemble(states: Mapping[str, FileState], prefer: Sequence[str] = (),
         if st.good is not None and st.good is not st.parsed:
             options.append((st.good, st.good_text))
         for policy, text in options:
-            root = _parse_yaml(text, file)[0]
+            # The YAML tree only locates a problem: parsed when there is one, not on
+            # every watcher poll (a pure-Python parse of each file, every second, on
+            # the relay process, holding the GIL).
             if policy.name in owner:
-                key, line = _locate(root, ("name",))
+                key, line = _locate(_parse_yaml(text, file)[0], ("name",))
                 problem = PolicyError(file, key if policy.spec.name else "", line,
                                       f"policy name {policy.name!r} is already used by "
                                       f"{owner[policy.name]}")
             elif policy.spec.default and default_file is not None:
-                key, line = _locate(root, ("default",))
+                key, line = _locate(_parse_yaml(text, file)[0], ("default",))
                 problem = PolicyError(file, key, line, f"more than one `default: true` policy "
                                                        f"(also {default_file})")
             else:
