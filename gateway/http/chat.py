@@ -30,7 +30,7 @@ from gateway.wire.base import ResponseFormat
 from gateway.wire.chat import CHAT_COMPLETIONS
 from gateway.wire.messages import check_messages, json_type, parse_object
 
-__all__ = ["CHAT_PATH", "ChatEndpoint", "Engine"]
+__all__ = ["CHAT_PATH", "ChatEndpoint", "Engine", "serve_exchange"]
 
 CHAT_PATH = "/v1/chat/completions"
 
@@ -106,20 +106,7 @@ class ChatEndpoint:
         watcher = DisconnectWatcher(receive)
         exchange = ChatExchange(scope, receive, send, body, payload, info, upstream,
                                 self.upstreams, principal, trace, watcher, fmt=self.fmt)
-        try:
-            if plan is None or engine is None:
-                await passthrough(exchange)
-            else:
-                await engine.handle(exchange, plan)
-        except asyncio.CancelledError:
-            # The watcher's cancel ends here (the engine has written its record); any
-            # other cancel (the server shutting down) still propagates.
-            if not watcher.disconnected or uncancel() > 0:
-                raise
-            return 499
-        finally:
-            watcher.disarm()
-        return exchange.status
+        return await serve_exchange(exchange, engine, plan)
 
     def check_shape(self, payload: dict[str, Any]) -> None:
         """Reject a body every request must not have (``messages`` not an array)."""
@@ -130,6 +117,26 @@ class ChatEndpoint:
     def check_verified(self, payload: dict[str, Any]) -> None:
         """Reject, before a verified request is sent, the shapes no server accepts."""
         check_messages(payload["messages"])
+
+
+async def serve_exchange(exchange: ChatExchange, engine: Engine | None, plan: Any) -> int:
+    """Serve ``exchange`` — through the engine when a policy applies, else pass-through —
+    and return its status (499 when its client left)."""
+    watcher = exchange.watcher
+    try:
+        if plan is None or engine is None:
+            await passthrough(exchange)
+        else:
+            await engine.handle(exchange, plan)
+    except asyncio.CancelledError:
+        # The watcher's cancel ends here (the engine has written its record); any
+        # other cancel (the server shutting down) still propagates.
+        if not watcher.disconnected or uncancel() > 0:
+            raise
+        return 499
+    finally:
+        watcher.disarm()
+    return exchange.status
 
 
 def uncancel() -> int:

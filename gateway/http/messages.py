@@ -36,10 +36,10 @@ from gateway.errors import InvalidRequest, MethodNotAllowed, NotFound, UpstreamE
 from gateway.http.asgi import DisconnectWatcher, read_body
 from gateway.http.attempts import attempts
 from gateway.http.auth import Authenticator, authorization
-from gateway.http.chat import Engine, uncancel
+from gateway.http.chat import Engine, serve_exchange, uncancel
 from gateway.http.exchange import ChatExchange
 from gateway.http.messages_send import MessagesSend
-from gateway.http.relay import passthrough, traced_chunks
+from gateway.http.relay import traced_chunks
 from gateway.telemetry import RequestTrace
 from gateway.types import RequestInfo
 from gateway.upstream.base import UpstreamClient, UpstreamResponse
@@ -139,18 +139,7 @@ class MessagesEndpoint:
         exchange = ChatExchange(scope, receive, out, orjson.dumps(chat), chat, info,
                                 self.upstreams.route(model), self.upstreams, principal,
                                 trace, watcher)
-        try:
-            if plan is None or engine is None:
-                await passthrough(exchange)
-            else:
-                await engine.handle(exchange, plan)
-        except asyncio.CancelledError:
-            if not watcher.disconnected or uncancel() > 0:
-                raise
-            return 499
-        finally:
-            watcher.disarm()
-        return exchange.status
+        return await serve_exchange(exchange, engine, plan)
 
     async def _native(self, scope: Mapping[str, Any], receive: Any, send: MessagesSend,
                       trace: RequestTrace, body: bytes, payload: dict[str, Any],
