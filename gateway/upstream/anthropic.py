@@ -25,14 +25,12 @@ Anthropic errors come back in the OpenAI error shape with the same status (529 -
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable
-from typing import Any, Literal
+from typing import Literal
 
 import aiohttp
 import orjson
 
 from gateway.errors import (
-    InvalidJSON,
-    InvalidRequest,
     UpstreamError,
     UpstreamTooLarge,
     UpstreamTruncated,
@@ -42,7 +40,7 @@ from gateway.upstream import anthropic_openai as to_openai
 from gateway.upstream import openai_anthropic as to_anthropic
 from gateway.upstream.base import RawHeaders, UpstreamResponse, too_large, truncated
 from gateway.upstream.openai import OpenAIUpstreamClient
-from gateway.upstream.responses_bridge import send_via_chat
+from gateway.upstream.responses_bridge import read_json_object, send_via_chat
 from gateway.upstream.scrub import Secrets
 
 __all__ = ["NATIVE_PATHS", "AnthropicResponse", "AnthropicUpstreamClient"]
@@ -202,7 +200,7 @@ class AnthropicUpstreamClient(OpenAIUpstreamClient):
                    query: str = "") -> UpstreamResponse:
         """Translate and send one OpenAI-style request; return once headers arrive."""
         if path == "/chat/completions" and method == "POST":
-            payload = await _json_object(body)
+            payload = await read_json_object(body)
             request = to_anthropic.chat_to_messages(payload)
             raw = await super().send("POST", "/messages", headers, orjson.dumps(request))
             return AnthropicResponse(raw, "chat",
@@ -220,19 +218,3 @@ class AnthropicUpstreamClient(OpenAIUpstreamClient):
                 pass
         body_404 = to_anthropic.unsupported_path(f"{method} /v1{path}")
         return AnthropicResponse(None, "static", status=404, body=orjson.dumps(body_404))
-
-
-async def _json_object(body: bytes | AsyncIterator[bytes] | None) -> dict[str, Any]:
-    if body is None:
-        data = b""
-    elif isinstance(body, bytes):
-        data = body
-    else:
-        data = b"".join([chunk async for chunk in body])
-    try:
-        payload = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        raise InvalidJSON("We could not parse the JSON body of your request.") from None
-    if not isinstance(payload, dict):
-        raise InvalidRequest("The request body must be a JSON object.")
-    return payload

@@ -32,14 +32,16 @@ from gateway.upstream.responses_chat import responses_to_chat
 from gateway.wire.responses_stream import encode_event
 from gateway.wire.sse import SSEParser
 
-__all__ = ["ChatAsResponses", "Send", "send_via_chat"]
+__all__ = ["ChatAsResponses", "Send", "read_json_object", "send_via_chat"]
 
 Send = Callable[[str, str, dict[str, str], "bytes | AsyncIterator[bytes] | None", str],
                 Awaitable[UpstreamResponse]]
 """An :meth:`~gateway.upstream.base.UpstreamClient.send`."""
 
 
-async def _json_object(body: bytes | AsyncIterator[bytes] | None) -> dict[str, Any]:
+async def read_json_object(body: bytes | AsyncIterator[bytes] | None) -> dict[str, Any]:
+    """A request body (bytes or a byte stream) that must be a JSON object, else the
+    client's 400."""
     if body is None:
         data = b""
     elif isinstance(body, bytes):
@@ -61,7 +63,7 @@ async def send_via_chat(send: Send, headers: dict[str, str],
     """Send a Responses request ``body`` as a chat completion with ``send``; the answer
     in the Responses shape. :class:`~gateway.errors.InvalidRequest` (400, nothing
     sent) for a field with no exact chat counterpart."""
-    request = await _json_object(body)
+    request = await read_json_object(body)
     chat = responses_to_chat(request)
     raw = await send("POST", "/chat/completions", headers, orjson.dumps(chat), query)
     return ChatAsResponses(raw, request)
