@@ -22,6 +22,9 @@ read them through a consumer group, verify them with a runtime of their own
 - :mod:`~gateway.fleet.consumer` — :class:`~gateway.fleet.consumer.FleetWorker`, what
   ``gateway worker`` runs: read, re-claim what dead workers left pending, verify,
   record, acknowledge; a job delivered ``max_deliveries`` times is recorded as failed.
+  Its pieces: :mod:`~gateway.fleet.claim` (re-claiming what dead workers left pending:
+  ``XAUTOCLAIM``), :mod:`~gateway.fleet.settle` (recording once, acknowledging,
+  counting) and :mod:`~gateway.fleet.outage` (throttled warnings while Redis is down).
 
 This package sits above ``gateway.verify`` (it runs jobs) and below the composition
 root (``gateway.runtime``) and the entry points: it takes a

@@ -12,19 +12,14 @@ One worker is one consumer (``name``) of the stream's consumer group. It runs up
   cooperatively, between awaits (as ``LocalRunner``): synchronous text work in a layer
   is not interrupted here, unlike in the pool's worker processes. A job naming a policy
   version this worker has not loaded yet makes it re-read its policies directory once;
-- **records** it exactly once (:mod:`gateway.fleet.ledger`: claim, write, flush the
-  audit sink, then acknowledge and drop the claim, in batches), with the ``shadow``
-  field every background job's record has (``gateway.verify.queue.shadow_info``:
-  ``result``, ``queue_ms`` since Redis added the entry, this worker's pid), and counts
-  how it ended (``shadow.settled``, the ``shadow.verified_ratio`` of this worker);
+- **records** it exactly once, acknowledges it and counts how it ended
+  (:mod:`gateway.fleet.settle`, over :mod:`gateway.fleet.ledger`), with the ``shadow``
+  field every background job's record has (``result``, ``queue_ms``, this worker's pid);
 - **re-claims** entries other consumers left pending for ``redis.claim_idle_seconds``
-  (``XAUTOCLAIM``; its own running entries are kept fresh meanwhile, so a slow job is
-  not taken over); a job delivered more than ``redis.max_deliveries`` times is not
-  verified again but recorded as failed (a poison job: it killed or stalled every
-  worker that took it); an entry trimmed from the stream before it was verified is
-  counted (``fleet.lost``) and logged;
-- **trims** the stream up to the oldest entry some consumer group still needs, and
-  forgets consumers idle for an hour with nothing pending.
+  (``XAUTOCLAIM``, :mod:`gateway.fleet.claim`; a slow job of its own is not taken
+  over), trims the stream and forgets consumers long gone; a job delivered more than
+  ``redis.max_deliveries`` times is not verified again but recorded as failed (a poison
+  job: it killed or stalled every worker that took it).
 
 An entry that is not a job this worker can read (another format version, a wrong
 field: :mod:`gateway.fleet.codec`) is acknowledged, counted (``fleet.rejected``) and,
@@ -37,33 +32,24 @@ another worker.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import os
-import secrets
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gateway.fleet.codec import JobFormatError, decode_job, peek_audit_id
+from gateway.fleet.claim import Claimer, Entries
+from gateway.fleet.codec import JobFormatError, decode_job
 from gateway.fleet.connect import redis_errors
-from gateway.fleet.ledger import DONE, Held, Ledger, recorded
-from gateway.fleet.stream import (
-    deliveries,
-    ensure_group,
-    entries_of,
-    forget_idle_consumers,
-    text,
-    trim,
-)
+from gateway.fleet.outage import OutageLog, sleep_unless
+from gateway.fleet.settle import Settler, Tally
+from gateway.fleet.stream import Delivery, deliveries, ensure_group, entries_of
 from gateway.redact import exception_summary
 from gateway.settings import RedisConfig
 from gateway.telemetry import RequestTrace, Telemetry
 from gateway.verify.actions import band_action
 from gateway.verify.job import VerificationJob
-from gateway.verify.outcome import CandidateOutcome, Outcome, utc_now
-from gateway.verify.queue import SampleMeter, candidates_result, shadow_info
+from gateway.verify.outcome import CandidateOutcome, Outcome
+from gateway.verify.queue import candidates_result
 from gateway.verify.record import Recorder
 from gateway.verify.runtime import Runtime
 from gateway.verify.verifier import ABANDONED, Verifier, abandoned
@@ -71,25 +57,14 @@ from gateway.verify.verifier import ABANDONED, Verifier, abandoned
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
-__all__ = ["Delivery", "FleetWorker"]
+__all__ = ["BLOCK_MS", "Delivery", "FleetWorker"]
 
 log = logging.getLogger("gateway.fleet")
 
 BLOCK_MS = 1000
 """How long one read waits for new entries (the stop event is seen this often)."""
-HOUSEKEEPING_SECONDS = 300.0
 DEFAULT_BUDGET_MS = 5000.0
 """The time of a job whose policy version is not known here (as the pool's worker)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Delivery:
-    """One delivery of a stream entry: its id, the encoded job (None: the entry was
-    trimmed away) and how many times it has been delivered, this one included."""
-
-    entry: str
-    data: bytes | None
-    deliveries: int
 
 
 class FleetWorker:
@@ -107,23 +82,20 @@ class FleetWorker:
         self.telemetry: Telemetry = runtime.telemetry
         self.name = name
         self.concurrency = concurrency
-        self.audit_path = audit_path
-        self.flush = flush
         self.drain_seconds = drain_seconds
-        self.ledger = Ledger(client, config.stream, config.group)
-        self._token = f"{name}:{os.getpid()}:{secrets.token_hex(4)}"
         self._errors = redis_errors()
+        self._outage = OutageLog()
         self._running: dict[str, asyncio.Task[None]] = {}
         self._slot = asyncio.Event()
-        self._acks: list[tuple[str, str]] = []
-        self._ack_wake = asyncio.Event()
         self._last_refresh = 0.0
-        self._last_housekeeping = 0.0
-        self._warned: dict[str, float] = {}
-        self.counts: dict[str, int] = {k: 0 for k in (
-            "verified", "abandoned", "failed", "duplicates", "rejected", "lost", "claimed")}
-        self.sample = SampleMeter()
-        """How the jobs this worker recorded ended (the verified share of the sample)."""
+        tally = Tally(self.telemetry)
+        self.counts = tally.counts
+        self.settler = Settler(config, client, recorder, tally, self._outage, name=name,
+                               audit_path=audit_path, flush=flush)
+        self.sample = self.settler.sample
+        self.claimer = Claimer(config, client, name=name, concurrency=concurrency,
+                               running=self._running.keys(), redeliver=self._redeliver,
+                               tally=tally, outage=self._outage)
 
     # ---- the loop ------------------------------------------------------------------------
 
@@ -134,13 +106,13 @@ class FleetWorker:
                 await ensure_group(self.client, self.config.stream, self.config.group)
                 break
             except self._errors as exc:
-                self._warn("connect", "fleet: Redis unreachable (%s); retrying",
-                           type(exc).__name__)
-                await _sleep_unless(stop, 1.0)
+                self._outage.warn("connect", "fleet: Redis unreachable (%s); retrying",
+                                  type(exc).__name__)
+                await sleep_unless(stop, 1.0)
         self.telemetry.gauge("shadow.verified_ratio", self.sample.verified_ratio)
-        acker = asyncio.create_task(self._acker(), name="fleet-acker")
+        acker = asyncio.create_task(self.settler.acker(), name="fleet-acker")
         loops = [asyncio.create_task(self._reader(stop), name="fleet-reader"),
-                 asyncio.create_task(self._claimer(stop), name="fleet-claimer")]
+                 asyncio.create_task(self.claimer.run(stop), name="fleet-claimer")]
         try:
             await stop.wait()
         finally:
@@ -155,7 +127,7 @@ class FleetWorker:
                 await asyncio.gather(*running, return_exceptions=True)
             acker.cancel()
             await asyncio.gather(acker, return_exceptions=True)
-            await self._ack_now()
+            await self.settler.ack_now()
 
     async def _reader(self, stop: asyncio.Event) -> None:
         start = "0"  # this consumer's own pending entries first
@@ -166,9 +138,9 @@ class FleetWorker:
                     self.config.group, self.name, {self.config.stream: start}, count=free,
                     block=None if start == "0" else BLOCK_MS)
             except self._errors as exc:
-                self._warn("read", "fleet: reading the stream failed (%s); retrying",
-                           type(exc).__name__)
-                await _sleep_unless(stop, 1.0)
+                self._outage.warn("read", "fleet: reading the stream failed (%s); retrying",
+                                  type(exc).__name__)
+                await sleep_unless(stop, 1.0)
                 continue
             entries = entries_of(got)
             if start != ">":
@@ -176,29 +148,18 @@ class FleetWorker:
                     start = ">"
                     continue
                 start = entries[-1][0]
-                counts = await self._deliveries([e for e, _ in entries])
-                for entry, data in entries:
-                    self._dispatch(Delivery(entry, data, counts.get(entry, 1)))
+                await self._redeliver(entries)
                 continue
             for entry, data in entries:
                 self._dispatch(Delivery(entry, data, 1))
 
-    async def _claimer(self, stop: asyncio.Event) -> None:
-        interval = max(0.2, self.config.claim_idle_seconds / 3)
-        while not stop.is_set():
-            await _sleep_unless(stop, interval)
-            if stop.is_set():
-                return
-            try:
-                await self._keep_fresh()
-                await self._claim_idle()
-                if time.monotonic() - self._last_housekeeping >= HOUSEKEEPING_SECONDS:
-                    await self._housekeeping()
-                else:
-                    await trim(self.client, self.config.stream)
-            except self._errors as exc:
-                self._warn("claim", "fleet: claiming idle entries failed (%s)",
-                           type(exc).__name__)
+    async def _redeliver(self, entries: Entries) -> None:
+        """Dispatch entries delivered before (pending, or claimed from another consumer)
+        with their delivery counts."""
+        counts = await deliveries(self.client, self.config.stream, self.config.group,
+                                  self.name, [e for e, _ in entries])
+        for entry, data in entries:
+            self._dispatch(Delivery(entry, data, counts.get(entry, 1)))
 
     async def _free_slots(self) -> int:
         while len(self._running) >= self.concurrency:
@@ -218,68 +179,25 @@ class FleetWorker:
 
         task.add_done_callback(done)
 
-    # ---- redelivery ----------------------------------------------------------------------
-
-    async def _keep_fresh(self) -> None:
-        """Reset the idle time of the entries this worker is running (no re-claim)."""
-        if self._running:
-            await self.client.xclaim(self.config.stream, self.config.group, self.name, 0,
-                                     list(self._running), justid=True)
-
-    async def _claim_idle(self) -> None:
-        free = self.concurrency - len(self._running)
-        if free <= 0:
-            return
-        reply = await self.client.xautoclaim(
-            self.config.stream, self.config.group, self.name,
-            int(self.config.claim_idle_seconds * 1000), start_id="0-0", count=free)
-        claimed = [(entry, data) for entry, data in entries_of([[b"", reply[1]]])
-                   if entry not in self._running]
-        deleted = [text(e) for e in (reply[2] if len(reply) > 2 else [])]
-        if deleted:
-            self.counts["lost"] += len(deleted)
-            self.telemetry.count("fleet.lost", len(deleted))
-            log.warning("fleet: %d pending job(s) were trimmed from the stream before they "
-                        "were verified (ids %s…); raise redis.maxlen or add workers",
-                        len(deleted), deleted[0])
-        if not claimed:
-            return
-        self.counts["claimed"] += len(claimed)
-        self.telemetry.count("fleet.claimed", len(claimed))
-        counts = await self._deliveries([e for e, _ in claimed])
-        for entry, data in claimed:
-            self._dispatch(Delivery(entry, data, counts.get(entry, 1)))
-
-    async def _deliveries(self, entries: list[str]) -> dict[str, int]:
-        return await deliveries(self.client, self.config.stream, self.config.group,
-                                self.name, entries)
-
-    async def _housekeeping(self) -> None:
-        self._last_housekeeping = time.monotonic()
-        await trim(self.client, self.config.stream)
-        await forget_idle_consumers(self.client, self.config.stream, self.config.group,
-                                    keep=self.name)
-
     # ---- one job -------------------------------------------------------------------------
 
     async def _handle(self, d: Delivery) -> None:
         if d.data is None:  # trimmed away while pending: nothing left to verify
-            self.counts["lost"] += 1
-            self.telemetry.count("fleet.lost", 1)
+            self.settler.tally.add("lost")
             log.warning("fleet: entry %s was trimmed from the stream before it was verified",
                         d.entry)
-            self._ack(d.entry, "")
+            self.settler.ack(d.entry, "")
             return
         try:
             job = decode_job(d.data, max_bytes=self.config.max_job_bytes)
         except JobFormatError as exc:
-            await self._reject(d, exc)
+            await self.settler.reject(d, exc)
             return
         try:
             await self._verify_and_record(d, job)
         except self._errors as exc:  # claim or record step: it stays pending, redelivered
-            self._warn("job", "fleet: recording a job failed (%s); it will be redelivered",
-                       type(exc).__name__)
+            self._outage.warn("job", "fleet: recording a job failed (%s); it will be "
+                              "redelivered", type(exc).__name__)
         except Exception:  # a bug: the job stays pending (and ends as a poison record)
             log.exception("fleet: handling entry %s failed", d.entry)
 
@@ -311,20 +229,13 @@ class FleetWorker:
                     status, error, result = 0, "fleet_timeout", "failed"
                     self._not_run(job, outcome, done, f"not verified: verification took "
                                   f"over redis.job_timeout ({self.config.job_timeout:g}s)")
-        write = self._writer(job, trace, outcome, done, shadow_info(result, None, os.getpid()))
+        write = self.settler.writer(d, job, self.verifier, trace, outcome, done, result)
         try:
-            recorded_here = await self._commit(d, job.audit_id, self._timed(d, write))
+            recorded_here = await self.settler.commit(d, job.audit_id, write)
         finally:
             trace.end(status if error is None else 0, error)
         if recorded_here:
-            self._settle(job, result)
-
-    def _timed(self, d: Delivery, write: Callable[[dict[str, Any]], None]) -> Callable[[], None]:
-        """``write`` with the record's ``shadow.queue_ms``: from the stream entry's id
-        (the time Redis added it, on Redis' clock) to now (this worker's clock)."""
-        def go() -> None:
-            write({"queue_ms": _queue_ms(d.entry)})
-        return go
+            self.settler.settle(job, result)
 
     async def _run(self, job: VerificationJob, trace: RequestTrace, outcome: Outcome,
                    done: list[CandidateOutcome]) -> str:
@@ -367,39 +278,6 @@ class FleetWorker:
         else:
             outcome.note = note
 
-    def _writer(self, job: VerificationJob, trace: RequestTrace, outcome: Outcome,
-                done: list[CandidateOutcome],
-                shadow: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
-        """What writes the job's record, its ``shadow`` field (``shadow_info``) updated
-        with the given keys at write time."""
-        if job.kind == "candidates":
-            names = {c.name for c in done}
-            done.extend(CandidateOutcome(c.name, c.version, error="not run")
-                        for c in job.candidates if c.name not in names)
-            record = self.verifier.candidates_record(job, done)
-
-            def write_candidates(extra: dict[str, Any]) -> None:
-                record["shadow"] = {**shadow, **extra}
-                self.recorder.write(record)
-            return write_candidates
-
-        def write_verify(extra: dict[str, Any]) -> None:
-            outcome.shadow = {**shadow, **extra}
-            self.recorder.finish(outcome, trace)
-        return write_verify
-
-    def _settle(self, job: VerificationJob, result: str) -> None:
-        """Count how a job this worker recorded ended (as the relay's queue counts its
-        own: ``shadow.settled``, the sample meter; and the ``fleet.*`` counters)."""
-        kind = "shadow" if job.kind == "verify" else "candidates"
-        self.sample.settle(result)
-        self.telemetry.count("shadow.settled", 1, {"kind": kind, "result": result})
-        if result == "abandoned":
-            self.telemetry.count("shadow.abandoned", 1, {"kind": kind})
-        self.counts[result] = self.counts.get(result, 0) + 1
-        if result in ("verified", "failed"):
-            self.telemetry.count(f"fleet.{result}", 1)
-
     async def _know_policies(self, job: VerificationJob) -> None:
         """A job naming a policy version not loaded here (the relay reloaded first):
         re-read the policies directory, at most once a second."""
@@ -411,107 +289,6 @@ class FleetWorker:
         self._last_refresh = time.monotonic()
         await asyncio.to_thread(self.runtime.policies.reload)
 
-    async def _commit(self, d: Delivery, audit_id: str, write: Callable[[], None]) -> bool:
-        """Record the job once (see :mod:`gateway.fleet.ledger`); True if this delivery
-        wrote the record."""
-        token = f"{self._token}:{d.entry}:{d.deliveries}"
-        got = await self.ledger.claim(d.entry, audit_id, token)
-        if isinstance(got, Held):
-            if await asyncio.to_thread(recorded, self.audit_path, audit_id):
-                return self._duplicate(d, audit_id, ack=True)
-            log.info("fleet: job %s was claimed by %s, which did not record it; recording it",
-                     d.entry, got.token.rsplit(":", 2)[0])
-            got = await self.ledger.claim(d.entry, audit_id, token, force=True)
-        if got == DONE:
-            return self._duplicate(d, audit_id, ack=False)
-        write()
-        self._ack(d.entry, audit_id)
-        return True
-
-    def _duplicate(self, d: Delivery, audit_id: str, *, ack: bool) -> bool:
-        self.counts["duplicates"] += 1
-        self.telemetry.count("fleet.duplicates", 1)
-        if ack:
-            self._ack(d.entry, audit_id)
-        return False
-
-    async def _reject(self, d: Delivery, exc: JobFormatError) -> None:
-        self.counts["rejected"] += 1
-        self.telemetry.count("fleet.rejected", 1)
-        log.warning("fleet: entry %s is not a job this worker reads: %s", d.entry, exc)
-        audit_id = peek_audit_id(d.data or b"")
-        if audit_id is None:
-            self._ack(d.entry, "")
-            return
-        record = {"audit_id": audit_id, "finished_at": utc_now(),
-                  "note": f"not verified: unreadable job ({exc})",
-                  "shadow": {**shadow_info("failed", None, os.getpid()),
-                             "queue_ms": _queue_ms(d.entry)}}
-        try:
-            if await self._commit(d, audit_id, lambda: self.recorder.write(record)):
-                self.sample.settle("failed")
-                self.telemetry.count("shadow.settled", 1, {"kind": "shadow",
-                                                           "result": "failed"})
-        except self._errors as err:
-            self._warn("job", "fleet: recording a job failed (%s); it will be redelivered",
-                       type(err).__name__)
-
-    # ---- acknowledgement -----------------------------------------------------------------
-
-    def _ack(self, entry: str, audit_id: str) -> None:
-        self._acks.append((entry, audit_id))
-        self._ack_wake.set()
-
-    async def _acker(self) -> None:
-        while True:
-            await self._ack_wake.wait()
-            self._ack_wake.clear()
-            try:
-                await self._ack_now()
-            except self._errors as exc:
-                self._warn("ack", "fleet: acknowledging failed (%s); retrying",
-                           type(exc).__name__)
-                await asyncio.sleep(1.0)
-                self._ack_wake.set()
-
-    async def _ack_now(self) -> None:
-        """Flush the audit sink, then acknowledge what it holds (a record reaches the
-        file before its entry leaves the pending list)."""
-        if not self._acks:
-            return
-        batch, self._acks = self._acks, []
-        try:
-            if self.flush is not None:
-                await asyncio.to_thread(self.flush)
-            await self.ledger.ack(batch)
-        except BaseException:
-            self._acks[:0] = batch
-            raise
-
-    def _warn(self, kind: str, message: str, *args: Any) -> None:
-        """A warning line per kind at most every 10 s (a Redis outage must not flood)."""
-        now = time.monotonic()
-        if now - self._warned.get(kind, -10.0) >= 10.0:
-            self._warned[kind] = now
-            log.warning(message, *args)
-
     def status(self) -> dict[str, Any]:
         return {"name": self.name, "running": len(self._running), **self.counts,
                 "sample": self.sample.status()}
-
-
-# ---- helpers -------------------------------------------------------------------------------
-
-
-def _queue_ms(entry: str) -> float | None:
-    """Milliseconds since Redis added the entry (its id's time part), never negative."""
-    try:
-        added = int(entry.split("-", 1)[0])
-    except ValueError:
-        return None
-    return round(max(0.0, time.time() * 1000 - added), 3)
-
-
-async def _sleep_unless(stop: asyncio.Event, seconds: float) -> None:
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stop.wait(), seconds)

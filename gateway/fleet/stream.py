@@ -1,5 +1,6 @@
 """The Redis Stream commands fleet mode shares: the consumer group, its backlog,
-delivery counts, trimming and forgetting consumers, and reading replies.
+delivery counts, trimming and forgetting consumers, and reading replies (entry ids, a
+worker's :class:`Delivery`).
 
 Both sides use them: a relay creates the group if it comes first and reads the backlog
 to shed before the stream's trim could reach an unverified job; a worker counts
@@ -10,13 +11,15 @@ long gone. Replies are read as redis-py returns them with ``decode_responses=Fal
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
-__all__ = ["FORGET_CONSUMER_MS", "backlog", "deliveries", "ensure_group", "entries_of",
-           "entry_key", "forget_idle_consumers", "next_id", "text", "trim"]
+__all__ = ["FORGET_CONSUMER_MS", "Delivery", "backlog", "deliveries", "ensure_group", "entries_of",
+           "entry_key", "forget_idle_consumers", "next_id", "queue_ms", "text", "trim"]
 
 FORGET_CONSUMER_MS = 3600 * 1000
 """A consumer idle this long with nothing pending is removed from the group."""
@@ -107,3 +110,23 @@ def entry_key(entry: str) -> tuple[int, int]:
 def next_id(entry: str) -> str:
     ms, seq = entry_key(entry)
     return f"{ms}-{seq + 1}"
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """One delivery of a stream entry to a worker: its id, the encoded job (None: the
+    entry was trimmed away) and how many times it has been delivered, this one included."""
+
+    entry: str
+    data: bytes | None
+    deliveries: int
+
+
+def queue_ms(entry: str) -> float | None:
+    """Milliseconds since Redis added the entry (its id's time part, on Redis' clock) to
+    now (this machine's clock), never negative."""
+    try:
+        added = int(entry.split("-", 1)[0])
+    except ValueError:
+        return None
+    return round(max(0.0, time.time() * 1000 - added), 3)

@@ -37,7 +37,6 @@ The prompt texts are in :mod:`gateway.layers._fact_check_prompts` (re-exported h
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, timedelta
@@ -45,6 +44,7 @@ from typing import Any, ClassVar, Literal, cast
 
 from pydantic import Field
 
+from gateway.layers._corpus_index import CorpusIndex
 from gateway.layers._fact_check_prompts import (
     CORRECT_PROMPT,
     LABEL_PROMPT,
@@ -66,7 +66,7 @@ from gateway.redact import shape
 from gateway.scoring.binding import SourceAuthority, authority_weight, parse_date, recency_weight
 from gateway.scoring.evidence import EvidenceItem, Verdict, VerdictResult, assess
 from gateway.text.claims import FactualClaim, detect_claims
-from gateway.text.index import TextIndex, build_index, context_index
+from gateway.text.index import TextIndex, context_index
 from gateway.text.tokens import content_words, tokenize
 
 __all__ = ["CORRECT_PROMPT", "LABEL_PROMPT", "FactCheckConfig", "FactCheckLayer", "Passage"]
@@ -189,18 +189,14 @@ class FactCheckLayer:
     def __init__(self, config: FactCheckConfig, resources: LayerResources) -> None:
         self.config = config
         self.resources = resources
-        self._corpus: tuple[Mapping[str, str], TextIndex] | None = None
+        self._corpus = CorpusIndex()
 
     # -- evidence ----------------------------------------------------------------------
 
     async def _corpus_index(self, corpus: Mapping[str, str]) -> TextIndex | None:
         if not corpus or not self.config.use_corpus:
             return None
-        cached = self._corpus
-        if cached is None or cached[0] is not corpus:
-            index = await asyncio.to_thread(build_index, list(corpus.items()))
-            cached = self._corpus = (corpus, index)
-        return cached[1]
+        return await self._corpus.of(corpus)
 
     def _passages(self, claim: str, inp: VerifyInput, corpus: Mapping[str, str],
                   corpus_index: TextIndex | None) -> list[Passage]:

@@ -31,13 +31,13 @@ Judge calls per request: 1 (everything supported by context or corpus) or 2.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
+from gateway.layers._corpus_index import CorpusIndex
 from gateway.layers._fact_decomposition_prompts import (
     CHECK_SYSTEM,
     CLAIM_TYPES,
@@ -67,7 +67,7 @@ from gateway.layers.base import (
 )
 from gateway.layers.grounding import GroundingConfig, check_sentence
 from gateway.redact import shape
-from gateway.text.index import TextIndex, build_index, context_index
+from gateway.text.index import TextIndex, context_index
 from gateway.text.tokens import content_words, tokenize
 
 __all__ = ["FactDecompositionConfig", "FactDecompositionLayer", "parse_claims", "read_claims"]
@@ -167,16 +167,12 @@ class FactDecompositionLayer:
                  resources: LayerResources | None = None) -> None:
         self.config = config
         self.resources = resources or LayerResources()
-        self._corpus: tuple[Mapping[str, str], TextIndex] | None = None
+        self._corpus = CorpusIndex()
 
     async def _corpus_index(self, corpus: Mapping[str, str]) -> TextIndex | None:
         if not corpus or not self.config.use_corpus:
             return None
-        cached = self._corpus
-        if cached is None or cached[0] is not corpus:
-            index = await asyncio.to_thread(build_index, list(corpus.items()))
-            cached = self._corpus = (corpus, index)
-        return cached[1]
+        return await self._corpus.of(corpus)
 
     async def verify(self, inp: VerifyInput) -> LayerResult:
         cfg = self.config

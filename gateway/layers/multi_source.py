@@ -36,13 +36,13 @@ and weights and per-claim counts — no claim or source text.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
+from gateway.layers._corpus_index import CorpusIndex
 from gateway.layers._judged import (
     JudgeTally,
     answer_claims,
@@ -61,7 +61,7 @@ from gateway.layers._multi_source_prompts import (
 )
 from gateway.layers.base import Evidence, LayerConfig, LayerResources, LayerResult, VerifyInput
 from gateway.scoring.binding import authority_weight, recency_weight
-from gateway.text.index import TextIndex, build_index, context_index
+from gateway.text.index import TextIndex, context_index
 from gateway.text.tokens import content_words, tokenize
 
 __all__ = ["MultiSourceConfig", "MultiSourceLayer"]
@@ -155,16 +155,12 @@ class MultiSourceLayer:
                  resources: LayerResources | None = None) -> None:
         self.config = config
         self.resources = resources or LayerResources()
-        self._corpus: tuple[Mapping[str, str], TextIndex] | None = None
+        self._corpus = CorpusIndex()
 
     async def _corpus_index(self, corpus: Mapping[str, str]) -> TextIndex | None:
         if not corpus or not self.config.use_corpus or not self.config.max_corpus_sources:
             return None
-        cached = self._corpus
-        if cached is None or cached[0] is not corpus:
-            index = await asyncio.to_thread(build_index, list(corpus.items()))
-            cached = self._corpus = (corpus, index)
-        return cached[1]
+        return await self._corpus.of(corpus)
 
     async def _sources(self, inp: VerifyInput, claims: list[str]) -> list[_Source]:
         cfg = self.config

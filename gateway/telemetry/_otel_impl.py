@@ -5,7 +5,8 @@ endpoint is configured. :class:`OtelTelemetry` owns the providers (made from the
 environment, flushed and shut down here) and starts traces; the rest lives
 beside it:
 
-- ``gateway.telemetry._otel_spans``: the request, upstream, layer and attempt spans;
+- ``gateway.telemetry._otel_spans``: the request trace (root, candidate and attempt spans);
+- ``gateway.telemetry._otel_child_spans``: the upstream call, prepare and layer spans;
 - ``gateway.telemetry._otel_events``: evaluation and inference-details events / log records;
 - ``gateway.telemetry._otel_metrics``: the metric instruments;
 - ``gateway.telemetry._otel_attrs``: attribute values and the cached attribute sets;

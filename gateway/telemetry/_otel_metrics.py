@@ -11,55 +11,80 @@ instruments come from a no-op meter, so callers record unconditionally.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
-from opentelemetry.metrics import CallbackOptions, Meter, MeterProvider, NoOpMeter, Observation
+from opentelemetry.metrics import (
+    CallbackOptions,
+    Counter,
+    Histogram,
+    Meter,
+    MeterProvider,
+    NoOpMeter,
+    Observation,
+)
 
 from gateway.telemetry import semconv as sc
 from gateway.telemetry._otel_attrs import clean_attrs
 
-__all__ = ["Instruments"]
+__all__ = ["INSTRUMENTS", "Instruments"]
+
+
+HISTOGRAM, COUNTER = "histogram", "counter"
+
+INSTRUMENTS: Final[tuple[tuple[str, str, str, str, str], ...]] = (
+    # (attribute of Instruments, kind, metric name, unit, description)
+    ("token_usage", HISTOGRAM, sc.METRIC_GEN_AI_TOKEN_USAGE, "{token}",
+     "Number of input and output tokens used."),
+    ("operation_duration", HISTOGRAM, sc.METRIC_GEN_AI_OPERATION_DURATION, "s",
+     "GenAI operation duration."),
+    ("ttfc", HISTOGRAM, sc.METRIC_GEN_AI_TIME_TO_FIRST_CHUNK, "s",
+     "Time to receive the first chunk of a streaming response."),
+    ("layer_duration", HISTOGRAM, sc.METRIC_LAYER_DURATION, "s",
+     "Verification layer duration."),
+    ("layer_verdicts", COUNTER, sc.METRIC_LAYER_VERDICTS, "{verdict}",
+     "Verification layer verdicts by policy, mode, layer and verdict."),
+    ("decisions", COUNTER, sc.METRIC_DECISIONS, "{decision}",
+     "Policy decisions by policy, mode, verdict and action."),
+    ("candidate_decisions", COUNTER, sc.METRIC_CANDIDATE_DECISIONS, "{decision}",
+     "Candidate policies' would-be decisions, by live policy, candidate, verdict and "
+     "action."),
+    ("http_server_duration", HISTOGRAM, sc.METRIC_HTTP_SERVER_DURATION, "s",
+     "Duration of HTTP server requests."),
+    ("judge_cost", COUNTER, sc.METRIC_JUDGE_COST, "{USD}",
+     "Judge cost reported by layers."),
+    ("upstream_attempts", COUNTER, sc.METRIC_UPSTREAM_ATTEMPTS, "{attempt}",
+     "Upstream calls by upstream and outcome (ok, or the retry decision)."),
+    ("upstream_served", COUNTER, sc.METRIC_UPSTREAM_SERVED, "{request}",
+     "Upstream exchanges by the upstream that served them and the calls they took "
+     "(retries and fallbacks included)."),
+)
+"""The instruments every gateway has, made at start (the named ones of ``semconv``'s
+tables are made on first use)."""
 
 
 class Instruments:
-    """The histograms and counters, made once from the meter provider."""
+    """The histograms and counters, made once from the meter provider (one attribute
+    per row of :data:`INSTRUMENTS`)."""
+
+    token_usage: Histogram
+    operation_duration: Histogram
+    ttfc: Histogram
+    layer_duration: Histogram
+    http_server_duration: Histogram
+    layer_verdicts: Counter
+    decisions: Counter
+    candidate_decisions: Counter
+    judge_cost: Counter
+    upstream_attempts: Counter
+    upstream_served: Counter
 
     def __init__(self, provider: MeterProvider | None) -> None:
         meter: Meter = (provider.get_meter(sc.INSTRUMENTATION_SCOPE)
                         if provider is not None else NoOpMeter(sc.INSTRUMENTATION_SCOPE))
         self.meter = meter
-        self.token_usage = meter.create_histogram(
-            sc.METRIC_GEN_AI_TOKEN_USAGE, unit="{token}",
-            description="Number of input and output tokens used.")
-        self.operation_duration = meter.create_histogram(
-            sc.METRIC_GEN_AI_OPERATION_DURATION, unit="s", description="GenAI operation duration.")
-        self.ttfc = meter.create_histogram(
-            sc.METRIC_GEN_AI_TIME_TO_FIRST_CHUNK, unit="s",
-            description="Time to receive the first chunk of a streaming response.")
-        self.layer_duration = meter.create_histogram(
-            sc.METRIC_LAYER_DURATION, unit="s", description="Verification layer duration.")
-        self.layer_verdicts = meter.create_counter(
-            sc.METRIC_LAYER_VERDICTS, unit="{verdict}",
-            description="Verification layer verdicts by policy, mode, layer and verdict.")
-        self.decisions = meter.create_counter(
-            sc.METRIC_DECISIONS, unit="{decision}",
-            description="Policy decisions by policy, mode, verdict and action.")
-        self.candidate_decisions = meter.create_counter(
-            sc.METRIC_CANDIDATE_DECISIONS, unit="{decision}",
-            description="Candidate policies' would-be decisions, by live policy, candidate, "
-                        "verdict and action.")
-        self.http_server_duration = meter.create_histogram(
-            sc.METRIC_HTTP_SERVER_DURATION, unit="s",
-            description="Duration of HTTP server requests.")
-        self.judge_cost = meter.create_counter(
-            sc.METRIC_JUDGE_COST, unit="{USD}", description="Judge cost reported by layers.")
-        self.upstream_attempts = meter.create_counter(
-            sc.METRIC_UPSTREAM_ATTEMPTS, unit="{attempt}",
-            description="Upstream calls by upstream and outcome (ok, or the retry decision).")
-        self.upstream_served = meter.create_counter(
-            sc.METRIC_UPSTREAM_SERVED, unit="{request}",
-            description="Upstream exchanges by the upstream that served them and the calls "
-                        "they took (retries and fallbacks included).")
+        for attribute, kind, metric, unit, description in INSTRUMENTS:
+            create = meter.create_histogram if kind == HISTOGRAM else meter.create_counter
+            setattr(self, attribute, create(metric, unit=unit, description=description))
         self._counters: dict[str, Any] = {}
         self._histograms: dict[str, Any] = {}
 
@@ -72,11 +97,7 @@ class Instruments:
             metric, unit, description = sc.COUNTERS.get(name, (f"verity.{name}", "1", ""))
             counter = self._counters[name] = self.meter.create_counter(
                 metric, unit=unit, description=description)
-        if not attributes:
-            counter.add(value)
-            return
-        names = sc.COUNTER_ATTRIBUTES
-        counter.add(value, clean_attrs((names.get(k, k), v) for k, v in attributes.items()))
+        counter.add(value, _exported(attributes))
 
     def observe(self, name: str, value: float,
                 attributes: Mapping[str, Any] | None = None) -> None:
@@ -86,11 +107,7 @@ class Instruments:
             metric, unit, description, _ = sc.HISTOGRAMS[name]  # buckets: a view (_otel_setup)
             hist = self._histograms[name] = self.meter.create_histogram(
                 metric, unit=unit, description=description)
-        if not attributes:
-            hist.record(value)
-            return
-        names = sc.COUNTER_ATTRIBUTES
-        hist.record(value, clean_attrs((names.get(k, k), v) for k, v in attributes.items()))
+        hist.record(value, _exported(attributes))
 
     def gauge(self, name: str, value: Callable[[], float | None]) -> None:
         """A named gauge (:data:`gateway.telemetry.semconv.GAUGES`) read at each export
@@ -125,3 +142,12 @@ class Instruments:
         self.meter.create_observable_gauge(
             sc.METRIC_UPSTREAM_IN_FLIGHT, callbacks=[in_flight], unit="{request}",
             description="Upstream calls in flight (open streams included).")
+
+
+def _exported(attributes: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A named instrument's attributes, keys under their exported names
+    (:data:`gateway.telemetry.semconv.COUNTER_ATTRIBUTES`); None for none."""
+    if not attributes:
+        return None
+    names = sc.COUNTER_ATTRIBUTES
+    return clean_attrs((names.get(k, k), v) for k, v in attributes.items())

@@ -38,7 +38,13 @@ from gateway.errors import (
 from gateway.settings import DEFAULT_MAX_RESPONSE_BYTES, UpstreamConfig
 from gateway.upstream import anthropic_openai as to_openai
 from gateway.upstream import openai_anthropic as to_anthropic
-from gateway.upstream.base import RawHeaders, UpstreamResponse, too_large, truncated
+from gateway.upstream.base import (
+    RawHeaders,
+    UpstreamResponse,
+    read_chunks,
+    too_large,
+    truncated,
+)
 from gateway.upstream.openai import OpenAIUpstreamClient
 from gateway.upstream.responses_bridge import read_json_object, send_via_chat
 from gateway.upstream.scrub import Secrets
@@ -109,14 +115,7 @@ class AnthropicResponse(UpstreamResponse):
         if self._body is not None:
             return self._body
         if self._mode == "stream":  # translated as it arrives: the output is counted
-            parts: list[bytes] = []
-            total = 0
-            async for chunk in self.iter_chunks():
-                total += len(chunk)
-                if total > self.max_bytes:
-                    raise self.too_large()
-                parts.append(chunk)
-            self._body = b"".join(parts)
+            self._body = await read_chunks(self)
             return self._body
         assert self._raw is not None
         data = await self._raw.read()

@@ -47,8 +47,8 @@ from collections.abc import AsyncIterator, Iterable
 from gateway.errors import UpstreamTooLarge, UpstreamTruncated
 from gateway.settings import UpstreamConfig
 
-__all__ = ["RawHeaders", "UpstreamClient", "UpstreamResponse", "relayable_headers",
-           "too_large", "truncated"]
+__all__ = ["RawHeaders", "UpstreamClient", "UpstreamResponse", "read_chunks",
+           "relayable_headers", "too_large", "truncated"]
 
 log = logging.getLogger("gateway.upstream")
 
@@ -190,3 +190,17 @@ def truncated(upstream: str) -> UpstreamTruncated:
     return UpstreamTruncated(
         f"upstream {upstream!r} ended the stream without a finish reason or [DONE]: "
         f"the answer is incomplete")
+
+
+async def read_chunks(response: UpstreamResponse) -> bytes:
+    """All of ``response.iter_chunks()``, at most ``max_bytes`` (else its
+    :meth:`~UpstreamResponse.too_large`): ``read`` of a response translated as it
+    arrives, whose output is what is counted."""
+    parts: list[bytes] = []
+    total = 0
+    async for chunk in response.iter_chunks():
+        total += len(chunk)
+        if total > response.max_bytes:
+            raise response.too_large()
+        parts.append(chunk)
+    return b"".join(parts)

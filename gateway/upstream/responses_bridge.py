@@ -26,7 +26,7 @@ from typing import Any
 import orjson
 
 from gateway.errors import InvalidJSON, InvalidRequest, UpstreamTooLarge, UpstreamTruncated
-from gateway.upstream.base import UpstreamResponse
+from gateway.upstream.base import UpstreamResponse, read_chunks
 from gateway.upstream.chat_responses import ChatStreamToResponses, chat_to_response
 from gateway.upstream.responses_chat import responses_to_chat
 from gateway.wire.responses_stream import encode_event
@@ -102,14 +102,7 @@ class ChatAsResponses(UpstreamResponse):
         if self._body is not None:
             return self._body
         if self._stream():  # translated as it arrives: the output is counted
-            parts: list[bytes] = []
-            total = 0
-            async for chunk in self.iter_chunks():
-                total += len(chunk)
-                if total > self.max_bytes:
-                    raise self.too_large()
-                parts.append(chunk)
-            self._body = b"".join(parts)
+            self._body = await read_chunks(self)
             return self._body
         data = await self._raw.read()
         if self.status >= 400:

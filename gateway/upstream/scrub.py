@@ -113,23 +113,19 @@ class Secrets:
                     node.clear()
                     node.update(items)
                     changed = True
-                for k, v in node.items():
-                    if isinstance(v, str):
-                        out = self.scrub_text(v)
-                        if out != v:
-                            node[k] = out
-                            changed = True
-                    elif isinstance(v, dict | list):
-                        stack.append(v)
+                members: Iterable[tuple[Any, Any]] = node.items()
             elif isinstance(node, list):
-                for i, v in enumerate(node):
-                    if isinstance(v, str):
-                        out = self.scrub_text(v)
-                        if out != v:
-                            node[i] = out
-                            changed = True
-                    elif isinstance(v, dict | list):
-                        stack.append(v)
+                members = enumerate(node)
+            else:
+                continue
+            for key, v in members:  # values replaced in place: the size never changes
+                if isinstance(v, str):
+                    out = self.scrub_text(v)
+                    if out != v:
+                        node[key] = out
+                        changed = True
+                elif isinstance(v, dict | list):
+                    stack.append(v)
         return value, changed
 
     def scrub_body(self, data: bytes, parsed: Any = _UNPARSED) -> bytes | None:

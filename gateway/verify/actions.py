@@ -155,6 +155,21 @@ class RegenContext:
     fmt: ResponseFormat = CHAT_COMPLETIONS
     """How answers of the request's front door are read and rewritten."""
 
+    async def answer(self, payload: dict[str, Any], entry: dict[str, Any]) -> Any:
+        """One attempt's upstream call: its answer, or None when it failed (``entry``,
+        the attempt's history entry, gets the ``status`` and, on failure, the
+        ``error``: the exception, or the status of a reply that is not an answer)."""
+        try:
+            status, parsed, _raw = await self.complete(payload)
+        except GatewayError as err:
+            entry["error"] = f"{type(err).__name__}: {err.message}"
+            return None
+        entry["status"] = status
+        if status >= 400 or not self.fmt.is_answer(parsed):
+            entry["error"] = f"upstream answered {status}"
+            return None
+        return parsed
+
 
 def band_action(actions: ActionSet, band: str) -> AnyAction:
     action: AnyAction = actions.pass_ if band == "pass" else getattr(actions, band)
@@ -301,14 +316,8 @@ async def _retry(action: RegenerateAction | RequestSourcesAction, completion: di
         history.append(entry)
         with ctx.attempt(n):
             made = n
-            try:
-                status, parsed, _raw = await ctx.complete(payload)
-            except GatewayError as err:
-                entry["error"] = f"{type(err).__name__}: {err.message}"
-                continue
-            entry["status"] = status
-            if status >= 400 or not ctx.fmt.is_answer(parsed):
-                entry["error"] = f"upstream answered {status}"
+            parsed = await ctx.answer(payload, entry)
+            if parsed is None:
                 continue
             new_v = await ctx.verify(parsed)
         entry.update(verdict=new_v.verdict, score=new_v.score,

@@ -37,7 +37,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from gateway.errors import GatewayError
 from gateway.policy.models import DecomposeAndRetryAction, RequestSourcesAction
 from gateway.text.tokens import Span, content_words, split_sentences, tokenize
 from gateway.verify.outcome import Verification
@@ -164,15 +163,12 @@ async def decompose_and_retry(action: DecomposeAndRetryAction, completion: dict[
                                      "claim": i + 1}
             history.append(entry)
             with ctx.attempt(entry["attempt"]):
-                try:
-                    status, parsed, _raw = await ctx.complete(payload)
-                except GatewayError as err:
-                    entry["error"] = f"{type(err).__name__}: {err.message}"
+                parsed = await ctx.answer(payload, entry)
+                if parsed is None:
                     continue
-                entry["status"] = status
-                text = fmt.answer_text(parsed).strip() if fmt.is_answer(parsed) else ""
-                if status >= 400 or not text:
-                    entry["error"] = f"upstream answered {status}"
+                text = fmt.answer_text(parsed).strip()
+                if not text:
+                    entry["error"] = f"upstream answered {entry['status']}"
                     continue
                 if "UNSUPPORTED" in text:
                     entry["result"] = "unsupported"
