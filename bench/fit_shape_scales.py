@@ -42,6 +42,7 @@ from gateway.layers.grounding import GroundingConfig, GroundingLayer  # noqa: E4
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT = [REPO / "data" / "halueval" / "halueval-dev.jsonl", REPO / "tests" / "data" / "rag-dev.jsonl"]
 MIN_SCALE, MAX_SCALE = 0.25, 4.0
+MARGIN = 1.5
 
 
 def evidence(cases: Sequence[Case], overrides: dict[str, object] | None = None
@@ -62,9 +63,16 @@ def evidence(cases: Sequence[Case], overrides: dict[str, object] | None = None
 
 
 def fit(ev: Sequence[float], y: Sequence[bool], target: float, ev_star: float,
-        sources: Sequence[str] | None = None) -> float:
+        sources: Sequence[str] | None = None, midpoint: bool = True) -> float:
     """The largest scale that flags at most ``target`` of the faithful answers among
-    ``ev`` — of each source's, when ``sources`` are given (a shape may hold several)."""
+    ``ev`` — of each source's, when ``sources`` are given (a shape may hold several).
+
+    ``midpoint``: the threshold goes above the faithful answer at the target quantile
+    by a margin — halfway to the next one above it, at most ``MARGIN`` times its
+    evidence — not right on top of it. Faithful evidence comes in clusters (answers
+    with the same small weak evidence); a threshold on a cluster's edge flags a good
+    part of the next sample's cluster (5-fold CV by row, HaluEval dev summaries: 6.7%
+    flagged at a 4% fit on the edge, 2.7% with the margin; docs/layers.md)."""
     groups: dict[str, list[float]] = {}
     for i, (e, h) in enumerate(zip(ev, y, strict=True)):
         if not h:
@@ -75,7 +83,12 @@ def fit(ev: Sequence[float], y: Sequence[bool], target: float, ev_star: float,
     for faithful in groups.values():
         faithful.sort(reverse=True)
         k = int(math.floor(target * len(faithful)))
-        t = max(t, faithful[k] if k < len(faithful) else 0.0)
+        if k >= len(faithful):
+            continue
+        tk = faithful[k]
+        if midpoint and k >= 1:
+            tk = min((faithful[k] + faithful[k - 1]) / 2, MARGIN * faithful[k])
+        t = max(t, tk)
     if t <= 0:
         return MAX_SCALE
     return min(MAX_SCALE, max(MIN_SCALE, ev_star / t))
@@ -92,8 +105,10 @@ def rates(ev: Sequence[float], y: Sequence[bool], scale: float,
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("files", nargs="*", type=Path, default=DEFAULT)
-    ap.add_argument("--target", type=float, default=0.04,
-                    help="false-flag rate to put at the threshold (default 0.04)")
+    ap.add_argument("--target", type=float, default=0.05,
+                    help="false-flag rate to put at the threshold (default 0.05)")
+    ap.add_argument("--no-midpoint", dest="midpoint", action="store_false",
+                    help="threshold right on the target quantile (the first fit's rule)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="another grounding config value, e.g. --set name_rarity=2")
     args = ap.parse_args(argv)
@@ -115,14 +130,14 @@ def main(argv: list[str] | None = None) -> int:
         y = [cases[i].hallucinated for i in idx]
         folds = [fold_of(cases[i]) for i in idx]
         src = [cases[i].source.split("-")[0] for i in idx]  # "rag" / "halueval"
-        scale = fit(ev, y, args.target, ev_star, src)
+        scale = fit(ev, y, args.target, ev_star, src, args.midpoint)
         shipped[shape] = round(scale, 3)
         cv = []
         for tune in (0, 1):
             tr = [j for j, f in enumerate(folds) if f == tune]
             te = [j for j, f in enumerate(folds) if f != tune]
             k = fit([ev[j] for j in tr], [y[j] for j in tr], args.target, ev_star,
-                    [src[j] for j in tr])
+                    [src[j] for j in tr], args.midpoint)
             ff, rec = rates([ev[j] for j in te], [y[j] for j in te], k, ev_star)
             cv.append(f"{k:.3f} -> {100 * ff:.1f}% / {rec:.3f}")
         parts = []
