@@ -102,6 +102,10 @@ class GroundingConfig(LayerConfig):
     answers, but cannot flag one on its own)."""
     negation_min_coverage: float = Field(0.6, ge=0.0, le=1.0)
     """Coverage of the best context sentence needed before a negation flip counts."""
+    negation_scope: bool = False
+    """A negation flip counts only when the other clause uses the word the negation
+    governs ("will not *return*" is not flipped by "the festival's cancellation";
+    ``gateway.text.negation_scope``). Off by default; the shipped policy turns it on."""
     contradiction_window: int = Field(2, ge=1)
     """A number or date the context lacks is *contradicted* (not just unsupported) when
     one of this many best-matching context sentences states another value of its kind."""

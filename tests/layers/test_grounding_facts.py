@@ -139,3 +139,16 @@ def test_the_shipped_policy_calibrates_per_task() -> None:
     right = run("The council approved a £12 million depot for 80 electric buses.", ARTICLE,
                 "Summarize the article above.", **cfg)
     assert right.passed and right.score > res.score
+
+
+FESTIVAL = ("The organisers said the Harbour Lights Festival will not return next year. "
+            "Ticket holders will be refunded within 30 days.")
+
+
+def test_a_negation_counts_only_where_its_word_is_restated() -> None:
+    paraphrase = "The organisers said the Harbour Lights Festival is cancelled next year."
+    flipped = "The organisers said the Harbour Lights Festival will return next year."
+    for scope in (False, True):
+        assert run(flipped, FESTIVAL, negation_scope=scope).label == "contradicted"
+    assert run(paraphrase, FESTIVAL).label == "contradicted"          # before: a false flip
+    assert run(paraphrase, FESTIVAL, negation_scope=True).label != "contradicted"
