@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from gateway.layers._citation_pairs import marker_spans, norm
 from gateway.layers._grounding_premise import check_stance
 from gateway.layers._grounding_sentence import SentenceCheck, check_analyzed, question_facts
+from gateway.scoring.task_calibration import calibrated_score
 from gateway.text.answer import AnswerSentence, analyze_answer
 from gateway.text.frames import frame_words
 from gateway.text.index import TextIndex
@@ -127,12 +128,15 @@ def check_answer(
     allowance = answer_allowance(answer, ctx, len(checks), cfg)
     # A long document offers a competing value, name or clause by chance: there a
     # contradiction is weak evidence (in the share above), never strong on its own.
-    boost = cfg.long_context_boost if shape == "document" else cfg.contradiction_boost
+    # (By length, not shape: a summary of a shorter text is calibrated as a document but
+    # its contradictions stay strong.)
+    boost = (cfg.long_context_boost if shape == "document"
+             and len(ctx.sentences) > cfg.long_context_sentences else cfg.contradiction_boost)
     evidence = (
         boost * (1.0 if any(c.status == "contradicted" for c in checks) else 0.0)
         + max(0.0, weak - allowance) + cfg.within_allowance_weight * min(weak, allowance)
     )
-    return exp(-evidence * cfg.shape_scale.get(shape, 1.0)), checks
+    return calibrated_score(evidence, shape, cfg.threshold, cfg.shape_scale, cfg.shape_power), checks
 
 
 TOPIC_WEIGHT = 0.5

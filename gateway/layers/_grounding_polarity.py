@@ -22,6 +22,7 @@ from functools import partial
 
 from gateway.text.antonyms import opposed
 from gateway.text.context_facts import ContextFacts
+from gateway.text.negation_scope import scope_shared
 from gateway.text.polarity import (
     Clause,
     FlipCues,
@@ -67,11 +68,14 @@ def _rough_coverage(a: Clause, have: frozenset[str]) -> float:
 
 def clause_flip(text: str, start: int, skip: list[tuple[int, int]], cf: ContextFacts,
                 sids: Sequence[int], min_coverage: float, personal: str | None,
-                cues: FlipCues, has: Callable[[frozenset[str]], bool]) -> str | None:
+                cues: FlipCues, has: Callable[[frozenset[str]], bool],
+                scope_check: bool = False) -> str | None:
     """The context clause an answer clause negates (or is negated by), else ``None``.
     ``personal``: ``"first"`` (an opinion: never) or ``"second"`` person; ``cues``: the
     answer sentence's :func:`~gateway.text.polarity.flip_cues`, ``has`` whether it has a
-    word of one of the given stems (asked only when a prefix negation needs it)."""
+    word of one of the given stems (asked only when a prefix negation needs it);
+    ``scope_check``: a negation counts only when the other clause uses the word it
+    governs (:mod:`gateway.text.negation_scope`)."""
     if not sids or personal == "first":
         return None
     # Most sentence pairs have nothing that could flip (no negation on either side, no
@@ -112,9 +116,14 @@ def clause_flip(text: str, start: int, skip: list[tuple[int, int]], cf: ContextF
         group = opposed(a.dirs, dirs[id(c)])
         if group is not None:
             return texts[id(c)][c.start:c.end]
-        differ = (a.negated != c.negated) != flip_by_prefix(a, c)
+        by_prefix = flip_by_prefix(a, c)
+        differ = (a.negated != c.negated) != by_prefix
         if not differ:
             continue
+        if scope_check and not by_prefix and not (
+                scope_shared(texts[id(c)][c.start:c.end], a.stems | a.neg_stems) if c.negated
+                else scope_shared(text[a.start:a.end], c.stems | c.neg_stems)):
+            continue  # the other clause never uses the negated word: a paraphrase
         if c.negated and not a.negated and len(c.stems) > 1.5 * len(a.stems) + 1:
             continue  # a long context clause negates something the answer left out
         return texts[id(c)][c.start:c.end]

@@ -251,7 +251,7 @@ def check_analyzed(
                           [m.sentence for m in matches[:cfg.contradiction_window]],
                           cfg.negation_min_coverage,
                           _speaker(tokens, len(entities), n_values) if opinions else None,
-                          *_cues(tokens))
+                          *_cues(tokens), scope_check=cfg.negation_scope)
     flip = flipped is not None
     contradicted = flip or contradicted_value
     risk = (

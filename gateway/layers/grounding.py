@@ -102,6 +102,10 @@ class GroundingConfig(LayerConfig):
     answers, but cannot flag one on its own)."""
     negation_min_coverage: float = Field(0.6, ge=0.0, le=1.0)
     """Coverage of the best context sentence needed before a negation flip counts."""
+    negation_scope: bool = False
+    """A negation flip counts only when the other clause uses the word the negation
+    governs ("will not *return*" is not flipped by "the festival's cancellation";
+    ``gateway.text.negation_scope``). Off by default; the shipped policy turns it on."""
     contradiction_window: int = Field(2, ge=1)
     """A number or date the context lacks is *contradicted* (not just unsupported) when
     one of this many best-matching context sentences states another value of its kind."""
@@ -120,9 +124,17 @@ class GroundingConfig(LayerConfig):
     """Evidence scale per request shape (``_grounding_shape``: passage, conversation,
     document): per-task calibration, so that ``threshold`` flags about the same share of
     faithful answers in each (fitted with cross-validation, docs/layers.md)."""
+    shape_power: dict[str, float] = Field(default_factory=dict)
+    """Per request shape, the exponent that shapes the *pass band* of the score
+    (``gateway.scoring.task_calibration``): scores of passed answers made comparable
+    across shapes, no verdict changed; missing shapes: 1 (the plain ``exp`` form)."""
     long_context_boost: float = Field(0.0, ge=0.0)
     """``contradiction_boost`` for a context of more than ``long_context_sentences``."""
     long_context_sentences: int = Field(12, ge=1)
+    summary_context_sentences: int | None = Field(None, ge=0)
+    """A request that asks for a summary (``gateway.text.task``) over a context of more
+    than this many sentences is calibrated as a ``document``; ``None``: only contexts
+    of more than ``long_context_sentences`` are."""
     """Above this many context sentences binding contradictions (a value on another
     event, a swapped or substituted name) count as weak evidence only: in a long
     document a competing slot turns up by chance (HaluEval dev summaries: 5 of 9)."""
@@ -188,7 +200,7 @@ class GroundingLayer:
         question_text = inp.question if cfg.use_question else ""
         question = build_index([("question", question_text)]) if question_text else None
         shape = request_shape(inp.messages, inp.question, len(ctx.sentences),
-                              cfg.long_context_sentences)
+                              cfg.long_context_sentences, cfg.summary_context_sentences)
         score, checks = check_answer(inp.response_text, ctx, question, cfg,
                                      answer_sentences(inp.context, inp.response_text), shape)
         counts = {s: sum(1 for c in checks if c.status == s)

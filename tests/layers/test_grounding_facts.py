@@ -104,3 +104,51 @@ def test_the_request_shape_is_reported_and_scales_the_evidence() -> None:
     assert (passage.details["shape"], chat.details["shape"]) == ("passage", "conversation")
     scaled = run(answer, SPEC, shape_scale={"passage": 0.5})
     assert scaled.score > passage.score
+
+
+ARTICLE = ("The council approved the new bus depot on Monday. It will cost £12 million. "
+           "Work starts in May. The depot will house 80 electric buses. "
+           "Residents had objected to the noise. The council said the site is shielded. "
+           "A second vote is due in June.")
+
+
+def test_a_summary_request_over_a_longer_context_is_calibrated_as_a_document() -> None:
+    answer = "The council approved a £12 million depot for 80 electric buses."
+    ask = "Summarize the article above."
+    assert run(answer, ARTICLE, ask).details["shape"] == "passage"  # default: off
+    assert run(answer, ARTICLE, ask, summary_context_sentences=6).details["shape"] == "document"
+    assert run(answer, ARTICLE, "How much will it cost?",
+               summary_context_sentences=6).details["shape"] == "passage"
+    assert run(answer, ARTICLE, ask, summary_context_sentences=7).details["shape"] == "passage"
+
+
+def test_the_shipped_policy_calibrates_per_task() -> None:
+    from pathlib import Path
+
+    from gateway.policy.loader import load_policy_file
+
+    policy = load_policy_file(Path(__file__).parents[2] / "policies" / "grounding.yaml")
+    cfg = next(layer.spec.config for layer in policy.layers if layer.name == "grounding")
+    assert set(cfg["shape_scale"]) == set(cfg["shape_power"]) == {
+        "passage", "conversation", "document"}
+    assert cfg["summary_context_sentences"] < GroundingConfig().long_context_sentences
+    wrong = "The council approved the depot. It will house 60 electric buses."
+    res = run(wrong, ARTICLE, "Summarize the article above.", **cfg)
+    assert res.details["shape"] == "document"
+    assert not res.passed and res.label == "contradicted"  # weak there, but still flagged
+    right = run("The council approved a £12 million depot for 80 electric buses.", ARTICLE,
+                "Summarize the article above.", **cfg)
+    assert right.passed and right.score > res.score
+
+
+FESTIVAL = ("The organisers said the Harbour Lights Festival will not return next year. "
+            "Ticket holders will be refunded within 30 days.")
+
+
+def test_a_negation_counts_only_where_its_word_is_restated() -> None:
+    paraphrase = "The organisers said the Harbour Lights Festival is cancelled next year."
+    flipped = "The organisers said the Harbour Lights Festival will return next year."
+    for scope in (False, True):
+        assert run(flipped, FESTIVAL, negation_scope=scope).label == "contradicted"
+    assert run(paraphrase, FESTIVAL).label == "contradicted"          # before: a false flip
+    assert run(paraphrase, FESTIVAL, negation_scope=True).label != "contradicted"
