@@ -18,7 +18,7 @@ from gateway.wire.duplicates import duplicate_key
 from gateway.wire.messages import load_object, parse_object, refuse_duplicate
 
 __all__ = ["LARGE_BODY", "ClientGone", "DisconnectWatcher", "header_map", "read_body",
-           "read_object", "send_bytes", "send_error", "send_json"]
+           "read_object", "refuse_duplicate_keys", "send_bytes", "send_error", "send_json"]
 
 Scope = Mapping[str, Any]
 Headers = list[tuple[bytes, bytes]]
@@ -85,8 +85,18 @@ async def read_object(body: bytes) -> dict[str, Any]:
         return parse_object(body)
     await asyncio.sleep(0)
     payload = load_object(body)
-    refuse_duplicate(await asyncio.to_thread(duplicate_key, body))
+    await refuse_duplicate_keys(body)
     return payload
+
+
+async def refuse_duplicate_keys(body: bytes) -> None:
+    """400 ``duplicate_key`` when the JSON document ``body`` names a key twice in one
+    object (:func:`gateway.wire.messages.refuse_duplicate_keys`); from
+    :data:`LARGE_BODY` up, scanned on a thread (see :func:`read_object`)."""
+    if len(body) < LARGE_BODY:
+        refuse_duplicate(duplicate_key(body))
+    else:
+        refuse_duplicate(await asyncio.to_thread(duplicate_key, body))
 
 
 async def send_bytes(send: Any, status: int, body: bytes, headers: Iterable[tuple[bytes, bytes]],

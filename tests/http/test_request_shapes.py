@@ -55,7 +55,7 @@ def test_without_a_policy_message_entries_are_the_upstreams_to_judge(
     assert sent["json"]["messages"] == ["hi", {"role": 1, "content": 5}]
 
 
-@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/messages"])
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/messages", "/v1/embeddings"])
 def test_a_duplicate_key_in_a_large_body_is_refused(gateway: ServedGateway,
                                                     upstream: ServedUpstream, path: str) -> None:
     # Over LARGE_BODY the duplicate-key scan runs on a thread: the verdict is the same.
