@@ -101,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--configs", default=",".join(CONFIGS))
     p.add_argument("--window", type=float, default=40.0,
                    help="longest wait for the big request's record, seconds")
+    p.add_argument("--loop-monitor", action="store_true",
+                   help="also report the relay's longest event-loop holds (bench/loop_monitor.py)")
     args = p.parse_args(argv)
     text = SENTENCE * int(args.mb * 1024 * 1024 / len(SENTENCE))
     big = orjson.dumps({"model": "bench", "messages": [
@@ -123,22 +125,36 @@ def main(argv: list[str] | None = None) -> int:
                        "GATEWAY_AUDIT__PATH": str(audit), "GATEWAY_READYZ_DETAIL": "public"}
                 if name.startswith("loop"):
                     env["GATEWAY_POOL__WORKERS"] = "0"
-                argv_gw = [sys.executable, "-m", "gateway", "serve", "--host", "127.0.0.1",
+                stalls = workdir / f"stalls-{name}.json"
+                launch = ([str(HERE / "loop_monitor.py"), str(stalls)] if args.loop_monitor
+                          else ["-m", "gateway"])
+                argv_gw = [sys.executable, *launch, "serve", "--host", "127.0.0.1",
                            "--port", str(gport), "--upstream", f"http://127.0.0.1:{mport}/v1",
                            "--policies", str(policies_for(name, workdir))]
                 with rp.process("gateway", argv_gw, env=env, cwd=tmp, log=log,
                                 ready_url=f"http://127.0.0.1:{gport}/readyz"):
                     time.sleep(3.0)  # the workers start in the background
+                    if stalls.exists():
+                        stalls.unlink()  # the start-up's: not the big request's
                     row = {"config": name, **asyncio.run(probe(
                         f"http://127.0.0.1:{gport}", big, audit, args.window))}
+                    if args.loop_monitor:
+                        gaps = orjson.loads(stalls.read_bytes()) if stalls.exists() else []
+                        row["loop_cpu_ms"] = [g["cpu_ms"] for g in gaps[:3]]
+                        row["loop_wall_ms"] = [g["wall_ms"] for g in gaps[:3]]
                 rows.append(row)
                 print(f"  {row}", file=sys.stderr, flush=True)
+    extra = args.loop_monitor
     print("| config | probes | probe p50 ms | probe max ms | probes > 50 ms "
-          "| big request answered ms | its record |")
-    print("|---|---:|---:|---:|---:|---:|---|")
+          "| big request answered ms | its record |"
+          + (" relay's 3 longest loop holds: CPU ms (wall ms) |" if extra else ""))
+    print("|---|---:|---:|---:|---:|---:|---|" + ("---|" if extra else ""))
     for r in rows:
+        holds = ", ".join(f"{c} ({w})" for c, w in zip(r.get("loop_cpu_ms", []),
+                                                       r.get("loop_wall_ms", []), strict=False))
         print(f"| {r['config']} | {r['probes']} | {r['p50_ms']} | {r['max_ms']} "
-              f"| {r['over_50ms']} | {r['big_answered_ms']} | {r['result']}: {r['note']} |")
+              f"| {r['over_50ms']} | {r['big_answered_ms']} | {r['result']}: {r['note']} |"
+              + (f" {holds} |" if extra else ""))
     return 0
 
 

@@ -177,6 +177,11 @@ class RedisRunner:
         self._wake.set()
         return True
 
+    def shed(self, kind: str) -> bool:
+        """Never asked ahead here: whether a job is shed depends on it (its size), so
+        :meth:`submit` decides, and writes its record."""
+        return False
+
     def status(self) -> dict[str, Any]:
         return {"runner": "redis", "accepting": self._accepting,
                 "redis": "up" if self.up else "down", "stream": self.config.stream,

@@ -14,9 +14,11 @@ from typing import Any
 import orjson
 
 from gateway.errors import GatewayError, PayloadTooLarge
+from gateway.wire.duplicates import duplicate_key
+from gateway.wire.messages import load_object, parse_object, refuse_duplicate
 
-__all__ = ["ClientGone", "DisconnectWatcher", "header_map", "read_body", "send_bytes",
-           "send_error", "send_json"]
+__all__ = ["LARGE_BODY", "ClientGone", "DisconnectWatcher", "header_map", "read_body",
+           "read_object", "refuse_duplicate_keys", "send_bytes", "send_error", "send_json"]
 
 Scope = Mapping[str, Any]
 Headers = list[tuple[bytes, bytes]]
@@ -64,6 +66,37 @@ async def read_body(receive: Any, limit: int, content_length: str | None) -> byt
         parts.append(chunk)
         if not message.get("more_body"):
             return b"".join(parts)
+
+
+LARGE_BODY = 1024 * 1024
+"""A request body this large (bytes) is parsed in steps the event loop runs between."""
+
+
+async def read_object(body: bytes) -> dict[str, Any]:
+    """``body`` as a JSON object with no duplicate key (:func:`~gateway.wire.messages.
+    parse_object`), without one large body holding the event loop for the sum of its
+    passes: from :data:`LARGE_BODY` up, the loop runs other clients between the
+    body's assembly, its parse, and the duplicate-key scan, which runs on a thread
+    (the standard library's scanner calls back into Python per object, so the GIL
+    passes to the loop at least every switch interval; its longest hold is decoding
+    the longest single string). The scan's verdict is awaited: a duplicate key is
+    refused exactly as for a small body."""
+    if len(body) < LARGE_BODY:
+        return parse_object(body)
+    await asyncio.sleep(0)
+    payload = load_object(body)
+    await refuse_duplicate_keys(body)
+    return payload
+
+
+async def refuse_duplicate_keys(body: bytes) -> None:
+    """400 ``duplicate_key`` when the JSON document ``body`` names a key twice in one
+    object (:func:`gateway.wire.messages.refuse_duplicate_keys`); from
+    :data:`LARGE_BODY` up, scanned on a thread (see :func:`read_object`)."""
+    if len(body) < LARGE_BODY:
+        refuse_duplicate(duplicate_key(body))
+    else:
+        refuse_duplicate(await asyncio.to_thread(duplicate_key, body))
 
 
 async def send_bytes(send: Any, status: int, body: bytes, headers: Iterable[tuple[bytes, bytes]],

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from gateway.errors import InvalidRequest, MethodNotAllowed
-from gateway.http.asgi import DisconnectWatcher, read_body
+from gateway.http.asgi import DisconnectWatcher, read_body, read_object
 from gateway.http.auth import Authenticator, authorization
 from gateway.http.exchange import ChatExchange
 from gateway.http.relay import passthrough
@@ -28,7 +28,7 @@ from gateway.types import RequestInfo
 from gateway.upstream.router import Upstreams
 from gateway.wire.base import ResponseFormat
 from gateway.wire.chat import CHAT_COMPLETIONS
-from gateway.wire.messages import check_messages, json_type, parse_object
+from gateway.wire.messages import check_messages, json_type
 
 __all__ = ["CHAT_PATH", "ChatEndpoint", "Engine", "serve_exchange"]
 
@@ -74,7 +74,7 @@ class ChatEndpoint:
         raw_length = headers.get(b"content-length")
         body = await read_body(receive, self.max_body_bytes,
                                raw_length.decode() if raw_length is not None else None)
-        payload = parse_object(body)
+        payload = await read_object(body)
         model = payload.get("model")
         if not isinstance(model, str) or not model:
             if model is None or model == "":

@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from gateway.errors import PayloadTooLarge, UpstreamError
-from gateway.http.asgi import ClientGone, DisconnectWatcher, read_body
+from gateway.http.asgi import ClientGone, DisconnectWatcher, read_body, refuse_duplicate_keys
 from gateway.http.attempts import attempts
 from gateway.http.auth import Authenticator, authorization
 from gateway.http.body_model import json_model_from_prefix, multipart_model
@@ -26,7 +26,7 @@ from gateway.http.relay import traced_chunks
 from gateway.telemetry import RequestTrace
 from gateway.upstream.base import UpstreamClient, UpstreamResponse
 from gateway.upstream.router import Upstreams
-from gateway.wire.messages import maybe_json, refuse_duplicate_keys
+from gateway.wire.messages import maybe_json
 
 __all__ = ["MODEL_SCAN_BYTES", "ForwardEndpoint"]
 
@@ -61,7 +61,7 @@ class ForwardEndpoint:
         elif complete:
             parsed = maybe_json(prefix)
             if isinstance(parsed, dict):
-                refuse_duplicate_keys(prefix)
+                await refuse_duplicate_keys(prefix)
             model = parsed.get("model") if isinstance(parsed, dict) else None
         else:
             model = json_model_from_prefix(prefix)
@@ -94,7 +94,7 @@ class ForwardEndpoint:
             body = await read_body(receive, self._limit, length.decode())
             parsed = maybe_json(body)
             if isinstance(parsed, dict):  # routed by what it says: say it once
-                refuse_duplicate_keys(body)
+                await refuse_duplicate_keys(body)
             if isinstance(parsed, dict) and isinstance(parsed.get("model"), str):
                 model = parsed["model"]
                 client = self.upstreams.route(model)

@@ -33,7 +33,7 @@ from typing import Any
 import orjson
 
 from gateway.errors import InvalidRequest, MethodNotAllowed, NotFound, UpstreamError
-from gateway.http.asgi import DisconnectWatcher, read_body
+from gateway.http.asgi import DisconnectWatcher, read_body, read_object
 from gateway.http.attempts import attempts
 from gateway.http.auth import Authenticator, authorization
 from gateway.http.chat import Engine, serve_exchange, uncancel
@@ -45,7 +45,7 @@ from gateway.types import RequestInfo
 from gateway.upstream.base import UpstreamClient, UpstreamResponse
 from gateway.upstream.router import Upstreams
 from gateway.wire.anthropic_messages import messages_to_chat
-from gateway.wire.messages import check_messages, parse_object
+from gateway.wire.messages import check_messages
 
 __all__ = ["COUNT_TOKENS_PATH", "MESSAGES_PATH", "MessagesEndpoint", "with_bearer"]
 
@@ -102,7 +102,7 @@ class MessagesEndpoint:
         raw_length = headers.get(b"content-length")
         body = await read_body(receive, self.max_body_bytes,
                                raw_length.decode() if raw_length is not None else None)
-        payload = parse_object(body)
+        payload = await read_object(body)
         model = payload.get("model")
         if not isinstance(model, str) or not model:
             raise InvalidRequest("model: Field required (a model name)", param="model")

@@ -6,7 +6,8 @@ the background and only reaches the audit and the traces.
   ``-mode`` and ``-audit-id``; then submit the request's
   :class:`~gateway.verify.job.VerificationJob` (the policy's verification and its
   candidates') to the job runner, which writes the record (a full queue or shutdown
-  writes a "not verified" one).
+  writes a "not verified" one). When the runner says it would shed the job, the
+  job is never built: the record is written from the request's own outcome.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from gateway.modes.headers import verity_headers
 from gateway.modes.relay import is_sse, relay_accumulating
 from gateway.modes.request import PolicyRequest
 from gateway.modes.unverified import not_answer, not_stream
+from gateway.verify.job import PolicyRef
 from gateway.verify.outcome import Outcome
+from gateway.verify.queue import record_shed
 from gateway.wire.messages import maybe_json
 
 if TYPE_CHECKING:
@@ -91,5 +94,10 @@ def _submitter(engine: VerityEngine, r: PolicyRequest, outcome: Outcome
         r.untrack()
         r.salvage = None
         outcome.response_id = completion.get("id")
-        engine.runner.submit(r.job(completion, outcome, background=True))
+        if engine.runner.shed("verify"):  # decided before the job is built: no job at all
+            record_shed(engine.recorder, engine.telemetry, outcome,
+                        [PolicyRef(c.name, c.version) for c in r.selection.candidates],
+                        r.x.trace)
+        else:
+            engine.runner.submit(r.job(completion, outcome, background=True))
     return submit

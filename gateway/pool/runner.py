@@ -36,10 +36,10 @@ import gateway.pool.worker as worker
 from gateway.settings import Settings
 from gateway.telemetry import Telemetry
 from gateway.verify.actions import band_action
-from gateway.verify.job import VerificationJob
+from gateway.verify.job import JobKind, VerificationJob
 from gateway.verify.outcome import CandidateOutcome, Outcome, Verification
 from gateway.verify.pipeline import Budget
-from gateway.verify.queue import ShadowJob, ShadowQueue, shadow_info
+from gateway.verify.queue import NOT_VERIFIED, ShadowJob, ShadowQueue, record_shed, shadow_info
 from gateway.verify.record import Recorder
 from gateway.verify.verifier import ABANDONED, Verifier, abandoned
 
@@ -187,6 +187,9 @@ class ProcessRunner:
     def submit(self, job: VerificationJob) -> bool:
         return self.queue.submit(self._shadow_job(job))
 
+    def shed(self, kind: JobKind) -> bool:
+        return self.queue.shed("shadow" if kind == "verify" else "candidates")
+
     def _shadow_job(self, job: VerificationJob) -> ShadowJob:
         recorder = self.recorder
 
@@ -230,18 +233,18 @@ class ProcessRunner:
             record["shadow"] = shadow
             self.recorder.write(record)
             return
-        trace = self.telemetry.start_shadow(job.trace)
         outcome = Outcome.for_job(job)
+        if why in NOT_VERIFIED:
+            record_shed(self.recorder, self.telemetry, outcome, job.candidates, job.trace, why)
+            return
+        trace = self.telemetry.start_shadow(job.trace)
         policy = self.verifier.policy(job.policy)
         if why == "abandoned" and policy is not None:
             v = abandoned(policy, elapsed_ms)
             outcome.record(v)
             outcome.action = band_action(policy.spec.actions, v.verdict).type
         else:
-            outcome.note = {
-                "dropped": "not verified: shadow queue full",
-                "cancelled": "not verified: still queued at shutdown",
-            }.get(why, "not verified: its verification worker process failed")
+            outcome.note = "not verified: its verification worker process failed"
         outcome.candidates = [CandidateOutcome(c.name, c.version, error=error)
                               for c in job.candidates]
         outcome.shadow = shadow

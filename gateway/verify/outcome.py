@@ -60,8 +60,25 @@ def new_audit_id() -> str:
     return f"{(n & _ID_CLEAR) | _ID_SET:032x}"
 
 
+_second: tuple[int, str] = (-1, "")
+"""The last whole second :func:`utc_now` formatted, and its text up to the seconds."""
+
+
 def utc_now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    """Now as ISO 8601 UTC to the millisecond (``2026-11-25T10:00:00.123Z``), as
+    ``datetime.isoformat(timespec="milliseconds")`` writes it; the date and time up to
+    the second are formatted once per second (every record takes two stamps)."""
+    global _second
+    now = time.time()
+    whole = int(now)
+    micro = round((now - whole) * 1_000_000)  # as datetime rounds a timestamp
+    if micro >= 1_000_000:
+        whole, micro = whole + 1, micro - 1_000_000
+    second = _second
+    if second[0] != whole:
+        second = _second = (whole, datetime.fromtimestamp(whole, UTC).strftime(
+            "%Y-%m-%dT%H:%M:%S"))
+    return f"{second[1]}.{micro // 1000:03d}Z"
 
 
 @dataclass(slots=True)

@@ -44,19 +44,19 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from gateway.settings import ShadowConfig
-from gateway.telemetry import Telemetry
-from gateway.verify.job import VerificationJob
+from gateway.telemetry import RequestTrace, Telemetry, TraceLink
+from gateway.verify.job import JobKind, PolicyRef, VerificationJob
 from gateway.verify.outcome import CandidateOutcome, Outcome
 from gateway.verify.record import Recorder
 from gateway.verify.verifier import ABANDONED, Verifier
 
 __all__ = ["RESULTS", "JobRunner", "LocalRunner", "SampleMeter", "ShadowJob", "ShadowQueue",
-           "candidates_result", "shadow_info"]
+           "candidates_result", "record_shed", "shadow_info"]
 
 RESULTS = ("verified", "abandoned", "failed", "dropped", "cancelled")
 """How a background job can end (``shadow.result`` in its record and metrics)."""
@@ -213,20 +213,37 @@ class ShadowQueue:
         self.telemetry.count("shadow.enqueued", 1, {"kind": job.kind})
         return True
 
+    def shed(self, kind: str) -> bool:
+        """Whether a job of ``kind`` submitted now would be dropped (queue full or
+        closed); if so it is counted as dropped now, as :meth:`submit` would count it,
+        and its caller writes its record without building the job (shedding costs the
+        relay as little as possible)."""
+        if self._accepting and not self._queue.full():
+            return False
+        self._count_drop(kind, "full" if self._accepting else "closed")
+        self._settle(kind, "dropped")
+        return True
+
     def _drop(self, job: ShadowJob, reason: str) -> bool:
-        self.dropped += 1
-        self.telemetry.count("shadow.dropped", 1, {"kind": job.kind, "reason": reason})
+        self._count_drop(job.kind, reason)
         job.dropped("dropped")
         self.settle(job, "dropped")
         return False
 
+    def _count_drop(self, kind: str, reason: str) -> None:
+        self.dropped += 1
+        self.telemetry.count("shadow.dropped", 1, {"kind": kind, "reason": reason})
+
     def settle(self, job: ShadowJob, result: str) -> None:
         """Count how ``job`` ended (``shadow.settled``, the sample meter)."""
+        self._settle(job.kind, result)
+
+    def _settle(self, kind: str, result: str) -> None:
         self.sample.settle(result)
-        self.telemetry.count("shadow.settled", 1, {"kind": job.kind, "result": result})
+        self.telemetry.count("shadow.settled", 1, {"kind": kind, "result": result})
         if result == "abandoned":
             self.abandoned += 1
-            self.telemetry.count("shadow.abandoned", 1, {"kind": job.kind})
+            self.telemetry.count("shadow.abandoned", 1, {"kind": kind})
 
     def status(self) -> dict[str, Any]:
         return {"depth": self.depth, "capacity": self.config.queue_size,
@@ -289,6 +306,13 @@ class JobRunner(Protocol):
         closed) — counted (``shadow.dropped``), its record written as not verified."""
         ...
 
+    def shed(self, kind: JobKind) -> bool:
+        """Asked before a job is built: True when a ``kind`` job submitted now would be
+        shed — it is then counted as shed and the caller writes its record itself
+        (:func:`record_shed`), so a shed sample costs no job. False promises nothing
+        (``submit`` may still shed it)."""
+        ...
+
     def status(self) -> dict[str, Any]:
         """Counters and state for ``/readyz`` (``accepting`` is required)."""
         ...
@@ -300,6 +324,25 @@ def shadow_info(result: str, job: ShadowJob | None = None,
     waited = job.waited if job is not None and result not in ("dropped", "cancelled") else None
     return {"result": result, "queue_ms": None if waited is None else round(waited * 1000, 3),
             "worker": worker}
+
+
+NOT_VERIFIED = {"dropped": "not verified: shadow queue full",
+                "cancelled": "not verified: still queued at shutdown"}
+"""The note of a ``verify`` job's record that never ran, by why."""
+
+
+def record_shed(recorder: Recorder, telemetry: Telemetry, outcome: Outcome,
+                candidates: Sequence[PolicyRef], parent: RequestTrace | TraceLink | None,
+                why: str = "dropped") -> None:
+    """Write the record of a ``verify`` job that never ran (``why``: ``dropped``,
+    ``cancelled``) from its request's ``outcome``: the same record as when the
+    job was built and then shed (its trace a ``shadow audit`` linked to ``parent``)."""
+    trace = telemetry.start_shadow(parent)
+    outcome.note = NOT_VERIFIED[why]
+    outcome.candidates = [CandidateOutcome(c.name, c.version, error=why) for c in candidates]
+    outcome.shadow = shadow_info(why)
+    recorder.finish(outcome, trace)
+    trace.end(0, f"shadow_{why}")
 
 
 def candidates_result(done: list[CandidateOutcome]) -> str:
@@ -327,6 +370,9 @@ class LocalRunner:
 
     def status(self) -> dict[str, Any]:
         return {**self.queue.status(), "runner": "local"}
+
+    def shed(self, kind: JobKind) -> bool:
+        return self.queue.shed("shadow" if kind == "verify" else "candidates")
 
     def submit(self, job: VerificationJob) -> bool:
         if job.kind == "candidates":

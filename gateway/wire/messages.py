@@ -17,7 +17,8 @@ import orjson
 from gateway.errors import InvalidJSON, InvalidRequest
 from gateway.wire.duplicates import duplicate_key
 
-__all__ = ["check_messages", "json_type", "maybe_json", "parse_object", "refuse_duplicate_keys"]
+__all__ = ["check_messages", "json_type", "load_object", "maybe_json", "parse_object",
+           "refuse_duplicate", "refuse_duplicate_keys"]
 
 
 def check_messages(messages: list[Any]) -> None:
@@ -68,21 +69,34 @@ def json_type(value: Any) -> str:
 
 
 def parse_object(body: bytes) -> dict[str, Any]:
-    """The request body as a JSON object (400 ``invalid_json`` / ``invalid_request_error``)."""
+    """The request body as a JSON object (400 ``invalid_json`` / ``invalid_request_error``),
+    with no duplicate key (400 ``duplicate_key``)."""
+    payload = load_object(body)
+    refuse_duplicate_keys(body)
+    return payload
+
+
+def load_object(body: bytes) -> dict[str, Any]:
+    """:func:`parse_object` without the duplicate-key check: the caller makes it
+    (:func:`refuse_duplicate_keys`, or :func:`refuse_duplicate` on the key found)."""
     try:
         payload = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise InvalidJSON(f"We could not parse the JSON body of your request: {exc}") from None
     if not isinstance(payload, dict):
         raise InvalidRequest("The request body must be a JSON object.")
-    refuse_duplicate_keys(body)
     return payload
 
 
 def refuse_duplicate_keys(body: bytes) -> None:
     """400 ``duplicate_key`` when an object in the JSON document ``body`` names a key
     twice: parsers disagree on which value counts (:mod:`gateway.wire.duplicates`)."""
-    key = duplicate_key(body)
+    refuse_duplicate(duplicate_key(body))
+
+
+def refuse_duplicate(key: str | None) -> None:
+    """400 ``duplicate_key`` when :func:`~gateway.wire.duplicates.duplicate_key` found
+    ``key`` (None: nothing found)."""
     if key is not None:
         shown = key if len(key) <= 64 else key[:64] + "…"
         raise InvalidRequest(f"The JSON body names the key {shown!r} twice in one object: "

@@ -53,3 +53,19 @@ def test_without_a_policy_message_entries_are_the_upstreams_to_judge(
     assert r.status_code == 200
     (sent,) = upstream.requests
     assert sent["json"]["messages"] == ["hi", {"role": 1, "content": 5}]
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/messages", "/v1/embeddings"])
+def test_a_duplicate_key_in_a_large_body_is_refused(gateway: ServedGateway,
+                                                    upstream: ServedUpstream, path: str) -> None:
+    # Over LARGE_BODY the duplicate-key scan runs on a thread: the verdict is the same.
+    from gateway.http.asgi import LARGE_BODY
+    body = (b'{"model": "scripted-small", "max_tokens": 8, "messages": [{"role": "user", '
+            b'"content": "' + b"a" * LARGE_BODY + b'"}], "model": "other"}')
+    r = httpx.post(gateway.url + path, content=body, timeout=30,
+                   headers={"content-type": "application/json"})
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]  # the Messages door answers Anthropic-shaped: no "code"
+    assert err["type"] == "invalid_request_error" and "'model' twice" in err["message"]
+    assert err.get("code", "duplicate_key") == "duplicate_key"
+    assert upstream.requests == []

@@ -97,6 +97,44 @@ def test_shadow_overflow_is_counted_and_never_blocks(start_gateway: StartGateway
 
 
 @pytest.mark.usefixtures("test_layers")
+def test_a_job_shed_before_it_is_built_keeps_the_whole_record(
+        start_gateway: StartGateway, upstream: Any, wait_until: Callable[..., Any]) -> None:
+    # The runner is asked first; a shed job is never built and its record is written
+    # from the request's own outcome: the same fields as a verified job's record.
+    gw = start_gateway({"gated": GATED + "candidates: [cand]\n", "cand": """
+mode: shadow
+match: {models: ["never-*"]}
+layers: [{name: length, config: {max_chars: 5}}]
+"""}, shadow={"queue_size": 1, "concurrency": 1})
+    with httpx.Client(base_url=gw.url, timeout=30) as http:
+        def ask(i: int) -> httpx.Response:
+            return http.post("/v1/chat/completions", json={
+                "model": "scripted-small", "messages": [{"role": "user", "content": f"q{i}"}]})
+
+        ids = [ask(0).headers["x-verity-audit-id"]]
+        wait_until(lambda: support.GATE_ENTERED, message="first shadow job running")
+        ids += [ask(i).headers["x-verity-audit-id"] for i in (1, 2)]  # queued, shed
+        assert gw.telemetry.total("shadow.enqueued") == 2  # the shed one never was
+        assert gw.telemetry.total("shadow.dropped") == 1
+        assert gw.telemetry.total("shadow.settled") == 1
+        support.GATE.set()
+    wait_until(lambda: len(gw.audit()) == 3, message="3 audit records")
+    by_id = {r["audit_id"]: r for r in gw.audit()}
+    verified, shed = by_id[ids[1]], by_id[ids[2]]
+    assert shed.keys() == verified.keys()
+    for key in ("policy", "policy_version", "mode", "model", "tenant", "stream",
+                "streaming", "upstream_status", "upstream"):
+        assert shed[key] == verified[key], key
+    assert shed["upstream"] and shed["upstream_status"] == 200
+    assert shed["response_id"] and shed["response_id"] != verified["response_id"]
+    assert shed["started_at"] <= shed["finished_at"] and shed["duration_ms"] > 0
+    assert shed["note"] == "not verified: shadow queue full" and shed["verdict"] is None
+    assert shed["shadow"] == {"result": "dropped", "queue_ms": None, "worker": None}
+    assert [(c["name"], c["error"]) for c in shed["candidates"]] == [("cand", "dropped")]
+    assert shed["candidates"][0]["version"] == verified["candidates"][0]["version"]
+
+
+@pytest.mark.usefixtures("test_layers")
 def test_shutdown_cancels_what_the_drain_deadline_leaves(start_gateway: StartGateway,
                                                          upstream: Any,
                                                          wait_until: Callable[..., Any]) -> None:

@@ -120,6 +120,16 @@ def test_shadow_in_a_worker_relays_the_upstream_bytes_and_the_pool_writes_the_re
     assert status["sample"]["total"]["verified"] == 1 and status["pool"]["workers"] == 1
 
 
+def test_the_workers_run_at_a_lower_priority_than_the_relay(
+        pooled: Callable[..., ServedGateway], wait_until: Callable[..., Any]) -> None:
+    # pool.nice (default 10): under CPU contention the relay goes first, the sample sheds.
+    gw = pooled({"shadow": SHADOW})
+    wait_until(lambda: _shadow(gw)["pool"]["pids"], timeout=60.0, message="the pool")
+    relay = os.getpriority(os.PRIO_PROCESS, 0)
+    for pid in _shadow(gw)["pool"]["pids"]:
+        assert os.getpriority(os.PRIO_PROCESS, pid) == min(19, relay + 10), pid
+
+
 # aiohttp nags about any request body over 1 MB sent as bytes (gateway/upstream/openai.py)
 @pytest.mark.filterwarnings("ignore:Sending a large body:ResourceWarning")
 def test_a_10_mb_context_never_holds_up_a_health_check_and_is_abandoned_at_its_budget(
