@@ -38,7 +38,7 @@ _KEY_DROP = frozenset(["s", "the", "a", "an", "of", "and", "de", "la", "le"])
 def proper_words(text: str) -> frozenset[str]:
     """Lower-cased words ``text`` only ever writes capitalized ("Velmoxin", "Helix",
     "Marseille"), openers ("However", "The") and stopwords aside."""
-    if "\u00f7" in text:  # "÷" is in [a-zà-ÿ] but no word character: see _proper_fast
+    if "\u00f7" in text or len(text) > _MAX_FAST_CHARS:  # see _proper_fast
         return _proper_scan(text)
     return _proper_fast(text)
 
@@ -59,9 +59,18 @@ def _proper_scan(text: str) -> frozenset[str]:
                      and w not in OPENERS and w not in STOPWORDS)
 
 
+_MAX_LOOKUPS = 100
+"""Above this many capitalized words to look up, one scan of every word is cheaper (each
+look-up searches the text: ~160 of them cost what the scan does)."""
+_MAX_FAST_CHARS = 20_000
+"""A longer text has more capitalized words than that (a 10,000-word document: ~550):
+scanned at once."""
+
+
 def _proper_fast(text: str) -> frozenset[str]:
     """:func:`_proper_scan` for a text without "÷", the lower-case words looked up only
-    for the capitalized ones (a few percent of the words).
+    for the capitalized ones (a few percent of the words; with more than
+    ``_MAX_LOOKUPS`` of them, a long document, the scan).
 
     Without "÷" every character a match may hold (letters, "-") is one the look-behind
     rejects before, so no match can start inside another: ``findall`` yields exactly the
@@ -70,13 +79,19 @@ def _proper_fast(text: str) -> frozenset[str]:
     engine skip to capitals), and a lower-case word is among the second branch's matches
     iff that branch (:data:`_LOW_AT`) matches it at one of its occurrences."""
     out: set[str] = set()
+    lookup: list[str] = []
     for cap in set(_CAP.findall(text)):
         w = cap.lower()
-        if w in out or w in OPENERS or w in STOPWORDS:
+        if w in OPENERS or w in STOPWORDS:
             continue
         if len(w) < 3 or "-" in w:  # never a match of the second branch
             out.add(w)
-            continue
+        else:
+            lookup.append(w)
+    lookup = list(dict.fromkeys(lookup))
+    if len(lookup) > _MAX_LOOKUPS:
+        return _proper_scan(text)
+    for w in lookup:
         p = text.find(w)
         while p >= 0:
             m = _LOW_AT.match(text, p)  # the look-behind sees text[p - 1]

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import orjson
+import pytest
 
 from gateway.text import names
 
@@ -22,7 +23,10 @@ def test_only_the_division_sign_is_a_letter_of_the_class_but_no_word_character()
     assert odd == ["÷"]
 
 
-def test_real_documents() -> None:
+@pytest.mark.parametrize("limit", [0, 10, 10**9])  # the scan, either, the look-ups
+def test_real_documents(limit: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(names, "_MAX_LOOKUPS", limit)
+    monkeypatch.setattr(names, "_MAX_FAST_CHARS", 10**9)
     texts: list[str] = []
     for name in ("tests/data/rag-dev.jsonl", "tests/data/rag-extra.jsonl",
                  "data/halueval/halueval-dev.jsonl"):
@@ -33,9 +37,11 @@ def test_real_documents() -> None:
     assert len(texts) > 1000
     for text in texts:
         assert names._proper_fast(text) == names._proper_scan(text), text[:80]
+        assert names.proper_words(text) == names._proper_scan(text), text[:80]
 
 
-def test_noise() -> None:
+def test_noise(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(names, "_MAX_LOOKUPS", 10**9)
     rng = random.Random(5)
     pieces = ["Lyon", "lyon", "Paris", "parisian", "The", "the", "Jean-Pierre", "jean", "-",
               "’", "'", " ", "\n", ".", "1", "_", "Éclair", "éclair", "éCLAIR", "ß", "Ab",
