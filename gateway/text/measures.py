@@ -130,11 +130,30 @@ def _ceiling(text: str, start: int) -> bool:
     return _CEILING.search(text[max(0, start - 20):start]) is not None
 
 
+# What the text before a value must end with (trailing whitespace aside, lower-cased)
+# for _HEDGE / _LOWER / _UPPER to match there: each pattern ends in ``\s*$`` after a
+# word or symbol, and these are the last words and symbols of its alternatives (a
+# necessary condition on ASCII text; other text goes to the pattern).
+_HEDGE_ENDS = ("about", "approximately", "approx", "approx.", "around", "roughly", "nearly",
+               "almost", "some", "circa", "to", "estimated", "over", "under", "below",
+               "above", "for", "of", "~")
+_LOWER_ENDS = ("than", "over", "above", "least", "exceeding", "of", "minimum", "min", "min.",
+               "beyond", ">", ">=")
+_UPPER_ENDS = ("than", "to", "under", "below", "most", "within", "inside", "of", "maximum",
+               "max", "max.", "exceeding", "<", "<=")
+
+
 def _qualifier(text: str, start: int, end: int) -> tuple[bool, int]:
     """(hedged, bound) from the words right before ``start`` and right after ``end``."""
     before = text[max(0, start - 30):start]
-    approx = _HEDGE.search(before) is not None
-    bound = 1 if _LOWER.search(before) else -1 if _UPPER.search(before) else 0
+    # Most values follow a word no qualifier ends with ("the", "in", "was", "$"): the
+    # three patterns, tried at every position of ``before``, are then skipped.
+    tail = before.rstrip()[-16:]
+    plain = tail.isascii()
+    low = tail.lower()
+    approx = (not plain or low.endswith(_HEDGE_ENDS)) and _HEDGE.search(before) is not None
+    bound = 1 if (not plain or low.endswith(_LOWER_ENDS)) and _LOWER.search(before) else \
+        -1 if (not plain or low.endswith(_UPPER_ENDS)) and _UPPER.search(before) else 0
     if bound == 1 and _NOT_MORE.search(before):
         bound = -1  # "do not take more than 10 mg": an upper bound
     if not bound:

@@ -25,6 +25,11 @@ __all__ = ["acronym_of", "name_class", "name_key", "names_in", "proper_words", "
 _CAP_OR_LOW = re.compile(r"(?<![\w’'-])(?:([A-Z][a-zà-ÿ]+(?:-[A-Z]?[a-zà-ÿ]+)?)|([a-zà-ÿ]{3,}))\b")
 """A capitalized word (group 1: "Helix", "Jean-Pierre") or a lower-case word of three
 letters or more (group 2), each starting a word (:func:`proper_words`)."""
+_CAP = re.compile(r"[A-Z](?<![\w’'-].)[a-zà-ÿ]+(?:-[A-Z]?[a-zà-ÿ]+)?\b")
+"""The first branch of ``_CAP_OR_LOW`` (its look-behind after the capital: the same
+test of the character before it, and a pattern opening with a character class)."""
+_LOW_AT = re.compile(r"(?<![\w’'-])[a-zà-ÿ]{3,}\b")
+"""The second branch of ``_CAP_OR_LOW``."""
 _SENT_START = re.compile(r"(?:^|[.!?:;]\s+|\n\s*|[\"“(]\s*)$")
 _FIRST = re.compile(r"[\"'“‘(\[]*([A-Z][\w’'-]*)")
 _KEY_DROP = frozenset(["s", "the", "a", "an", "of", "and", "de", "la", "le"])
@@ -33,6 +38,13 @@ _KEY_DROP = frozenset(["s", "the", "a", "an", "of", "and", "de", "la", "le"])
 def proper_words(text: str) -> frozenset[str]:
     """Lower-cased words ``text`` only ever writes capitalized ("Velmoxin", "Helix",
     "Marseille"), openers ("However", "The") and stopwords aside."""
+    if "\u00f7" in text or len(text) > _MAX_FAST_CHARS:  # see _proper_fast
+        return _proper_scan(text)
+    return _proper_fast(text)
+
+
+def _proper_scan(text: str) -> frozenset[str]:
+    """:func:`proper_words` by one scan of every word (the definition)."""
     # One scan for both kinds (a word starts with a capital or a lower-case letter, and
     # neither pattern can start inside the other's match), strings instead of match
     # objects: this was a third of a 10,000-word context's cold start.
@@ -45,6 +57,50 @@ def proper_words(text: str) -> frozenset[str]:
             lower.add(low)
     return frozenset(w for c in caps if (w := c.lower()) not in lower
                      and w not in OPENERS and w not in STOPWORDS)
+
+
+_MAX_LOOKUPS = 100
+"""Above this many capitalized words to look up, one scan of every word is cheaper (each
+look-up searches the text: ~160 of them cost what the scan does)."""
+_MAX_FAST_CHARS = 20_000
+"""A longer text has more capitalized words than that (a 10,000-word document: ~550):
+scanned at once."""
+
+
+def _proper_fast(text: str) -> frozenset[str]:
+    """:func:`_proper_scan` for a text without "÷", the lower-case words looked up only
+    for the capitalized ones (a few percent of the words; with more than
+    ``_MAX_LOOKUPS`` of them, a long document, the scan).
+
+    Without "÷" every character a match may hold (letters, "-") is one the look-behind
+    rejects before, so no match can start inside another: ``findall`` yields exactly the
+    matches at each position where the pattern matches. So the capitalized words are the
+    matches of the first branch alone (:data:`_CAP`, whose leading capital lets the
+    engine skip to capitals), and a lower-case word is among the second branch's matches
+    iff that branch (:data:`_LOW_AT`) matches it at one of its occurrences."""
+    out: set[str] = set()
+    lookup: list[str] = []
+    for cap in set(_CAP.findall(text)):
+        w = cap.lower()
+        if w in OPENERS or w in STOPWORDS:
+            continue
+        if len(w) < 3 or "-" in w:  # never a match of the second branch
+            out.add(w)
+        else:
+            lookup.append(w)
+    lookup = list(dict.fromkeys(lookup))
+    if len(lookup) > _MAX_LOOKUPS:
+        return _proper_scan(text)
+    for w in lookup:
+        p = text.find(w)
+        while p >= 0:
+            m = _LOW_AT.match(text, p)  # the look-behind sees text[p - 1]
+            if m is not None and m.end() - p == len(w):
+                break
+            p = text.find(w, p + 1)
+        if p < 0:
+            out.add(w)
+    return frozenset(out)
 
 
 def names_in(sentence: str, entities: Sequence[Span], proper: frozenset[str]) -> list[Span]:
