@@ -377,6 +377,13 @@ def _compact_run(args: argparse.Namespace) -> int:
     closed = closed_segments(root, now=time.time(), max_age=max_age)
     done = compact_files(closed, threads=os.cpu_count() or 1, memory_limit="1GB")
     print(f"compacted {len(done)} of {len(closed)} closed file(s) in {root}")
+    from gateway.audit.compact import write_missing_rollups
+    from gateway.audit.layout import find_files
+
+    rolled = write_missing_rollups(find_files(str(root)).all(), threads=os.cpu_count() or 1,
+                                   memory_limit="1GB")
+    if rolled:
+        print(f"wrote {len(rolled)} rollup(s) for files compacted without one")
     cfg = settings.audit
     retention = Retention(cfg.retention_days, None if cfg.retention_mb is None
                           else int(cfg.retention_mb * 1024 * 1024))
