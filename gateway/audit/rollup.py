@@ -1,8 +1,11 @@
-"""Rollups: a compacted file's counts per hour, so reports need not re-read every record.
+"""Rollups: a compacted file's counts per day and hour, so reports need not re-read
+every record.
 
 Beside ``X.records.parquet`` compaction writes ``X.rollup-v1.parquet``
-(:func:`write_rollup`): for each UTC hour and each combination of the filter keys
-(:data:`DIMS`: policy, mode, model, tenant, verdict, action) one row per *part*:
+(:func:`write_rollup`): for each UTC day — and again for each UTC hour — and each
+combination of the filter keys (:data:`DIMS`: policy, mode, model, tenant, verdict,
+action) one row per *part* (``records`` / ``records/day``, …; ``bucket`` is the
+hour's or the day's start):
 
 - ``records`` — ``n`` records, the first and last ``started_at``;
 - ``layers`` — per ``layer_key``: runs, scored runs and their score sum, failed
@@ -14,7 +17,8 @@ Beside ``X.records.parquet`` compaction writes ``X.rollup-v1.parquet``
 rollup rows the filter selects **whole**, plus raw rows shaped like rollup rows (one
 per record, layer run or candidate) for everything a rollup cannot answer exactly —
 files not compacted yet (JSONL), files compacted before rollups existed, and records
-of the hours a time filter cuts (``--since 10:17`` reads 10:00–10:59 raw). Summing
+of the hours a time filter cuts (``--since 10:17`` reads 10:00–10:59 raw, the rest of
+that day from hourly rows, later days from daily rows). Summing
 either gives the same counts as a scan of every record (tests compare the two);
 scores and costs are summed as decimals (:data:`SCORE_SUM`, :data:`COST_SUM`: a cost
 is counted to 10⁻¹² of its unit), so no summation order changes a bit.
@@ -52,7 +56,9 @@ _BLOCKING = "[" + ", ".join(f"'{b}'" for b in BLOCKING) + "]"
 _KEYS: Final[dict[str, tuple[str, ...]]] = {
     "records": (), "layers": ("layer_key",), "candidates": ("candidate_name",
                                                             "candidate_outcome")}
-"""Each part's own grouping keys (besides the hour and :data:`DIMS`)."""
+"""Each part's own grouping keys (besides the bucket and :data:`DIMS`)."""
+GRAINS: Final = ("hour", "day")
+"""The rollup's buckets: ``<part>`` rows per hour, ``<part>/day`` rows per day."""
 _MEASURES: Final[dict[str, dict[str, tuple[str, str]]]] = {
     # column: (its value for one raw row, how rows combine)
     "records": {"n": ("1::BIGINT", "sum"), "first_at": ("started_at", "min"),
@@ -80,7 +86,7 @@ _MEASURES: Final[dict[str, dict[str, tuple[str, str]]]] = {
 _ROW_KEYS: Final = {"layer_key": "layer_key", "candidate_name": "candidate_name",
                     "candidate_outcome": "coalesce(candidate_verdict, candidate_error, 'none')"}
 ROLLUP_TYPES: Final[dict[str, str]] = {
-    "part": "VARCHAR", "hour": "TIMESTAMP", **dict.fromkeys(DIMS, "VARCHAR"),
+    "part": "VARCHAR", "bucket": "TIMESTAMP", **dict.fromkeys(DIMS, "VARCHAR"),
     "layer_key": "VARCHAR", "candidate_name": "VARCHAR", "candidate_outcome": "VARCHAR",
     "n": "BIGINT", "first_at": "TIMESTAMP", "last_at": "TIMESTAMP",
     "l_scored": "BIGINT", "l_score_sum": SCORE_SUM, "l_failed": "BIGINT", "l_errors": "BIGINT",
@@ -95,9 +101,9 @@ def rollup_path(records: Path) -> Path:
     return Path(str(records)[:-len(".records.parquet")] + ROLLUP_SUFFIX)
 
 
-def _rows(part: str, source: str) -> str:
+def _rows(part: str, source: str, grain: str = "hour") -> str:
     """``source``'s rows (a flat table) shaped like rollup rows of ``part``."""
-    cols = ["date_trunc('hour', started_at) AS hour", *(f'"{d}"' for d in DIMS),
+    cols = [f"date_trunc('{grain}', started_at) AS bucket", *(f'"{d}"' for d in DIMS),
             *(f"{_ROW_KEYS[k]} AS {k}" for k in _KEYS[part]),
             *(f"{expr} AS {col}" for col, (expr, _) in _MEASURES[part].items())]
     return f"SELECT {', '.join(cols)} FROM {source}"
@@ -114,9 +120,11 @@ def rollup_select(tables: dict[str, str]) -> str:
     """The rollup rows of the flat tables ``tables`` (part -> a FROM source)."""
     selects = []
     for part in PARTS:
-        keys = ("hour", *DIMS, *_KEYS[part])
-        selects.append(f"SELECT '{part}' AS part, * FROM ("
-                       f"{_combine(part, _rows(part, tables[part]), keys)})")
+        keys = ("bucket", *DIMS, *_KEYS[part])
+        for grain in GRAINS:
+            name = part if grain == "hour" else f"{part}/{grain}"
+            selects.append(f"SELECT '{name}' AS part, * FROM ("
+                           f"{_combine(part, _rows(part, tables[part], grain), keys)})")
     return " UNION ALL BY NAME ".join(selects)
 
 
@@ -134,7 +142,7 @@ def write_rollup(con: Any, tables: dict[str, str], target: Path) -> None:
     quoted = str(tmp).replace("'", "''")
     try:
         con.execute(f"COPY (SELECT {cols} FROM ({rollup_select(tables)}) "
-                    f"ORDER BY part, hour) TO '{quoted}' (FORMAT parquet, COMPRESSION zstd)")
+                    f"ORDER BY part, bucket) TO '{quoted}' (FORMAT parquet, COMPRESSION zstd)")
         os.chmod(tmp, 0o600)
         os.replace(tmp, target)
     finally:
@@ -142,36 +150,44 @@ def write_rollup(con: Any, tables: dict[str, str], target: Path) -> None:
             tmp.unlink()
 
 
-def _whole(where: AuditFilter, hour: str) -> str:
-    """SQL: the hour starting at ``hour`` lies wholly inside the filter's time range."""
+def _whole(where: AuditFilter, start: str, grain: str) -> str:
+    """SQL: the ``grain`` (hour, day) starting at ``start`` lies wholly inside the
+    filter's time range."""
     terms = []
     if where.since is not None:
-        terms.append(f"{hour} >= $f_since")
+        terms.append(f"{start} >= $f_since")
     if where.until is not None:
-        terms.append(f"{hour} + INTERVAL 1 HOUR <= $f_until + INTERVAL 1 MICROSECOND")
+        terms.append(f"{start} + INTERVAL 1 {grain} <= $f_until + INTERVAL 1 MICROSECOND")
     return " AND ".join(terms) or "true"
 
 
-def rolled(part: str, where: AuditFilter, *, rollups: bool = True
+def rolled(part: str, where: AuditFilter, *, rollups: bool = True, days: bool = True
            ) -> tuple[str, dict[str, Any]]:
-    """``(sql, params)``: rollup-shaped rows of ``part`` (columns ``hour``,
+    """``(sql, params)``: rollup-shaped rows of ``part`` (columns ``bucket``,
     :data:`DIMS`, the part's keys and measures) for exactly the records ``where``
-    selects — to be aggregated with ``sum`` / ``min`` / ``max``. Reads the store's
-    ``rollup`` view and its ``<part>_open`` / ``<part>_done`` views (see
-    :class:`gateway.audit.store.AuditStore`); ``rollups=False`` reads every row raw."""
+    selects — to be aggregated with ``sum`` / ``min`` / ``max``. ``bucket`` is an
+    hour, or with ``days`` an hour or a day (group by ``date_trunc('day', bucket)``).
+    Reads the store's ``rollup`` view and its ``<part>_open`` / ``<part>_done`` views
+    (see :class:`gateway.audit.store.AuditStore`); ``rollups=False`` reads every
+    row raw."""
     cond, params = where.sql()
     if not rollups:
         return _rows(part, f"{part} WHERE {cond}"), params
     dims_cond, dims_params = where.with_(since=None, until=None).sql()
-    timed = where.since is not None or where.until is not None
-    raw_hour = "date_trunc('hour', started_at)"
-    cols = ", ".join(["hour", *DIMS, *_KEYS[part], *_MEASURES[part]])
-    selects = [
-        f"SELECT {cols} FROM rollup WHERE part = '{part}' AND {dims_cond} "
-        f"AND {_whole(where, 'hour')}",
-        _rows(part, f"{part}_open WHERE {cond}"),
-    ]
-    if timed:  # the hours the time range cuts, from the compacted files' rows
+    cols = ", ".join(["bucket", *DIMS, *_KEYS[part], *_MEASURES[part]])
+    whole_hour = _whole(where, "bucket", "hour")
+    rollup = f"SELECT {cols} FROM rollup WHERE {dims_cond} AND "
+    selects = [_rows(part, f"{part}_open WHERE {cond}")]
+    if days:
+        selects += [
+            rollup + f"part = '{part}/day' AND {_whole(where, 'bucket', 'day')}",
+            rollup + f"part = '{part}' AND {whole_hour} AND NOT ("
+                     f"{_whole(where, 'date_trunc(' + repr('day') + ', bucket)', 'day')})"]
+    else:
+        selects.append(rollup + f"part = '{part}' AND {whole_hour}")
+    if where.since is not None or where.until is not None:
+        # the hours the time range cuts, from the compacted files' rows
+        raw_hour = "date_trunc('hour', started_at)"
         selects.append(_rows(part, f"{part}_done WHERE {cond} AND NOT "
-                                   f"({_whole(where, raw_hour)})"))
+                                   f"({_whole(where, raw_hour, 'hour')})"))
     return " UNION ALL ".join(f"({s})" for s in selects), {**params, **dims_params}

@@ -78,9 +78,10 @@ def overview(store: AuditStore, where: AuditFilter) -> Overview:
     total, first, last = store.query(
         f"SELECT coalesce(sum(n), 0), min(first_at), max(last_at) FROM ({rec})", params)[0]
     unit = _unit(where.since or first, where.until or last) if first and last else "hour"
+    by_unit, _ = rolled("records", where, rollups=store.rollups, days=unit == "day")
     rows = store.query(
-        f"SELECT date_trunc('{unit}', hour) AS b, verdict, action, sum(n) "
-        f"FROM ({rec}) WHERE hour IS NOT NULL GROUP BY ALL", params)
+        f"SELECT date_trunc('{unit}', bucket) AS b, verdict, action, sum(n) "
+        f"FROM ({by_unit}) WHERE bucket IS NOT NULL GROUP BY ALL", params)
     buckets, verdicts = _series(rows, unit, 1, NOT_VERIFIED)
     _, actions = _series(rows, unit, 2, "none")
     breakdowns: dict[str, list[dict[str, Any]]] = {dim: [] for dim in BREAKDOWNS}

@@ -2,7 +2,7 @@
 reading (report, dashboard, show, replay) never changes a file.
 
 The store: ``bench/gen_audit.py`` records (the gateway's record shape: six policies,
-candidates, unverified records, tenants and none) over ~30 hours, two writers; some
+candidates, unverified records, tenants and none) over 100 hours, two writers; some
 files compacted with rollups, one compacted without (as before rollups existed), the
 rest still JSONL — every path of :func:`gateway.audit.rollup.rolled` at once.
 """
@@ -30,6 +30,7 @@ from gateway.dashboard.data import list_records, overview  # noqa: E402
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 END = datetime(2026, 11, 20, 6, 0, 0, tzinfo=UTC)
+SPAN_HOURS = 100
 
 
 def _gen_audit() -> Any:
@@ -45,7 +46,7 @@ def _gen_audit() -> Any:
 @pytest.fixture(scope="module")
 def store_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("rollup") / "audit"
-    _gen_audit().generate(6000, root, weeks=30 / (7 * 24), writers=2, rotate_mb=2.0,
+    _gen_audit().generate(6000, root, weeks=SPAN_HOURS / (7 * 24), writers=2, rotate_mb=2.0,
                           end=END)
     files = sorted(root.rglob("*.jsonl"))
     assert len(files) >= 6
@@ -58,7 +59,7 @@ def store_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _hour(h: int, minute: int = 0) -> datetime:
-    return (END - timedelta(hours=30) + timedelta(hours=h, minutes=minute)).replace(
+    return (END - timedelta(hours=SPAN_HOURS) + timedelta(hours=h, minutes=minute)).replace(
         tzinfo=None)
 
 
@@ -67,6 +68,9 @@ FILTERS = {
     "since inside an hour": AuditFilter(since=_hour(3, 17)),
     "until inside an hour": AuditFilter(until=_hour(20, 43)),
     "both, inside hours": AuditFilter(since=_hour(2, 59), until=_hour(27, 1)),
+    "days and hours": AuditFilter(since=_hour(10, 30), until=_hour(90, 10)),
+    "midnight to midnight": AuditFilter(since=_hour(2), until=_hour(50)),  # 2 = 00:00
+    "whole days": AuditFilter(since=_hour(2), until=_hour(50) - timedelta(microseconds=1)),
     "whole hours": AuditFilter(since=_hour(5), until=_hour(9) - timedelta(microseconds=1)),
     "until on the hour": AuditFilter(until=_hour(9)),
     "one hour's slice": AuditFilter(since=_hour(12, 10), until=_hour(12, 20)),
@@ -103,6 +107,10 @@ def test_dashboard_overview_from_rollups_equals_the_raw_scan(store_dir: Path,
     fast, slow, _ = _both(store_dir, lambda s: overview(s, FILTERS[name]))
     assert fast == slow
     assert fast.total == fast.summary["records"]
+    if name in ("everything", "since inside an hour"):
+        assert fast.unit == "day"  # daily buckets: the /day rows
+    elif name == "both, inside hours":
+        assert fast.unit == "hour"
 
 
 def test_the_rollups_are_what_is_read(store_dir: Path) -> None:
@@ -116,7 +124,9 @@ def test_the_rollups_are_what_is_read(store_dir: Path) -> None:
         (done,) = store.query("SELECT count(*) FROM records_done")[0]
         (open_,) = store.query("SELECT count(*) FROM records_open")[0]
         assert rolled == done > 0 and open_ > 0 and done + open_ == 6000
-        (rows,) = store.query("SELECT count(*) FROM rollup WHERE part = 'records'")[0]
+        (daily,) = store.query("SELECT sum(n) FROM rollup WHERE part = 'records/day'")[0]
+        assert daily == done
+        (rows,) = store.query("SELECT count(*) FROM rollup WHERE part = 'records/day'")[0]
         assert rows < done  # rows are groups of records
     finally:
         store.close()
