@@ -57,6 +57,8 @@ _KEYS: Final[dict[str, tuple[str, ...]]] = {
     "records": (), "layers": ("layer_key",), "candidates": ("candidate_name",
                                                             "candidate_outcome")}
 """Each part's own grouping keys (besides the bucket and :data:`DIMS`)."""
+ROW_GROUP: Final = 2048
+"""Rows per Parquet row group: small, so a query for one part skips the others' groups."""
 GRAINS: Final = ("hour", "day")
 """The rollup's buckets: ``<part>`` rows per hour, ``<part>/day`` rows per day."""
 _MEASURES: Final[dict[str, dict[str, tuple[str, str]]]] = {
@@ -142,7 +144,8 @@ def write_rollup(con: Any, tables: dict[str, str], target: Path) -> None:
     quoted = str(tmp).replace("'", "''")
     try:
         con.execute(f"COPY (SELECT {cols} FROM ({rollup_select(tables)}) "
-                    f"ORDER BY part, bucket) TO '{quoted}' (FORMAT parquet, COMPRESSION zstd)")
+                    f"ORDER BY part, bucket) TO '{quoted}' "
+                    f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {ROW_GROUP})")
         os.chmod(tmp, 0o600)
         os.replace(tmp, target)
     finally:

@@ -104,6 +104,9 @@ class AuditStore:
 
         con = duckdb.connect(":memory:", config=self._config)
         try:
+            # Parquet footers read once per store, not once per query (every query
+            # binds the views again, over every file)
+            con.execute("SET parquet_metadata_cache = true")
             self._build(con, files)
             dirs = [str(d) + "/" for d in files.directories()]
             con.execute("SET allowed_directories = $dirs", {"dirs": dirs})
