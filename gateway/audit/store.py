@@ -186,8 +186,11 @@ class AuditStore:
             rows: list[tuple[Any, ...]] = self._con.execute(sql, params or {}).fetchall()
             return rows
 
-    def full_records(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-        """Whole records (the verbatim JSON line) by audit id; ids not found are absent."""
+    def full_records(self, ids: Sequence[str], *, since: datetime | None = None
+                     ) -> dict[str, dict[str, Any]]:
+        """Whole records (the verbatim JSON line) by audit id; ids not found are absent.
+        ``since``: none of them started earlier (compacted files are sorted by start
+        time, so older row groups are skipped instead of decompressed)."""
         want = list(dict.fromkeys(ids))
         out: dict[str, dict[str, Any]] = {}
         if not want:
@@ -197,10 +200,11 @@ class AuditStore:
             con, files = self._con, self.files
             texts: list[tuple[Any, ...]] = []
             if files.records:
+                after = "" if since is None else "started_at >= $since AND "
                 texts += con.execute(
                     f"SELECT audit_id, record FROM read_parquet({sql_list(files.records)}, "
-                    f"union_by_name = true) WHERE audit_id IN (SELECT unnest($ids))",
-                    {"ids": want}).fetchall()
+                    f"union_by_name = true) WHERE {after}audit_id IN (SELECT unnest($ids))",
+                    {"ids": want, **({} if since is None else {"since": since})}).fetchall()
             sources = [r[0] for r in con.execute(
                 "SELECT DISTINCT _file FROM j WHERE audit_id IN (SELECT unnest($ids))",
                 {"ids": want}).fetchall()]

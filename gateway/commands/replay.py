@@ -72,10 +72,13 @@ def _select(args: argparse.Namespace) -> tuple[int, list[dict[str, Any]]]:
     try:
         cond, params = where.sql()
         selected = store.query(f"SELECT count(*) FROM records WHERE {cond}", params)[0][0]
-        ids = [r[0] for r in store.query(
-            f"SELECT audit_id FROM records WHERE {cond} AND has_content "
-            f"ORDER BY started_at DESC NULLS LAST LIMIT $n", {**params, "n": args.limit})]
-        records = store.full_records(ids)
+        rows = store.query(
+            f"SELECT audit_id, started_at FROM records WHERE {cond} AND has_content "
+            f"ORDER BY started_at DESC NULLS LAST LIMIT $n", {**params, "n": args.limit})
+        ids = [r[0] for r in rows]
+        starts = [r[1] for r in rows]
+        records = store.full_records(
+            ids, since=None if None in starts or not starts else min(starts))
     finally:
         store.close()
     return selected, [records[i] for i in ids if i in records]
