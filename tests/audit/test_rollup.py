@@ -186,3 +186,21 @@ def test_reading_never_changes_a_file(store_dir: Path) -> None:
         assert proc.returncode == 0, (args, proc.stderr)
     assert _files(store_dir) == before
     assert os.listdir(store_dir.parent) == ["audit"]
+
+
+def test_retention_deletes_a_rollup_with_its_file(tmp_path: Path) -> None:
+    from gateway.audit.maintain import Retention, apply_retention
+
+    root = tmp_path / "audit"
+    _gen_audit().generate(300, root, weeks=0.05, writers=1, rotate_mb=64.0, end=END)
+    for jsonl in sorted(root.rglob("*.jsonl")):
+        assert compact_file(jsonl)
+    old = root / "date=2026-11-01" / "verity-h-1-s-00001.rollup-v0.parquet"  # any version
+    old.parent.mkdir()
+    old.write_bytes(b"x")
+    deleted = apply_retention(root, Retention(days=1, max_bytes=None),
+                              now=END.timestamp() + 30 * 86400, max_age=60)
+    assert {p.name.split(".", 1)[1] for p in deleted} == {
+        "records.parquet", "layers.parquet", "candidates.parquet", "rollup-v1.parquet",
+        "rollup-v0.parquet"}
+    assert not any(p.is_file() for p in root.rglob("*"))
