@@ -155,8 +155,9 @@ class AuditStore:
                             + " UNION ALL BY NAME ".join(selects))
             con.execute(f"CREATE VIEW {table} AS SELECT * FROM {table}_open "
                         f"UNION ALL BY NAME SELECT * FROM {table}_done")
+        # one rollup version has one schema (the version is in the file name)
         con.execute("CREATE VIEW rollup AS " + (
-            f"SELECT * FROM read_parquet({sql_list(files.rollups)}, union_by_name = true)"
+            f"SELECT * FROM read_parquet({sql_list(files.rollups)})"
             if files.rollups else empty_rollup()))
 
     def refresh(self) -> None:
