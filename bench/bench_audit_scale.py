@@ -19,8 +19,9 @@ Every measurement is the product's own command or page, end to end:
   to the first byte and to the last: the first request opens the store, the next
   ``--repeat`` reuse it; also ``GET /?since=24h``. And the same page as the gateway
   mounts it (one DuckDB thread, 256 MB) in process.
-- ``replay`` — ``gateway audit replay --limit 10000 --jobs N`` under a keyword-only
-  policy (written to a temporary folder) and the shipped ``policies/default.yaml``.
+- ``replay`` — ``gateway audit replay --limit 10000`` with ``--jobs 1`` and ``--jobs N``
+  under a keyword-only policy (written to a temporary folder) and the shipped
+  ``policies/default.yaml`` (the outputs must be identical).
 
 Prints one line per measurement and a Markdown table; the load average before and
 after. The store is only read.
@@ -187,16 +188,23 @@ def dashboard(store: str, repeat: int) -> None:
 
 
 def replay(store: str, jobs: int, limit: int) -> None:
+    """Each policy with ``--jobs 1`` then ``--jobs N`` (alternated: an A/B on the same
+    box); the two outputs must be identical."""
     with tempfile.TemporaryDirectory() as tmp:
         keyword = Path(tmp) / "keyword-only.yaml"
         keyword.write_text(KEYWORD_POLICY)
         for name, policy in (("keyword-only", str(keyword)),
                              ("default.yaml", str(ROOT / "policies" / "default.yaml"))):
-            wall, rss, out = run(gateway("replay", "--audit", store, "--policy", policy,
-                                         "--limit", str(limit), "--jobs", str(jobs), "--json"))
-            replayed = out.split('"replayed":', 1)[1].split(",", 1)[0].strip()
-            row(f"replay {name}, --limit {limit} --jobs {jobs}", f"{wall:.1f} s",
-                f"{replayed} replayed; parent peak RSS {rss} MB")
+            outs = []
+            for n in dict.fromkeys((1, jobs)):
+                wall, rss, out = run(gateway("replay", "--audit", store, "--policy", policy,
+                                             "--limit", str(limit), "--jobs", str(n), "--json"))
+                outs.append(out)
+                replayed = out.split('"replayed":', 1)[1].split(",", 1)[0].strip()
+                row(f"replay {name}, --limit {limit} --jobs {n}", f"{wall:.1f} s",
+                    f"{replayed} replayed; parent peak RSS {rss} MB")
+            if len(set(outs)) != 1:
+                raise SystemExit(f"replay {name}: --jobs 1 and --jobs {jobs} differ")
 
 
 def main(argv: list[str] | None = None) -> int:
