@@ -23,15 +23,16 @@ either gives the same counts as a scan of every record (tests compare the two);
 scores and costs are summed as decimals (:data:`SCORE_SUM`, :data:`COST_SUM`: a cost
 is counted to 10⁻¹² of its unit), so no summation order changes a bit.
 
-A rollup's version is in its name: a reader ignores another version (those stems
-are read raw) and ``gateway audit compact`` writes the current one.
+A rollup's version is in its name (a change of its columns, of what a measure
+counts or of :data:`~gateway.audit.schema.BLOCKING` is a new version): a reader
+ignores another version (those stems are read raw) and ``gateway audit compact``
+writes the current one.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from datetime import timedelta
 from pathlib import Path
 from typing import Any, Final
 
@@ -45,7 +46,6 @@ __all__ = ["DIMS", "PARTS", "ROLLUP_SUFFIX", "ROLLUP_TYPES", "empty_rollup", "ro
 DIMS: Final = ("policy", "mode", "model", "tenant", "verdict", "action")
 """The filter keys a rollup keeps (every :class:`AuditFilter` list field)."""
 PARTS: Final = ("records", "layers", "candidates")
-BUCKET: Final = timedelta(hours=1)
 
 SCORE_SUM: Final = "DECIMAL(38, 9)"
 COST_SUM: Final = "DECIMAL(38, 12)"

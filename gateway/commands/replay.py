@@ -48,10 +48,10 @@ def add_verb(verbs: Any) -> None:
                    help=f"replay the newest N records with content (default {DEFAULT_LIMIT})")
     p.add_argument("--concurrency", type=int, default=4,
                    help="records verified at once by each process (default 4)")
-    p.add_argument("--jobs", type=int, default=0, metavar="N",
-                   help="processes verifying records side by side, each with its own "
-                        "share (default 0: one per CPU, at most "
-                        f"{MAX_JOBS}; 1 verifies in this process)")
+    p.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="processes verifying records side by side, each every N-th "
+                        "record (default 1: this process; 0: one per CPU, at most "
+                        f"{MAX_JOBS}); worth it for CPU-heavy policies on idle cores")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     add_filter_arguments(p, policy_option="--recorded-policy")
     p.set_defaults(func=_replay)
