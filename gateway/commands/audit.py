@@ -344,10 +344,14 @@ def _serve_run(args: argparse.Namespace) -> int:
     from gateway.dashboard.app import create_dashboard
 
     spec, _ = audit_spec(args)
+    app = create_dashboard(spec, jaeger_url=jaeger.rstrip("/") if jaeger else None,
+                           threads=None, memory_limit=None)
+    app.state.store.get()  # opened now, so the first page does not wait for it
     print(f"audit dashboard over {spec} at http://{args.host}:{args.port}/", flush=True)
-    uvicorn.run(create_dashboard(spec, jaeger_url=jaeger.rstrip("/") if jaeger else None,
-                                 threads=None, memory_limit=None),
-                host=args.host, port=args.port, log_level="warning")
+    try:
+        uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    finally:
+        app.state.store.close()
     return 0
 
 
