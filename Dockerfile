@@ -22,7 +22,7 @@ WORKDIR /src
 # .dockerignore lets in only what the wheel needs (pyproject, README, gateway/, policies/).
 COPY . .
 RUN --mount=type=cache,target=/root/.cache/pip \
-    pip wheel --wheel-dir /wheels '.[redis]'
+    pip wheel --wheel-dir /wheels '.[redis,audit]'
 
 # -------------------------------------------------------------------------- runtime
 FROM ${PYTHON_IMAGE} AS runtime
@@ -46,8 +46,9 @@ RUN groupadd --system --gid 10001 verity \
 
 # The wheels are bind-mounted from the build stage, so they never become a layer here.
 # [redis]: the image also runs `gateway worker` (fleet mode; pure-Python client).
+# [audit]: DuckDB, for `gateway audit report|tail|show|replay|serve|compact` in the image.
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
-    pip install --no-index --find-links=/wheels 'verity-gateway[redis]'
+    pip install --no-index --find-links=/wheels 'verity-gateway[redis,audit]'
 
 # Shipped example policies; owned by root, read-only for the gateway. Mount your own
 # directory over /etc/verity/policies (or point GATEWAY_POLICIES_DIR elsewhere).

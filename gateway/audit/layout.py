@@ -36,13 +36,17 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from pathlib import Path
 
-__all__ = ["TABLES", "AuditFiles", "AuditPathError", "DATE_DIR", "closed_segments",
+__all__ = ["ROLLUP_ANY", "ROLLUP_SUFFIX", "TABLES", "AuditFiles", "AuditPathError", "DATE_DIR", "closed_segments",
            "date_folder", "find_files", "host_name", "segment_name", "writer_of"]
 
 TABLES = ("layers", "candidates", "records")
 """The Parquet tables a compacted file becomes, in the order they are renamed into place
 (``records`` last: its presence is what makes a reader take the Parquet files)."""
 DATE_DIR = re.compile(r"^date=(\d{4}-\d{2}-\d{2})$")
+ROLLUP_SUFFIX = ".rollup-v1.parquet"
+"""A compacted stem's rollup (:mod:`gateway.audit.rollup`; the version is in the name)."""
+ROLLUP_ANY = re.compile(r"\.rollup(-v\d+)?\.parquet$")
+"""Any version's rollup (what retention deletes with its stem)."""
 _SEGMENT = re.compile(r"^(?P<writer>.+)-(?P<seq>\d{5,})\.jsonl$")
 _GLOB_CHARS = frozenset("*?[")
 
@@ -81,12 +85,17 @@ class AuditFiles:
     records: list[Path] = field(default_factory=list)
     layers: list[Path] = field(default_factory=list)
     candidates: list[Path] = field(default_factory=list)
+    rollups: list[Path] = field(default_factory=list)
+    """The current-version rollup of each compacted stem that has one
+    (:mod:`gateway.audit.rollup`)."""
+    rolled_up: set[Path] = field(default_factory=set)
+    """The ``X.records.parquet`` files whose stem has one of ``rollups``."""
 
     def __bool__(self) -> bool:
         return bool(self.jsonl or self.records)
 
     def all(self) -> list[Path]:
-        return [*self.jsonl, *self.records, *self.layers, *self.candidates]
+        return [*self.jsonl, *self.records, *self.layers, *self.candidates, *self.rollups]
 
     def directories(self) -> list[Path]:
         """The folders holding these files (what a reader may open, and nothing else)."""
@@ -115,6 +124,8 @@ def _stem(path: Path) -> tuple[str, str] | None:
         suffix = f".{table}.parquet"
         if name.endswith(suffix):
             return str(path)[:-len(suffix)], table
+    if name.endswith(ROLLUP_SUFFIX):
+        return str(path)[:-len(ROLLUP_SUFFIX)], "rollup"
     return None
 
 
@@ -175,6 +186,9 @@ def group(paths: Iterable[Path]) -> AuditFiles:
             for table in ("layers", "candidates"):
                 if table in kinds:
                     getattr(out, table).append(kinds[table])
+            if "rollup" in kinds:
+                out.rollups.append(kinds["rollup"])
+                out.rolled_up.add(kinds["records"])
         elif "jsonl" in kinds:
             out.jsonl.append(kinds["jsonl"])
     return out

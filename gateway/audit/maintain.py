@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from gateway.audit.layout import DATE_DIR, TABLES, closed_segments
+from gateway.audit.layout import DATE_DIR, ROLLUP_ANY, TABLES, closed_segments
 
 __all__ = ["Maintainer", "Retention", "apply_retention"]
 
@@ -72,6 +72,9 @@ def _units(root: Path, closed: set[Path]) -> tuple[list[_Unit], int]:
             for table in TABLES:
                 if name.endswith(f".{table}.parquet"):
                     stems.setdefault(str(path)[:-len(f".{table}.parquet")], []).append(path)
+            rollup = ROLLUP_ANY.search(name)
+            if rollup is not None:
+                stems.setdefault(str(path)[:-len(rollup[0])], []).append(path)
     units = []
     for paths in stems.values():
         size, mtime = 0, 0.0

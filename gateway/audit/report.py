@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from gateway.audit.filters import AuditFilter
+from gateway.audit.rollup import rolled
+from gateway.audit.schema import BLOCKING
 
 if TYPE_CHECKING:
     from gateway.audit.store import AuditStore
@@ -25,8 +27,6 @@ __all__ = ["BLOCKING", "NOT_VERIFIED", "format_record_lines", "render_report",
 
 NOT_VERIFIED = "not verified"
 _NOTE_PREFIX = NOT_VERIFIED + ": "
-BLOCKING = ("block",)
-"""Actions that withhold the answer: what "would have blocked" counts."""
 POLICY_WIDTH = 40
 """``tail``'s policy/mode column at most (longer names are cut with ``…``)."""
 ACTION_WIDTH = 48
@@ -34,47 +34,45 @@ ACTION_WIDTH = 48
 
 
 def summarize(store: AuditStore, where: AuditFilter | None = None) -> dict[str, Any]:
-    """The report's numbers for the records ``where`` selects (JSON-ready)."""
-    cond, params = (where or AuditFilter()).sql()
-    total = store.query(f"SELECT count(*) FROM records WHERE {cond}", params)[0][0]
+    """The report's numbers for the records ``where`` selects (JSON-ready). Counts come
+    from rollups where they answer exactly (:func:`gateway.audit.rollup.rolled`);
+    latency percentiles from every layer run."""
+    where = where or AuditFilter()
+    cond, params = where.sql()
+    use = store.rollups
+    rec, rec_params = rolled("records", where, rollups=use)
+    total = store.query(f"SELECT coalesce(sum(n), 0) FROM ({rec})", rec_params)[0][0]
     outcomes = [{"policy": p, "mode": m, "verdict": v, "action": a, "count": n}
                 for p, m, v, a, n in store.query(
-                    f"SELECT policy, mode, verdict, action, count(*) FROM records "
-                    f"WHERE {cond} GROUP BY ALL ORDER BY policy, mode, verdict NULLS LAST, "
-                    f"action NULLS LAST", params)]
-    ran = "layer_error IS NULL AND NOT coalesce(layer_skipped, false)"
+                    f"SELECT policy, mode, verdict, action, sum(n) FROM ({rec}) "
+                    f"GROUP BY ALL ORDER BY policy, mode, verdict NULLS LAST, "
+                    f"action NULLS LAST", rec_params)]
+    pcts = {(p, k): pct for p, k, pct in store.query(
+        f"SELECT policy, layer_key, quantile_disc(layer_latency_ms, [0.5, 0.99]) "
+        f"FROM layers WHERE {cond} GROUP BY ALL", params)}
+    lay, lay_params = rolled("layers", where, rollups=use)
     layers = {}
-    for (policy, key, runs, n, mean, failed, errors, skipped, pct, cost,
+    for (policy, key, runs, n, mean, failed, errors, skipped, cost,
          calls) in store.query(f"""
-            SELECT policy, layer_key, count(*),
-                   count(layer_score) FILTER (WHERE {ran}),
-                   avg(layer_score) FILTER (WHERE {ran}),
-                   count(*) FILTER (WHERE {ran} AND layer_passed = false),
-                   count(*) FILTER (WHERE layer_error IS NOT NULL),
-                   count(*) FILTER (WHERE layer_skipped AND layer_error IS NULL),
-                   quantile_disc(layer_latency_ms, [0.5, 0.99]),
-                   coalesce(sum(layer_cost), 0), coalesce(sum(layer_judge_calls), 0)
-            FROM layers WHERE {cond} GROUP BY ALL ORDER BY ALL""", params):
+            SELECT policy, layer_key, sum(n), sum(l_scored),
+                   sum(l_score_sum)::DOUBLE / nullif(sum(l_scored), 0), sum(l_failed),
+                   sum(l_errors), sum(l_skipped), coalesce(sum(l_cost), 0)::DOUBLE,
+                   coalesce(sum(l_calls), 0)
+            FROM ({lay}) GROUP BY ALL ORDER BY ALL""", lay_params):
+        pct = pcts.get((policy, key))
         p50, p99 = pct if pct is not None else (None, None)
         layers[f"{policy}/{key}"] = {
-            "runs": runs, "n": n, "mean_score": mean, "failed": failed, "errors": errors,
+            "runs": runs, "n": n, "mean_score": mean,
+            "failed": failed, "errors": errors,
             "skipped": skipped, "fire_rate": failed / n if n else None,
             "latency_ms_p50": p50, "latency_ms_p99": p99, "cost": cost, "judge_calls": calls}
-    blocking = list(BLOCKING)
+    cand, cand_params = rolled("candidates", where, rollups=use)
     candidates: dict[tuple[str, str], dict[str, Any]] = {}
-    for policy, cand, verdict, n, differs, more, fewer in store.query(f"""
-            SELECT policy, candidate_name,
-                   coalesce(candidate_verdict, candidate_error, 'none'), count(*),
-                   count(*) FILTER (WHERE candidate_verdict IS DISTINCT FROM verdict),
-                   count(*) FILTER (WHERE list_contains($blocking, candidate_action)
-                                    AND NOT coalesce(list_contains($blocking, action), false)),
-                   count(*) FILTER (WHERE list_contains($blocking, action)
-                                    AND NOT coalesce(list_contains($blocking, candidate_action),
-                                                     false))
-            FROM candidates WHERE {cond} GROUP BY ALL ORDER BY ALL""",
-            {**params, "blocking": blocking}):
-        row = candidates.setdefault((policy, cand), {
-            "policy": policy, "candidate": cand, "evaluated": 0, "verdict_differs": 0,
+    for policy, name, verdict, n, differs, more, fewer in store.query(
+            f"SELECT policy, candidate_name, candidate_outcome, sum(n), sum(c_differs), "
+            f"sum(c_more), sum(c_fewer) FROM ({cand}) GROUP BY ALL ORDER BY ALL", cand_params):
+        row = candidates.setdefault((policy, name), {
+            "policy": policy, "candidate": name, "evaluated": 0, "verdict_differs": 0,
             "would_block_more": 0, "would_block_fewer": 0, "verdicts": {}})
         row["evaluated"] += n
         row["verdict_differs"] += differs

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from typing import Final
 
-__all__ = ["CANDIDATE", "KEYS", "LAYER", "SCALARS", "candidates_select", "json_columns",
+__all__ = ["BLOCKING", "CANDIDATE", "KEYS", "LAYER", "SCALARS", "candidates_select", "json_columns",
            "json_shape", "layers_select", "sql_struct", "table_columns"]
 
 SCALARS: Final[dict[str, str]] = {
@@ -45,6 +45,8 @@ CANDIDATE: Final[dict[str, str]] = {
     "name": "VARCHAR", "verdict": "VARCHAR", "score": "DOUBLE", "action": "VARCHAR",
     "error": "VARCHAR",
 }
+BLOCKING: Final = ("block",)
+"""Actions that withhold the answer: what "would have blocked" counts."""
 KEYS: Final = ("audit_id", "started_at", "policy", "mode", "model", "tenant", "verdict",
                "action")
 """The record fields every flat table carries: what a filter reads."""

@@ -7,7 +7,10 @@ compacted Parquet tables are read in place; JSONL files (open, or never compacte
 are parsed once, with the explicit schema, into an in-memory table (a torn line
 becomes a row of nulls and is left out). :meth:`AuditStore.query` runs SQL over
 ``records``, ``layers`` and ``candidates``; :meth:`AuditStore.full_records` returns
-whole records (the verbatim line) by id.
+whole records (the verbatim line) by id. Each table is also split in two views —
+``<table>_done``, the compacted files that have a rollup, and ``<table>_open``, the
+rest — and ``rollup`` reads those rollups: what :func:`gateway.audit.rollup.rolled`
+combines (``rollups=False`` makes the readers scan every record instead).
 
 **Nothing read from the audit alters it.** The database lives in memory; no
 statement this module issues writes (no ``COPY``, ``ATTACH``, ``INSTALL``, ``CREATE``
@@ -32,6 +35,7 @@ from typing import Any
 import orjson
 
 from gateway.audit.layout import AuditFiles, find_files
+from gateway.audit.rollup import empty_rollup
 from gateway.audit.schema import (
     CANDIDATE,
     LAYER,
@@ -53,6 +57,14 @@ def sql_list(paths: Sequence[Path | str]) -> str:
     return "[" + ", ".join("'" + str(p).replace("'", "''") + "'" for p in paths) + "]"
 
 
+def _records_of(files: AuditFiles, table: str) -> list[Path]:
+    """The ``X.records.parquet`` of each of ``files``' ``table`` Parquet files."""
+    if table == "records":
+        return list(files.records)
+    suffix = f".{table}.parquet"
+    return [Path(str(p)[:-len(suffix)] + ".records.parquet") for p in getattr(files, table)]
+
+
 class AuditStore:
     """The audit under ``spec``, as DuckDB views (see the module docstring).
 
@@ -62,8 +74,11 @@ class AuditStore:
 
     def __init__(self, spec: str, *, since: datetime | None = None,
                  until: datetime | None = None, threads: int | None = None,
-                 memory_limit: str | None = None, refresh_seconds: float | None = None) -> None:
+                 memory_limit: str | None = None, refresh_seconds: float | None = None,
+                 rollups: bool = True) -> None:
         self.spec = spec
+        self.rollups = rollups
+        """Whether counts may come from rollups (False: every record read raw)."""
         self._since, self._until = since, until
         self._config: dict[str, Any] = {}
         if threads:
@@ -89,6 +104,9 @@ class AuditStore:
 
         con = duckdb.connect(":memory:", config=self._config)
         try:
+            # Parquet footers read once per store, not once per query (every query
+            # binds the views again, over every file)
+            con.execute("SET parquet_metadata_cache = true")
             self._build(con, files)
             dirs = [str(d) + "/" for d in files.directories()]
             con.execute("SET allowed_directories = $dirs", {"dirs": dirs})
@@ -118,19 +136,29 @@ class AuditStore:
                 f"maximum_object_size = {MAX_OBJECT_BYTES}) WHERE audit_id IS NOT NULL",
                 {"files": [str(p) for p in files.jsonl]})
         scalars = ", ".join(f'"{c}"' for c in (*SCALARS, "has_content"))
-        parts = {
-            "records": [f"SELECT {scalars} FROM j"],
-            "layers": [layers_select("j")],
-            "candidates": [candidates_select("j")],
-        }
-        for table in parts:
-            paths = getattr(files, table)
-            if paths:
-                what = scalars if table == "records" else "*"
-                parts[table].append(f"SELECT {what} FROM read_parquet({sql_list(paths)}, "
-                                    f"union_by_name = true)")
-        for table, selects in parts.items():
-            con.execute(f"CREATE VIEW {table} AS " + " UNION ALL BY NAME ".join(selects))
+        from_j = {"records": f"SELECT {scalars} FROM j", "layers": layers_select("j"),
+                  "candidates": candidates_select("j")}
+        for table, own in from_j.items():
+            what = scalars if table == "records" else "*"
+            stems: dict[str, list[Path]] = {"open": [], "done": []}
+            for path, records in zip(getattr(files, table), _records_of(files, table),
+                                     strict=True):
+                stems["done" if records in files.rolled_up else "open"].append(path)
+            views: dict[str, list[str]] = {"open": [own],
+                                           "done": [f"SELECT * FROM ({own}) WHERE false"]}
+            for kind, paths in stems.items():
+                if paths:
+                    views[kind].append(f"SELECT {what} FROM read_parquet({sql_list(paths)}, "
+                                       f"union_by_name = true)")
+            for kind, selects in views.items():
+                con.execute(f"CREATE VIEW {table}_{kind} AS "
+                            + " UNION ALL BY NAME ".join(selects))
+            con.execute(f"CREATE VIEW {table} AS SELECT * FROM {table}_open "
+                        f"UNION ALL BY NAME SELECT * FROM {table}_done")
+        # one rollup version has one schema (the version is in the file name)
+        con.execute("CREATE VIEW rollup AS " + (
+            f"SELECT * FROM read_parquet({sql_list(files.rollups)})"
+            if files.rollups else empty_rollup()))
 
     def refresh(self) -> None:
         """Re-list the files and rebuild the views if any changed (at most every
@@ -159,8 +187,11 @@ class AuditStore:
             rows: list[tuple[Any, ...]] = self._con.execute(sql, params or {}).fetchall()
             return rows
 
-    def full_records(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-        """Whole records (the verbatim JSON line) by audit id; ids not found are absent."""
+    def full_records(self, ids: Sequence[str], *, since: datetime | None = None
+                     ) -> dict[str, dict[str, Any]]:
+        """Whole records (the verbatim JSON line) by audit id; ids not found are absent.
+        ``since``: none of them started earlier (compacted files are sorted by start
+        time, so older row groups are skipped instead of decompressed)."""
         want = list(dict.fromkeys(ids))
         out: dict[str, dict[str, Any]] = {}
         if not want:
@@ -170,10 +201,11 @@ class AuditStore:
             con, files = self._con, self.files
             texts: list[tuple[Any, ...]] = []
             if files.records:
+                after = "" if since is None else "started_at >= $since AND "
                 texts += con.execute(
                     f"SELECT audit_id, record FROM read_parquet({sql_list(files.records)}, "
-                    f"union_by_name = true) WHERE audit_id IN (SELECT unnest($ids))",
-                    {"ids": want}).fetchall()
+                    f"union_by_name = true) WHERE {after}audit_id IN (SELECT unnest($ids))",
+                    {"ids": want, **({} if since is None else {"since": since})}).fetchall()
             sources = [r[0] for r in con.execute(
                 "SELECT DISTINCT _file FROM j WHERE audit_id IN (SELECT unnest($ids))",
                 {"ids": want}).fetchall()]

@@ -344,10 +344,14 @@ def _serve_run(args: argparse.Namespace) -> int:
     from gateway.dashboard.app import create_dashboard
 
     spec, _ = audit_spec(args)
+    app = create_dashboard(spec, jaeger_url=jaeger.rstrip("/") if jaeger else None,
+                           threads=None, memory_limit=None)
+    app.state.store.get()  # opened now, so the first page does not wait for it
     print(f"audit dashboard over {spec} at http://{args.host}:{args.port}/", flush=True)
-    uvicorn.run(create_dashboard(spec, jaeger_url=jaeger.rstrip("/") if jaeger else None,
-                                 threads=None, memory_limit=None),
-                host=args.host, port=args.port, log_level="warning")
+    try:
+        uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    finally:
+        app.state.store.close()
     return 0
 
 
@@ -377,6 +381,13 @@ def _compact_run(args: argparse.Namespace) -> int:
     closed = closed_segments(root, now=time.time(), max_age=max_age)
     done = compact_files(closed, threads=os.cpu_count() or 1, memory_limit="1GB")
     print(f"compacted {len(done)} of {len(closed)} closed file(s) in {root}")
+    from gateway.audit.compact import write_missing_rollups
+    from gateway.audit.layout import find_files
+
+    rolled = write_missing_rollups(find_files(str(root)).all(), threads=os.cpu_count() or 1,
+                                   memory_limit="1GB")
+    if rolled:
+        print(f"wrote {len(rolled)} rollup(s) for files compacted without one")
     cfg = settings.audit
     retention = Retention(cfg.retention_days, None if cfg.retention_mb is None
                           else int(cfg.retention_mb * 1024 * 1024))

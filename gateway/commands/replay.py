@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,10 @@ from gateway.commands.audit import (
 __all__ = ["add_verb"]
 
 DEFAULT_LIMIT = 10_000
+MAX_JOBS = 16
+"""Replay processes at most."""
+PER_JOB = 50
+"""Records per process at least (fewer records use fewer processes)."""
 
 
 def add_verb(verbs: Any) -> None:
@@ -42,7 +47,11 @@ def add_verb(verbs: Any) -> None:
     p.add_argument("--limit", type=int, default=DEFAULT_LIMIT,
                    help=f"replay the newest N records with content (default {DEFAULT_LIMIT})")
     p.add_argument("--concurrency", type=int, default=4,
-                   help="records verified at once (default 4)")
+                   help="records verified at once by each process (default 4)")
+    p.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="processes verifying records side by side, each every N-th "
+                        "record (default 1: this process; 0: one per CPU, at most "
+                        f"{MAX_JOBS}); worth it for CPU-heavy policies on idle cores")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     add_filter_arguments(p, policy_option="--recorded-policy")
     p.set_defaults(func=_replay)
@@ -63,10 +72,13 @@ def _select(args: argparse.Namespace) -> tuple[int, list[dict[str, Any]]]:
     try:
         cond, params = where.sql()
         selected = store.query(f"SELECT count(*) FROM records WHERE {cond}", params)[0][0]
-        ids = [r[0] for r in store.query(
-            f"SELECT audit_id FROM records WHERE {cond} AND has_content "
-            f"ORDER BY started_at DESC NULLS LAST LIMIT $n", {**params, "n": args.limit})]
-        records = store.full_records(ids)
+        rows = store.query(
+            f"SELECT audit_id, started_at FROM records WHERE {cond} AND has_content "
+            f"ORDER BY started_at DESC NULLS LAST LIMIT $n", {**params, "n": args.limit})
+        ids = [r[0] for r in rows]
+        starts = [r[1] for r in rows]
+        records = store.full_records(
+            ids, since=None if None in starts or not starts else min(starts))
     finally:
         store.close()
     return selected, [records[i] for i in ids if i in records]
@@ -99,8 +111,8 @@ def _replay_run(args: argparse.Namespace) -> int:
             f"none of the {selected} record(s) selected holds content, so there is nothing "
             f"to replay: only records of a policy with telemetry.record_content: true keep "
             f"the request and answer (docs/policies.md)", 1)
-    result = asyncio.run(_verify(settings.model_copy(update={"policies_dir": str(directory)}),
-                                 name, records, args.concurrency))
+    result = _verify_all(settings.model_copy(update={"policies_dir": str(directory)}),
+                         name, records, args.concurrency, _jobs(args.jobs, len(records)))
     result.selected = selected
     if args.json:
         print(orjson.dumps(result.as_dict(), option=orjson.OPT_INDENT_2).decode())
@@ -111,8 +123,40 @@ def _replay_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _jobs(asked: int, records: int) -> int:
+    if asked < 0:
+        raise AuditCommandError("--jobs must be 0 (one per CPU) or more")
+    wanted = asked or min(os.cpu_count() or 1, MAX_JOBS)
+    return max(1, min(wanted, MAX_JOBS, records // PER_JOB or 1))
+
+
+def _verify_all(settings: Any, name: str, records: list[dict[str, Any]], concurrency: int,
+                jobs: int) -> Any:
+    """Every record verified: here (one job) or by ``jobs`` spawned processes, each
+    replaying every ``jobs``-th record; their results merged (the same as one process)."""
+    if jobs <= 1:
+        return asyncio.run(_verify(settings, name, records, concurrency))
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from gateway.eval.replay import merge_results
+
+    shares = [(settings, name, records[i::jobs], concurrency, list(range(i, len(records), jobs)))
+              for i in range(jobs)]
+    with ProcessPoolExecutor(max_workers=jobs,
+                             mp_context=multiprocessing.get_context("spawn")) as pool:
+        parts = list(pool.map(_verify_share, *zip(*shares, strict=True)))
+    return merge_results(parts)
+
+
+def _verify_share(settings: Any, name: str, records: list[dict[str, Any]], concurrency: int,
+                  positions: list[int]) -> Any:
+    """One process's share (run in a spawned process)."""
+    return asyncio.run(_verify(settings, name, records, concurrency, positions))
+
+
 async def _verify(settings: Any, name: str, records: list[dict[str, Any]],
-                  concurrency: int) -> Any:
+                  concurrency: int, positions: list[int] | None = None) -> Any:
     from gateway.eval.replay import replay
     from gateway.runtime import open_runtime
     from gateway.verify.verifier import Verifier
@@ -123,4 +167,5 @@ async def _verify(settings: Any, name: str, records: list[dict[str, Any]],
             errors = "; ".join(f"{f}: {e}" for f, e in runtime.policies.errors.items())
             raise AuditCommandError(f"no policy {name!r} in {settings.policies_dir}"
                                     + (f" ({errors})" if errors else ""))
-        return await replay(records, Verifier(runtime), policy, concurrency=concurrency)
+        return await replay(records, Verifier(runtime), policy, concurrency=concurrency,
+                            positions=positions)

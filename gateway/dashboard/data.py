@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from gateway.audit.filters import AuditFilter
 from gateway.audit.report import BLOCKING, NOT_VERIFIED, summarize
+from gateway.audit.rollup import rolled
 
 if TYPE_CHECKING:
     from gateway.audit.store import AuditStore
@@ -71,29 +72,29 @@ def _series(rows: list[tuple[Any, ...]], unit: str, index: int, null: str,
 
 
 def overview(store: AuditStore, where: AuditFilter) -> Overview:
-    """The main page: counts over time, breakdowns, layers and candidates (five scans
-    of the records: time range, buckets, breakdowns, and the report's)."""
-    cond, params = where.sql()
+    """The main page: counts over time, breakdowns, layers and candidates — from
+    rollups where they answer exactly (:func:`gateway.audit.rollup.rolled`)."""
+    rec, params = rolled("records", where, rollups=store.rollups)
     total, first, last = store.query(
-        f"SELECT count(*), min(started_at), max(started_at) FROM records WHERE {cond}",
-        params)[0]
+        f"SELECT coalesce(sum(n), 0), min(first_at), max(last_at) FROM ({rec})", params)[0]
     unit = _unit(where.since or first, where.until or last) if first and last else "hour"
+    by_unit, _ = rolled("records", where, rollups=store.rollups, days=unit == "day")
     rows = store.query(
-        f"SELECT date_trunc('{unit}', started_at) AS b, verdict, action, count(*) "
-        f"FROM records WHERE {cond} AND started_at IS NOT NULL GROUP BY ALL", params)
+        f"SELECT date_trunc('{unit}', bucket) AS b, verdict, action, sum(n) "
+        f"FROM ({by_unit}) WHERE bucket IS NOT NULL GROUP BY ALL", params)
     buckets, verdicts = _series(rows, unit, 1, NOT_VERIFIED)
     _, actions = _series(rows, unit, 2, "none")
     breakdowns: dict[str, list[dict[str, Any]]] = {dim: [] for dim in BREAKDOWNS}
     for dim, value, n, p, m, f, u, b in store.query(
             f"SELECT CASE WHEN grouping(policy) = 0 THEN 'policy' "
             f"WHEN grouping(model) = 0 THEN 'model' ELSE 'tenant' END, "
-            f"coalesce(policy, model, tenant), count(*), "
-            f"count(*) FILTER (WHERE verdict = 'pass'), "
-            f"count(*) FILTER (WHERE verdict = 'marginal'), "
-            f"count(*) FILTER (WHERE verdict = 'fail'), "
-            f"count(*) FILTER (WHERE verdict IS NULL), "
-            f"count(*) FILTER (WHERE list_contains($blocking, action)) "
-            f"FROM records WHERE {cond} GROUP BY GROUPING SETS ((policy), (model), (tenant)) "
+            f"coalesce(policy, model, tenant), sum(n), "
+            f"coalesce(sum(n) FILTER (WHERE verdict = 'pass'), 0), "
+            f"coalesce(sum(n) FILTER (WHERE verdict = 'marginal'), 0), "
+            f"coalesce(sum(n) FILTER (WHERE verdict = 'fail'), 0), "
+            f"coalesce(sum(n) FILTER (WHERE verdict IS NULL), 0), "
+            f"coalesce(sum(n) FILTER (WHERE list_contains($blocking, action)), 0) "
+            f"FROM ({rec}) GROUP BY GROUPING SETS ((policy), (model), (tenant)) "
             f"ORDER BY 1, 3 DESC, 2 NULLS LAST", {**params, "blocking": list(BLOCKING)}):
         if len(breakdowns[dim]) < TOP:
             breakdowns[dim].append(

@@ -29,7 +29,7 @@ from gateway.verify.actions import band_action
 from gateway.verify.job import PolicyRef, VerificationJob
 from gateway.verify.verifier import Verifier
 
-__all__ = ["ReplayResult", "job_for", "render_replay", "replay"]
+__all__ = ["ReplayResult", "job_for", "merge_results", "render_replay", "replay"]
 
 CHANGED_SHOWN = 20
 """Records whose verdict changed, listed by id at most."""
@@ -69,6 +69,14 @@ class ReplayResult:
     """Layer key -> ``runs``, ``fired``, ``errors`` (replayed) and ``recorded_runs``,
     ``recorded_fired`` (the same key in the records, when their policy had it)."""
     changed: list[tuple[str, str, str]] = field(default_factory=list)
+    """The first :data:`CHANGED_SHOWN` records whose verdict changed, in the order of
+    the records given (whatever order they finished in, and however many processes
+    verified them)."""
+    changed_at: list[int] = field(default_factory=list)
+    """Each ``changed`` entry's position in the records given (for merging)."""
+    recorded: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Layer key -> ``runs``, ``fired`` in the records (every key; ``layers`` shows
+    those the replayed policy ran)."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -91,13 +99,20 @@ def _layer(result: ReplayResult, key: str) -> dict[str, int]:
 
 
 async def replay(records: Iterable[Mapping[str, Any]], verifier: Verifier, policy: Policy,
-                 *, concurrency: int = 4) -> ReplayResult:
-    """Re-verify each record that holds content (the others are skipped)."""
+                 *, concurrency: int = 4, positions: Iterable[int] | None = None,
+                 ) -> ReplayResult:
+    """Re-verify each record that holds content (the others are skipped); ``positions``
+    are the records' places in a larger selection (default 0, 1, …), which orders
+    ``changed``."""
     result = ReplayResult(policy.name)
-    jobs = [(rec, job) for rec in records if (job := job_for(rec, policy)) is not None]
+    recs = list(records)
+    places = list(positions) if positions is not None else list(range(len(recs)))
+    jobs = [(at, rec, job) for at, rec in zip(places, recs, strict=True)
+            if (job := job_for(rec, policy)) is not None]
     gate = asyncio.Semaphore(max(1, concurrency))
+    changes: list[tuple[int, str, str, str]] = []
 
-    async def one(rec: Mapping[str, Any], job: VerificationJob) -> None:
+    async def one(at: int, rec: Mapping[str, Any], job: VerificationJob) -> None:
         async with gate:
             try:
                 v = await verifier.verify(job, policy=policy)
@@ -114,22 +129,61 @@ async def replay(records: Iterable[Mapping[str, Any]], verifier: Verifier, polic
             result.block_more += 1
         elif old_a in BLOCKING and new_a not in BLOCKING:
             result.block_fewer += 1
-        if old_v != v.verdict and len(result.changed) < CHANGED_SHOWN:
-            result.changed.append((str(rec.get("audit_id")), old_v, v.verdict))
+        if old_v != v.verdict:
+            changes.append((at, str(rec.get("audit_id")), old_v, v.verdict))
         for lay in v.layers:
             row = _layer(result, lay.key)
             row["runs"] += 1
             row["errors"] += bool(lay.error)
             row["fired"] += lay.passed is False and not lay.error and not lay.skipped
         for lay in rec.get("layers") or ():
-            if isinstance(lay, Mapping) and lay.get("key") in result.layers:
-                row = result.layers[str(lay["key"])]
-                row["recorded_runs"] += 1
-                row["recorded_fired"] += (lay.get("passed") is False and not lay.get("error")
-                                          and not lay.get("skipped"))
+            if isinstance(lay, Mapping) and lay.get("key") is not None:
+                row = result.recorded.setdefault(str(lay["key"]), {"runs": 0, "fired": 0})
+                row["runs"] += 1
+                row["fired"] += (lay.get("passed") is False and not lay.get("error")
+                                 and not lay.get("skipped"))
 
-    await asyncio.gather(*(one(rec, job) for rec, job in jobs))
+    await asyncio.gather(*(one(at, rec, job) for at, rec, job in jobs))
+    _settle(result, changes)
     return result
+
+
+def _settle(result: ReplayResult, changes: list[tuple[int, str, str, str]]) -> None:
+    """``changed`` from every change, and the recorded columns of ``layers``."""
+    first = sorted(changes)[:CHANGED_SHOWN]
+    result.changed = [(i, a, b) for _, i, a, b in first]
+    result.changed_at = [at for at, *_ in first]
+    for key, row in result.layers.items():
+        seen = result.recorded.get(key, {})
+        row["recorded_runs"] = seen.get("runs", 0)
+        row["recorded_fired"] = seen.get("fired", 0)
+
+
+def merge_results(parts: Iterable[ReplayResult]) -> ReplayResult:
+    """One result from the results of disjoint shares of the records (what replaying
+    them all at once gives: counts summed, ``changed`` in the records' order)."""
+    parts = list(parts)
+    out = ReplayResult(parts[0].policy if parts else "")
+    changes: list[tuple[int, str, str, str]] = []
+    for part in parts:
+        out.selected += part.selected
+        out.replayed += part.replayed
+        out.errors += part.errors
+        out.verdicts.update(part.verdicts)
+        out.actions.update(part.actions)
+        out.block_more += part.block_more
+        out.block_fewer += part.block_fewer
+        for key, row in part.layers.items():
+            mine = _layer(out, key)
+            for k in ("runs", "fired", "errors"):
+                mine[k] += row[k]
+        for key, seen in part.recorded.items():
+            tally = out.recorded.setdefault(key, {"runs": 0, "fired": 0})
+            tally["runs"] += seen["runs"]
+            tally["fired"] += seen["fired"]
+        changes += [(at, *c) for at, c in zip(part.changed_at, part.changed, strict=True)]
+    _settle(out, changes)
+    return out
 
 
 def render_replay(result: ReplayResult) -> str:

@@ -114,3 +114,27 @@ def test_a_missing_or_broken_policy_is_a_clear_error(audits: dict[str, Path],
     broken.write_text("layers: [{name: no-such-layer}]\n")
     bad = _run("replay", "--audit", str(audits["recording"]), "--policy", str(broken))
     assert bad.returncode == 2 and "broken.yaml" in bad.stderr
+
+
+def test_replay_in_processes_equals_replay_in_one(audits: dict[str, Path],
+                                                  tmp_path: Path) -> None:
+    """`--jobs 3` (three spawned processes, each every third record) prints what one
+    process does: the same counts, and the changed records in the records' order."""
+    lines = audits["recording"].read_text().splitlines()
+    many = tmp_path / "many.jsonl"
+    with many.open("w") as out:
+        for i in range(200):  # enough that --jobs 3 really starts three processes
+            record = json.loads(lines[i % len(lines)])
+            record["audit_id"] = f"{i:08x}" + record["audit_id"][8:]
+            record["started_at"] = f"2026-11-20T10:{i // 60:02d}:{i % 60:02d}+00:00"
+            out.write(json.dumps(record) + "\n")
+    before = many.read_bytes()
+    runs = {jobs: _run("replay", "--audit", str(many), "--policy", str(audits["policy"]),
+                       "--json", "--jobs", jobs) for jobs in ("1", "3")}
+    for proc in runs.values():
+        assert proc.returncode == 0, proc.stderr
+    one, three = (json.loads(runs[j].stdout) for j in ("1", "3"))
+    assert one["replayed"] == 200 and one["layers"]["keyword"]["recorded_runs"] == 200
+    assert len(one["changed"]) == 20
+    assert three == one
+    assert many.read_bytes() == before

@@ -169,6 +169,10 @@ def problems(text: str) -> list[str]:
     installs = any("pip install" in i.args for i in final.find("RUN"))
     if not (installs and (copies_from_build or mounts_from_build)):
         found.append("runtime stage does not pip install the wheels from the build stage")
+    # `gateway audit …` (report, serve, replay) needs DuckDB: the [audit] extra.
+    if not any("pip install" in i.args and re.search(r"\[[^]]*\baudit\b", i.args)
+               for i in final.find("RUN")):
+        found.append("runtime stage does not install the [audit] extra (gateway audit needs it)")
 
     order = {i.keyword: n for n, i in enumerate(final.instructions)}  # last occurrence
     users = final.find("USER")
@@ -363,6 +367,8 @@ MUTATIONS: list[tuple[str, Callable[[str], str], str]] = [
     ("wrong base", _replace("ARG PYTHON_IMAGE=python:3.11-slim", "ARG PYTHON_IMAGE=python:3.11"),
      RUNTIME_BASE),
     ("no wheel install", _replace("pip install --no-index", "echo"), "pip install"),
+    ("no audit extra", _replace("'verity-gateway[redis,audit]'", "'verity-gateway[redis]'"),
+     "[audit] extra"),
 ]
 
 
