@@ -6,33 +6,24 @@ from __future__ import annotations
 
 import random
 import re
-from pathlib import Path
 
-import orjson
+from corpus_texts import assert_same_matches, real_texts
 
 from gateway.text import tokens as T
 
-ROOT = Path(__file__).resolve().parents[2]
 _REFERENCE = re.compile(
     rf"\b{T._CAP_WORD}(?:[ \t]+(?:{T._CONNECT}[ \t]+)*{T._CAP_WORD})*(?:[ \t]+[0-9]+\b)?")
 
 
 def _same(text: str) -> None:
-    assert [m.span() for m in T._ENTITY.finditer(text)] == \
-        [m.span() for m in _REFERENCE.finditer(text)], text[:80]
+    assert_same_matches(T._ENTITY, _REFERENCE, text)
 
 
 def test_real_documents() -> None:
-    n = 0
-    for name in ("tests/data/rag-dev.jsonl", "tests/data/rag-extra.jsonl",
-                 "data/halueval/halueval-dev.jsonl"):
-        for line in (ROOT / name).read_bytes().splitlines():
-            if line.strip():
-                for v in orjson.loads(line).values():
-                    if isinstance(v, str):
-                        _same(v)
-                        n += 1
-    assert n > 1000
+    texts = list(real_texts())
+    assert len(texts) > 1000
+    for text in texts:
+        _same(text)
 
 
 def test_noise() -> None:

@@ -6,14 +6,11 @@ from __future__ import annotations
 
 import random
 import re
-from pathlib import Path
 
-import orjson
 import pytest
+from corpus_texts import real_texts
 
 from gateway.text import names
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_only_the_division_sign_is_a_letter_of_the_class_but_no_word_character() -> None:
@@ -27,13 +24,7 @@ def test_only_the_division_sign_is_a_letter_of_the_class_but_no_word_character()
 def test_real_documents(limit: int, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(names, "_MAX_LOOKUPS", limit)
     monkeypatch.setattr(names, "_MAX_FAST_CHARS", 10**9)
-    texts: list[str] = []
-    for name in ("tests/data/rag-dev.jsonl", "tests/data/rag-extra.jsonl",
-                 "data/halueval/halueval-dev.jsonl"):
-        for line in (ROOT / name).read_bytes().splitlines():
-            if line.strip():
-                row = orjson.loads(line)
-                texts += [v for v in row.values() if isinstance(v, str)]
+    texts = list(real_texts())
     assert len(texts) > 1000
     for text in texts:
         assert names._proper_fast(text) == names._proper_scan(text), text[:80]
