@@ -61,13 +61,17 @@ def sample(cases: list[Case], per_source: int) -> list[Case]:
 
 
 async def run_layer(name: str, config: dict[str, Any], cases: list[Case],
-                    judge: Judge, model: str, out: Any = None) -> dict[str, Any]:
+                    judge: Judge, model: str, out: Any = None,
+                    done: dict[str, set[str]] | None = None) -> dict[str, Any]:
+    done = done or {}
     cls = resolve(name)
     layer = cls(cls.Config.model_validate(config), LayerResources(judge=judge))
     scores, labels, latencies, calls = [], [], [], []
     errors: Counter[str] = Counter()
     parsed = skipped = 0
     for case in cases:
+        if case.id in done.get(name, ()):
+            continue
         messages = to_messages(case)
         inp = VerifyInput(messages=messages, response_text=case.answer, model=model,
                           context=extract_context(messages, ContextSpec()))
@@ -94,8 +98,11 @@ async def run_layer(name: str, config: dict[str, Any], cases: list[Case],
             row |= {"flag_score": scores[-1], "ms": round(latencies[-1])}
             out.write(json.dumps(row) + "\n")
             out.flush()
-    return {"layer": name, "cases": len(cases), "parsed": parsed / len(cases),
-            "skipped": skipped / len(cases), "auroc": auroc(scores, labels),
+    n = len(scores)  # the cases run now (a resumed run skips those already written)
+    if n == 0 or len(set(labels)) < 2:
+        return {"layer": name, "cases": n, "parsed": parsed / max(n, 1)}
+    return {"layer": name, "cases": n, "parsed": parsed / n,
+            "skipped": skipped / n, "auroc": auroc(scores, labels),
             "recall@5%": recall_at_fpr(scores, labels, 0.05),
             "p50_ms": statistics.median(latencies),
             "judge_calls": statistics.mean(calls) if calls else 0.0,
@@ -114,7 +121,9 @@ async def main() -> None:
     ap.add_argument("--timeout", type=float, default=60.0)
     ap.add_argument("--source", action="append", default=[],
                     help="only these sources (e.g. halueval-dialogue); default all")
-    ap.add_argument("--out", help="append one JSON line per case to this file")
+    ap.add_argument("--out", help="append one JSON line per case to this file (cases "
+                    "already in it are skipped: a stopped run resumes; the printed summary "
+                    "then covers the new cases only, bench/judge_runs_table.py all)")
     args = ap.parse_args()
     configs: dict[str, dict[str, Any]] = {name: {} for name in args.layer}
     for item in args.set:
@@ -130,10 +139,16 @@ async def main() -> None:
     judge = OpenAIJudge(JudgeConfig(model=args.judge_model, cache_size=0,
                                     timeout=args.timeout, max_concurrency=1),
                         args.judge_url, None)
+    done: dict[str, set[str]] = {}  # --out lines already written: a resumed run skips them
+    if args.out and Path(args.out).exists():
+        for line in Path(args.out).read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            done.setdefault(row["layer"], set()).add(row["id"])
     out = open(args.out, "a") if args.out else None  # noqa: SIM115
     try:
         for name in args.layer:
-            print(await run_layer(name, configs[name], cases, judge, args.judge_model, out),
+            print(await run_layer(name, configs[name], cases, judge, args.judge_model, out,
+                                  done),
                   flush=True)
     finally:
         await judge.aclose()
