@@ -11,13 +11,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from string import Template
 
-from gateway.layers._json_reply import arr, ids, obj
+from gateway.layers._json_reply import arr, ids, obj, text
 from gateway.layers._judged import ReplySchema
 
 __all__ = [
     "DECOMPOSE_PROMPT",
     "FACT_CHECK_PROMPT",
     "FACT_KINDS",
+    "ITEM_CHARS",
     "LOGIC_CHECK_PROMPT",
     "LOGIC_KINDS",
     "MARK_DECOMPOSE",
@@ -49,7 +50,9 @@ Split the ANSWER into:
   and values; do not correct, soften or add anything.
 - "reasoning": at most $max_chains reasoning chains: each a conclusion the answer
   draws and the premises it draws it from (because, therefore, so, which means,
-  comparisons, causes, recommendations). Empty when the answer only states facts.
+  comparisons, causes, recommendations), at most 2 premises each. Empty when the
+  answer only states facts.
+Every fact, premise and conclusion is one short sentence (under 20 words).
 
 Reply with JSON only, no prose:
 {"facts": ["..."],
@@ -130,11 +133,19 @@ With no errors: {"errors": []}""")
 
 # -- reply schemas (no free text: a small judge runs away inside an unbounded string) --
 
+ITEM_CHARS = 160
+"""Phase 1's strings (a fact, a premise, a conclusion) are at most this long where a
+grammar enforces ``maxLength`` (llama.cpp): a small judge once ran to ``max_tokens``
+inside one fact. At 3 facts and 2 chains of 2 premises that bounds the reply to about
+1,500 characters (~400 tokens). OpenAI strict mode does not take ``maxLength``; the
+judge strips it there, and the prompt's "under 20 words" is what asks."""
+
+
 def decompose_schema(max_facts: int, max_chains: int) -> ReplySchema:
-    """Phase 1's reply: facts as plain strings (renumbered F1… by the layer), chains."""
-    text = {"type": "string"}
-    chain = obj({"premises": arr(text, 0, 3), "conclusion": text})
-    return ReplySchema("decomposition", obj({"facts": arr(text, 0, max_facts),
+    """Phase 1's reply: facts as short strings (renumbered F1… by the layer), chains."""
+    item = text(ITEM_CHARS)
+    chain = obj({"premises": arr(item, 0, 2), "conclusion": item})
+    return ReplySchema("decomposition", obj({"facts": arr(item, 0, max_facts),
                                              "reasoning": arr(chain, 0, max_chains)}))
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 from gateway.layers._citation_pairs import checkable
-from gateway.layers._json_reply import arr, ids, obj, parse_json_reply
+from gateway.layers._json_reply import arr, ids, obj, parse_json_reply, salvage_cut
 from gateway.layers.base import (
     Judge,
     JudgeError,
@@ -29,11 +29,15 @@ from gateway.layers.base import (
 from gateway.redact import shape
 from gateway.text.tokens import content_words, split_sentences, tokenize
 
-__all__ = ["CONFIDENCE", "REPAIR_NOTE", "JudgeTally", "numbered_schema", "ReplySchema", "answer_claims", "confidence",
+__all__ = ["CONFIDENCE", "CUT_PROBLEM", "REPAIR_NOTE", "JudgeTally", "numbered_schema", "ReplySchema", "answer_claims", "confidence",
            "excerpt", "numbered_items", "parse_json_reply", "repair_messages", "require_judge",
            "settle", "yes_no"]
 
 T = TypeVar("T")
+
+CUT_PROBLEM = ("your reply was cut at the length limit: write fewer and shorter items "
+               "(each string under 15 words)")
+"""The repair note's problem for a reply cut at ``max_tokens`` (calls that salvage)."""
 
 REPAIR_NOTE = ("Your previous reply could not be used: {problem}. Reply again with JSON "
                "only, exactly in the format asked above.")
@@ -99,6 +103,8 @@ class JudgeTally:
     models: list[str] = field(default_factory=list)
     repairs: int = 0
     """Repair calls made (each also counted in ``calls``)."""
+    salvaged: int = 0
+    """Replies cut at ``max_tokens`` read up to their last complete item."""
 
     async def ask(self, messages: Sequence[Mapping[str, Any]], *, temperature: float = 0.0,
                   max_tokens: int = 512, n: int = 1, override: str | None = None,
@@ -127,40 +133,68 @@ class JudgeTally:
     async def ask_parsed(self, messages: Sequence[Mapping[str, Any]],
                          parse: Callable[[Any], T], *, schema: ReplySchema | None,
                          max_tokens: int, temperature: float = 0.0,
-                         override: str | None = None) -> T:
+                         override: str | None = None,
+                         salvage: Callable[[Any], T] | None = None) -> T:
         """Ask once for JSON (by ``schema`` when the judge can), read it leniently and
         hand it to ``parse`` (the layer's reader, raising :class:`JudgeError`). An
         unusable reply gets **one** repair call quoting the problem — our words, never
-        the reply — counted like any call; then the error stands. A reply cut at
-        ``max_tokens`` is not repaired (the same budget would cut it again)."""
+        the reply — counted like any call; then the error stands.
+
+        A reply cut at ``max_tokens`` is not repaired (the same budget would cut it
+        again) — unless the call passes ``salvage``, the reader for a cut reply's
+        complete items (:func:`salvage_cut`; it raises when they are not enough).
+        Such a call reads what is complete, and when that fails gets one repair call
+        asking for fewer, shorter items (:data:`CUT_PROBLEM`)."""
         reply = await self.ask(messages, temperature=temperature, max_tokens=max_tokens,
                                override=override, schema=schema)
         try:
             return parse(_first_json(reply))
         except JudgeError as exc:
-            if reply.truncated:
-                raise
             problem = str(exc)
+            if reply.truncated:
+                if salvage is None:
+                    raise
+                kept = self._salvage(reply, salvage)
+                if kept is not None:
+                    return kept[0]
+                problem = CUT_PROBLEM
             usage = judge_usage()
             if usage is not None and usage.over_budget():
-                raise JudgeError(f"{problem} (no repair retry: cost budget spent)") from None
+                raise JudgeError(f"{exc} (no repair retry: cost budget spent)") from None
         self.repairs += 1
         again = await self.ask(repair_messages(messages, problem), temperature=temperature,
                                max_tokens=max_tokens, override=override, schema=schema)
         try:
             return parse(_first_json(again))
         except JudgeError as exc:
+            if again.truncated and salvage is not None:
+                kept = self._salvage(again, salvage)
+                if kept is not None:
+                    return kept[0]
             raise JudgeError(f"{exc} (after a repair retry)") from None
+
+    def _salvage(self, reply: JudgeReply, read: Callable[[Any], T]) -> tuple[T] | None:
+        """``(read(complete items),)`` of a cut reply, or ``None`` when nothing usable."""
+        value = salvage_cut(reply.texts[0]) if reply.texts else None
+        if value is None:
+            return None
+        try:
+            out = read(value)
+        except JudgeError:
+            return None
+        self.salvaged += 1
+        return (out,)
 
     async def ask_json(self, system: str, user: str, *, max_tokens: int,
                        override: str | None = None, schema: ReplySchema | None = None,
-                       parse: Callable[[Any], T] | None = None) -> Any:
+                       parse: Callable[[Any], T] | None = None,
+                       salvage: Callable[[Any], T] | None = None) -> Any:
         """One system + user prompt at temperature 0; ``parse`` of the first reply's
         JSON value (the value itself without ``parse``), see :meth:`ask_parsed`."""
         return await self.ask_parsed([{"role": "system", "content": system},
                                       {"role": "user", "content": user}],
                                      parse or _same, schema=schema, max_tokens=max_tokens,
-                                     override=override)
+                                     override=override, salvage=salvage)
 
     async def ask_all(self, calls: Sequence[tuple[Sequence[Mapping[str, Any]],
                                                   Callable[[Any], T], ReplySchema | None]],
@@ -181,6 +215,8 @@ class JudgeTally:
         result.cache_hit = self.all_cached
         if self.repairs:
             result.details["judge_repairs"] = self.repairs
+        if self.salvaged:
+            result.details["judge_salvaged"] = self.salvaged
         return result
 
 

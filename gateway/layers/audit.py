@@ -3,7 +3,10 @@
 The judge *detects* errors; code *scores* them (seed 002: the model never grades):
 
 1. **Decompose** — one judge call splits the answer into at most ``max_facts``
-   atomic facts and ``max_chains`` reasoning chains (premises → conclusion).
+   atomic facts and ``max_chains`` reasoning chains (premises → conclusion), each
+   string bounded where the judge's grammar allows (``ITEM_CHARS``). A reply cut at
+   ``max_tokens`` keeps its complete items (``details["judge_salvaged"]``); with
+   none, one repair call asks for fewer, shorter items.
 2. **Fact check** and 3. **logic check** — two judge calls, run concurrently
    (optionally on another model, ``verify_model``: the seed's run/verify
    profiles). Each returns an error list; every error has a *level*
@@ -220,6 +223,14 @@ def parse_decomposition(data: Any, max_facts: int,
     return facts, chains
 
 
+def _some(split: tuple[list[Item], list[Item]]) -> tuple[list[Item], list[Item]]:
+    """A salvaged decomposition, if it kept a fact or a chain (an empty one would pass
+    the answer unchecked)."""
+    if not (split[0] or split[1]):
+        raise JudgeError("decomposition cut at max_tokens before its first item ended")
+    return split
+
+
 def parse_errors(data: Any, phase: Literal["fact", "logic"], cap: int) -> list[AuditError]:
     """A check phase's reply -> its errors (reasonable inferences dropped), high first."""
     errors = data.get("errors") if isinstance(data, Mapping) else data
@@ -331,7 +342,11 @@ class AuditLayer:
             DECOMPOSE_PROMPT.substitute(max_facts=cfg.max_facts, max_chains=cfg.max_chains),
             f"{MARK_DECOMPOSE}\n\n{asked}ANSWER:\n{answer}",
             max_tokens=cfg.max_tokens, schema=decompose_schema(cfg.max_facts, cfg.max_chains),
-            parse=lambda data: parse_decomposition(data, cfg.max_facts, cfg.max_chains))
+            parse=lambda data: parse_decomposition(data, cfg.max_facts, cfg.max_chains),
+            # A decomposition cut at max_tokens keeps its complete items ("at most N
+            # facts" is still an honest answer) unless it has none; then one repair.
+            salvage=lambda data: _some(parse_decomposition(data, cfg.max_facts,
+                                                           cfg.max_chains)))
         # The context, cut to the sentences sharing most words with what is checked.
         ctx, _ = excerpt(context, [answer, *(f.text for f in facts)], cfg.max_context_chars)
 

@@ -19,7 +19,9 @@ subset, see ``gateway.layers._json_reply``) and ``schema_name``. The Anthropic
 judge forces a tool call whose ``input_schema`` is the schema. The OpenAI judge
 asks, per model, down a chain of :data:`STRUCTURED_MODES` — ``json_schema``
 (``response_format: {type: json_schema, json_schema: {name, schema, strict: true}}``:
-OpenAI, vLLM, llama.cpp's server) → ``json_object`` (``{type: json_object, schema}``:
+OpenAI, vLLM, llama.cpp's server; :func:`strict_schema` drops ``maxLength``, which
+OpenAI's strict subset does not list, as it does for Anthropic's ``input_schema``)
+→ ``json_object`` (``{type: json_object, schema}``:
 llama-cpp-python and llama.cpp constrain decoding to the schema, others give JSON
 mode) → ``prompt`` (no ``response_format``: the prompt asks, the layer repairs).
 The chain is walked once per judge and model, and remembered for the process: a
@@ -55,7 +57,7 @@ if TYPE_CHECKING:
     from gateway.telemetry import Telemetry
 
 __all__ = ["ANTHROPIC_MAX_TEMPERATURE", "STRUCTURED_MODES", "AnthropicJudge", "OpenAIJudge",
-           "create_judge"]
+           "create_judge", "strict_schema"]
 
 log = logging.getLogger("gateway.judge")
 
@@ -155,13 +157,41 @@ def _is_json(text: str) -> bool:
         return False
 
 
+_GRAMMAR_ONLY = frozenset({"maxLength", "minLength"})
+"""Schema keywords a grammar-constrained server enforces (llama.cpp's and
+llama-cpp-python's schema-to-grammar) but OpenAI's strict ``json_schema`` and
+Anthropic's tool ``input_schema`` do not list as supported: stripped there."""
+
+
+def strict_schema(schema: Any) -> Any:
+    """``schema`` without the :data:`_GRAMMAR_ONLY` keywords, at every depth (a
+    property *named* ``maxLength`` is kept: only keyword positions are walked)."""
+    if isinstance(schema, list):
+        return [strict_schema(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in _GRAMMAR_ONLY:
+            continue
+        if key == "properties" and isinstance(value, dict):
+            out[key] = {name: strict_schema(sub) for name, sub in value.items()}
+        elif key in ("items", "anyOf", "oneOf", "allOf", "$defs", "definitions"):
+            out[key] = ({name: strict_schema(sub) for name, sub in value.items()}
+                        if isinstance(value, dict) and key in ("$defs", "definitions")
+                        else strict_schema(value))
+        else:
+            out[key] = value
+    return out
+
+
 def _response_format(mode: str, ask: _Ask) -> dict[str, Any] | None:
     if ask.schema is None or mode == "prompt":
         return None
-    if mode == "json_schema":
+    if mode == "json_schema":  # OpenAI strict: its documented subset only
         return {"type": "json_schema", "json_schema": {
-            "name": ask.schema_name, "schema": ask.schema, "strict": True}}
-    return {"type": "json_object", "schema": ask.schema}
+            "name": ask.schema_name, "schema": strict_schema(ask.schema), "strict": True}}
+    return {"type": "json_object", "schema": ask.schema}  # a grammar: maxLength holds
 
 
 async def _concurrently(calls: list[Coroutine[Any, Any, JudgeReply]]) -> JudgeReply:
@@ -378,7 +408,8 @@ class AnthropicJudge(_CachingJudge):
         if system:
             kwargs["system"] = system
         if ask.schema is not None:  # a forced tool call: its input follows the schema
-            kwargs["tools"] = [{"name": ask.schema_name, "input_schema": ask.schema,
+            kwargs["tools"] = [{"name": ask.schema_name,
+                                "input_schema": strict_schema(ask.schema),
                                 "description": "Record your reply."}]
             kwargs["tool_choice"] = {"type": "tool", "name": ask.schema_name}
         if n == 1:

@@ -7,10 +7,11 @@ import pytest
 from gateway.layers import nli, self_consistency, semantic_entropy
 from gateway.layers._audit_prompts import check_schema, decompose_schema
 from gateway.layers._fact_check_prompts import correct_schema, label_schema
-from gateway.layers._json_reply import parse_json_reply
+from gateway.layers._json_reply import parse_json_reply, salvage_cut
 from gateway.layers._judged import repair_messages
 from gateway.layers.base import JudgeError
 from gateway.testing.judge import schema_instance
+from gateway.upstream.judge import strict_schema
 
 
 @pytest.mark.parametrize(("text", "value"), [
@@ -40,6 +41,34 @@ def test_unusable_replies_are_named_without_their_text(text: str, truncated: boo
     assert "entail" not in str(failed.value) and "json here" not in str(failed.value)
 
 
+@pytest.mark.parametrize(("cut", "kept"), [
+    ('{"facts": ["a b", "c d", "e f e f e f e f', {"facts": ["a b", "c d"]}),
+    ('{"facts": ["a \\" [x", "b"], "reasoning": [{"premises": ["p"], "conclusion": "q"}, '
+     '{"premises": ["r", "s s s', {"facts": ['a " [x', "b"], "reasoning": [
+         {"premises": ["p"], "conclusion": "q"}]}),
+    ('{"facts": ["a"], "reasoning": [', {"facts": ["a"], "reasoning": []}),
+    ('{"facts": [', {"facts": []}),
+    ('Sure: {"facts": ["a"]} and more', {"facts": ["a"]}),
+])
+def test_a_cut_reply_keeps_only_its_complete_items(cut: str, kept: object) -> None:
+    assert salvage_cut(cut) == kept
+
+
+@pytest.mark.parametrize("cut", ["", "no json at all", '{"facts"', '{"facts": "one long',
+                                 '{"n": 12'])
+def test_a_cut_reply_without_a_complete_item_salvages_nothing(cut: str) -> None:
+    assert salvage_cut(cut) is None
+
+
+def test_strict_schema_drops_only_the_grammar_keywords() -> None:
+    raw = {"type": "object", "required": ["maxLength"], "additionalProperties": False,
+           "properties": {"maxLength": {"type": "array", "maxItems": 2,
+                                        "items": {"type": "string", "maxLength": 9}}}}
+    assert strict_schema(raw) == {**raw, "properties": {"maxLength": {
+        "type": "array", "maxItems": 2, "items": {"type": "string"}}}}
+    assert raw["properties"]["maxLength"]["items"]["maxLength"] == 9  # not mutated
+
+
 def test_the_repair_note_goes_on_the_last_user_turn_and_quotes_only_the_problem() -> None:
     asked = [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}]
     out = repair_messages(asked, "judge reply misses items [2] of 1..2")
@@ -57,23 +86,26 @@ SCHEMAS = [nli.reply_schema(3), self_consistency.reply_schema(2),
 @pytest.mark.parametrize("reply", SCHEMAS, ids=lambda r: r.name)
 def test_every_reply_schema_is_in_the_strict_subset(reply: object) -> None:
     """What OpenAI's ``strict: true`` needs (every property required, no others), and
-    only keywords llama.cpp's grammar and Anthropic's input_schema take."""
+    only keywords its documented subset and Anthropic's input_schema take — as sent
+    there (``strict_schema``); the schema itself may add ``maxLength``, which
+    llama.cpp's grammar enforces."""
     allowed = {"type", "properties", "required", "additionalProperties", "items", "enum",
                "minItems", "maxItems"}
 
-    def walk(node: object) -> None:
-        assert isinstance(node, dict) and set(node) <= allowed, node
+    def walk(node: object, keys: set[str]) -> None:
+        assert isinstance(node, dict) and set(node) <= keys, node
         if node.get("type") == "object":
             assert node["additionalProperties"] is False
             assert node["required"] == list(node["properties"])
             for sub in node["properties"].values():
-                walk(sub)
+                walk(sub, keys)
         if "items" in node:
-            walk(node["items"])
+            walk(node["items"], keys)
 
     schema = reply.schema  # type: ignore[attr-defined]
     assert schema["type"] == "object"
-    walk(schema)
+    walk(schema, allowed | {"maxLength"})
+    walk(strict_schema(schema), allowed)
     assert reply.name.replace("_", "").isalnum()  # type: ignore[attr-defined]
 
 

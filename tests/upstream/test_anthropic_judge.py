@@ -142,3 +142,16 @@ async def test_a_reply_schema_is_asked_as_a_forced_tool_call(
     assert body["tools"] == [{"name": "trip", "input_schema": schema,
                               "description": "Record your reply."}]
     assert body["tool_choice"] == {"type": "tool", "name": "trip"}
+
+
+async def test_a_tool_schema_goes_without_maxlength(
+        fake: FakeAnthropic, judge: AnthropicJudge) -> None:
+    """Anthropic's tool schemas do not take ``maxLength`` (a grammar-only bound the
+    audit's decomposition asks llama.cpp for): it is stripped from ``input_schema``."""
+    schema = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20},
+                                               "days": {"type": "number"}},
+              "required": ["city", "days"], "additionalProperties": False}
+    await judge.complete(ASK, model=MODEL, max_tokens=64, schema=schema, schema_name="trip")
+    (body,) = sent(fake)
+    assert body["tools"][0]["input_schema"]["properties"]["city"] == {"type": "string"}
+    assert schema["properties"]["city"]["maxLength"] == 20  # the caller's schema is intact

@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from gateway.layers._audit_prompts import ITEM_CHARS
+from gateway.layers.audit import AuditConfig, AuditLayer
 from gateway.layers.base import JudgeError, LayerResources, VerifyInput, metered
 from gateway.layers.nli import NliConfig, NliLayer
 from gateway.layers.semantic_entropy import SemanticEntropyConfig, SemanticEntropyLayer
@@ -224,3 +226,117 @@ async def test_schema_bodies_are_cached_apart(served: tuple[StructuredJudge, str
     finally:
         await judge.aclose()
     assert not a.cached and not b.cached and c.cached and len(app.bodies) == 2
+
+
+# -- the audit's decomposition: bounded strings, a cut reply's complete items ------------
+
+CUT_FACTS = ('{"facts": ["The Eiffel Tower was completed in 1889.", "The tower is 330 '
+             'metres tall.", "' + SECRET + ' and on and on')
+
+
+def audit(judge: OpenAIJudge) -> AuditLayer:
+    return AuditLayer(AuditConfig(), LayerResources(judge=judge))
+
+
+def keys(node: Any) -> set[str]:
+    """Every key of every object in ``node``, at any depth."""
+    if isinstance(node, dict):
+        return set(node).union(*(keys(v) for v in node.values()))
+    if isinstance(node, list):
+        return set().union(*(keys(v) for v in node))
+    return set()
+
+
+async def test_strings_are_bounded_for_a_grammar_but_not_sent_to_openai_strict(
+        served: tuple[StructuredJudge, str]) -> None:
+    app, url = served
+    judge = OpenAIJudge(JudgeConfig(cache_size=0), url, None)
+    try:
+        await audit(judge).verify(inp())  # json_schema enforced: OpenAI-like
+    finally:
+        await judge.aclose()
+    strict = app.bodies[0]["response_format"]
+    assert strict["type"] == "json_schema" and "maxLength" not in keys(strict)
+    app.bodies.clear()
+    app.json_schema = "reject"  # llama-cpp-python: json_object + schema, a grammar
+    judge = OpenAIJudge(JudgeConfig(cache_size=0), url, None)
+    try:
+        await audit(judge).verify(inp())
+    finally:
+        await judge.aclose()
+    grammar = app.bodies[1]["response_format"]
+    assert grammar["type"] == "json_object"
+    facts = grammar["schema"]["properties"]["facts"]
+    assert facts["items"] == {"type": "string", "maxLength": ITEM_CHARS}
+
+
+async def test_a_cut_decomposition_keeps_its_complete_facts(
+        served: tuple[StructuredJudge, str]) -> None:
+    app, url = served
+    app.script, app.truncate = [CUT_FACTS], {0}
+    judge = OpenAIJudge(JudgeConfig(cache_size=0, price_per_1k_input=1.0), url, None)
+    try:
+        with metered() as usage:
+            result = await audit(judge).verify(inp())
+    finally:
+        await judge.aclose()
+    assert [f["text"] for f in result.details["facts"]] == [
+        "The Eiffel Tower was completed in 1889.", "The tower is 330 metres tall."]
+    assert result.details["judge_salvaged"] == 1 and "judge_repairs" not in result.details
+    # decomposition + fact check (no chains): both counted and billed, no repair.
+    assert result.judge_calls == 2 == usage.calls == len(app.bodies)
+    assert result.cost == pytest.approx(0.2) == usage.cost
+    assert SECRET not in repr(result.details) and SECRET not in result.explanation
+
+
+async def test_a_cut_decomposition_with_no_complete_item_is_asked_once_for_shorter_items(
+        served: tuple[StructuredJudge, str]) -> None:
+    app, url = served
+    app.script = ['{"facts": ["' + SECRET + ' and on and on',
+                  '{"facts": ["The tower is 330 metres tall."], "reasoning": []}']
+    app.truncate = {0}
+    judge = OpenAIJudge(JudgeConfig(cache_size=0, price_per_1k_input=1.0), url, None)
+    try:
+        with metered() as usage:
+            result = await audit(judge).verify(inp())
+    finally:
+        await judge.aclose()
+    assert [f["text"] for f in result.details["facts"]] == ["The tower is 330 metres tall."]
+    assert result.details["judge_repairs"] == 1 and "judge_salvaged" not in result.details
+    assert result.judge_calls == 3 == usage.calls and usage.cost == pytest.approx(0.3)
+    repair = app.bodies[1]["messages"][-1]["content"]
+    assert "could not be used: your reply was cut at the length limit" in repair
+    assert SECRET not in repair
+
+
+async def test_a_decomposition_cut_twice_fails_cleanly_with_both_calls_billed(
+        served: tuple[StructuredJudge, str]) -> None:
+    app, url = served
+    app.script = ['{"facts": ["' + SECRET + ' and on'] * 2
+    app.truncate = {0, 1}
+    judge = OpenAIJudge(JudgeConfig(cache_size=0, price_per_1k_input=1.0), url, None)
+    try:
+        with metered() as usage, pytest.raises(JudgeError) as failed:
+            await audit(judge).verify(inp())
+    finally:
+        await judge.aclose()
+    message = str(failed.value)
+    assert message.startswith("judge reply cut at max_tokens") and "repair" in message
+    assert SECRET not in message and "Eiffel" not in message
+    assert usage.calls == 2 == len(app.bodies) and usage.cost == pytest.approx(0.2)
+
+
+async def test_a_cut_check_phase_is_not_salvaged(served: tuple[StructuredJudge, str]) -> None:
+    """A cut error list kept as a shorter one would hide errors: it stays an error."""
+    app, url = served
+    app.script = ['{"facts": ["The tower is 330 metres tall."], "reasoning": []}',
+                  '{"errors": [{"fact": "F1", "level": "contradiction", "severity": "high", '
+                  '"kind": "numeric_deviation", "answer_value": 330, "context_value": 3']
+    app.truncate = {1}
+    judge = OpenAIJudge(JudgeConfig(cache_size=0, price_per_1k_input=1.0), url, None)
+    try:
+        with metered() as usage, pytest.raises(JudgeError, match="cut at max_tokens"):
+            await audit(judge).verify(inp())
+    finally:
+        await judge.aclose()
+    assert usage.calls == 2 == len(app.bodies) and usage.cost == pytest.approx(0.2)
