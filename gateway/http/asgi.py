@@ -8,16 +8,16 @@ no ``BaseHTTPMiddleware``, which would also break contextvar propagation).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 import orjson
 
 from gateway.errors import GatewayError, PayloadTooLarge
 from gateway.wire.duplicates import duplicate_key
-from gateway.wire.messages import load_object, parse_object, refuse_duplicate
+from gateway.wire.messages import load_object, parse_object, parsed, refuse_duplicate, settle
 
-__all__ = ["LARGE_BODY", "ClientGone", "DisconnectWatcher", "header_map", "read_body",
+__all__ = ["LARGE_BODY", "ClientGone", "DisconnectWatcher", "Offload", "header_map", "read_body",
            "read_object", "refuse_duplicate_keys", "send_bytes", "send_error", "send_json"]
 
 Scope = Mapping[str, Any]
@@ -72,15 +72,26 @@ LARGE_BODY = 1024 * 1024
 """A request body this large (bytes) is parsed in steps the event loop runs between."""
 
 
-async def read_object(body: bytes) -> dict[str, Any]:
+Offload = Callable[[Callable[[bytes], Any], bytes], Awaitable[Any]]
+"""``offload(fn, arg)``: ``fn(arg)`` computed in another process (a worker of
+``gateway.pool``), awaited; ``fn`` and its result pickle. The engine hands one out
+for a body large enough to be worth the round trip (``Engine.offload``), None
+otherwise."""
+
+
+async def read_object(body: bytes, offload: Offload | None = None) -> dict[str, Any]:
     """``body`` as a JSON object with no duplicate key (:func:`~gateway.wire.messages.
     parse_object`), without one large body holding the event loop for the sum of its
-    passes: from :data:`LARGE_BODY` up, the loop runs other clients between the
+    passes. With ``offload`` the parse and the scan both run in another process
+    (:func:`~gateway.wire.messages.parsed`): the loop only unpickles the object.
+    Otherwise, from :data:`LARGE_BODY` up, the loop runs other clients between the
     body's assembly, its parse, and the duplicate-key scan, which runs on a thread
     (the standard library's scanner calls back into Python per object, so the GIL
     passes to the loop at least every switch interval; its longest hold is decoding
-    the longest single string). The scan's verdict is awaited: a duplicate key is
-    refused exactly as for a small body."""
+    the longest single string). Either way the verdict is awaited: a duplicate key or
+    invalid JSON is refused exactly as for a small body."""
+    if offload is not None:
+        return settle(await offload(parsed, body))
     if len(body) < LARGE_BODY:
         return parse_object(body)
     await asyncio.sleep(0)

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from gateway.errors import InvalidRequest, MethodNotAllowed
-from gateway.http.asgi import DisconnectWatcher, read_body, read_object
+from gateway.http.asgi import DisconnectWatcher, Offload, read_body, read_object
 from gateway.http.auth import Authenticator, authorization
 from gateway.http.exchange import ChatExchange
 from gateway.http.relay import passthrough
@@ -30,7 +30,7 @@ from gateway.wire.base import ResponseFormat
 from gateway.wire.chat import CHAT_COMPLETIONS
 from gateway.wire.messages import check_messages, json_type
 
-__all__ = ["CHAT_PATH", "ChatEndpoint", "Engine", "serve_exchange"]
+__all__ = ["CHAT_PATH", "ChatEndpoint", "Engine", "offload_for", "serve_exchange"]
 
 CHAT_PATH = "/v1/chat/completions"
 
@@ -46,6 +46,15 @@ class Engine(Protocol):
 
     def status(self) -> tuple[bool, dict[str, Any]]:
         """(ready, detail) for ``/readyz``: policies loaded, broken files, queue state."""
+
+    def offload(self, size: int) -> Offload | None:
+        """Where a request body of ``size`` bytes is parsed: another process's call
+        (:data:`~gateway.http.asgi.Offload`), or None — in the relay."""
+
+
+def offload_for(engine: Engine | None, size: int) -> Offload | None:
+    """``engine``'s :meth:`Engine.offload` (None without an engine: pass-through)."""
+    return engine.offload(size) if engine is not None else None
 
 
 class ChatEndpoint:
@@ -74,7 +83,7 @@ class ChatEndpoint:
         raw_length = headers.get(b"content-length")
         body = await read_body(receive, self.max_body_bytes,
                                raw_length.decode() if raw_length is not None else None)
-        payload = await read_object(body)
+        payload = await read_object(body, offload_for(self.engine, len(body)))
         model = payload.get("model")
         if not isinstance(model, str) or not model:
             if model is None or model == "":

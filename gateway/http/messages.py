@@ -36,7 +36,7 @@ from gateway.errors import InvalidRequest, MethodNotAllowed, NotFound, UpstreamE
 from gateway.http.asgi import DisconnectWatcher, read_body, read_object
 from gateway.http.attempts import attempts
 from gateway.http.auth import Authenticator, authorization
-from gateway.http.chat import Engine, serve_exchange, uncancel
+from gateway.http.chat import Engine, offload_for, serve_exchange, uncancel
 from gateway.http.exchange import ChatExchange
 from gateway.http.messages_send import MessagesSend
 from gateway.http.relay import traced_chunks
@@ -102,7 +102,7 @@ class MessagesEndpoint:
         raw_length = headers.get(b"content-length")
         body = await read_body(receive, self.max_body_bytes,
                                raw_length.decode() if raw_length is not None else None)
-        payload = await read_object(body)
+        payload = await read_object(body, offload_for(self.engine, len(body)))
         model = payload.get("model")
         if not isinstance(model, str) or not model:
             raise InvalidRequest("model: Field required (a model name)", param="model")

@@ -44,6 +44,7 @@ from typing import Any
 from gateway.audit.sink import AuditSink, open_audit_sink
 from gateway.errors import UpstreamError
 from gateway.fleet.publisher import RedisRunner, fleet_runner
+from gateway.http.asgi import Offload
 from gateway.http.exchange import ChatExchange
 from gateway.layers.base import Judge
 from gateway.layers.registry import BUILTIN, LayerRegistry
@@ -87,6 +88,8 @@ class VerityEngine:
         """The worker processes, when verification runs in them (``pool.workers``)."""
         self.inline_min_chars: int | None = None
         """An inline verification this large (request body + answer) runs in the pool."""
+        self.parse_min_bytes: int | None = None
+        """A request body this large (bytes) is parsed in the pool (:meth:`offload`)."""
 
     @property
     def judge(self) -> Judge | None:
@@ -118,6 +121,14 @@ class VerityEngine:
         ready, detail = self.store.status()
         queue = self.runner.status()
         return ready and queue["accepting"], {**detail, "shadow": queue}
+
+    def offload(self, size: int) -> Offload | None:
+        """A request body of ``size`` bytes is parsed in a worker process when it is at
+        least ``pool.parse_min_bytes`` and a worker is idle; else (None) in the relay."""
+        limit, pool = self.parse_min_bytes, self.pool
+        if pool is None or limit is None or size < limit or not pool.idle:
+            return None
+        return pool.offload
 
     def in_pool(self, r: PolicyRequest) -> bool:
         """Whether ``r``'s inline verification runs in a worker process: the pool's
@@ -231,6 +242,7 @@ async def open_engine(settings: Settings, telemetry: Telemetry, *,
         engine = VerityEngine(runtime, verifier, runner, queue, recorder)
         engine.pool = pool
         engine.inline_min_chars = settings.pool.inline_min_bytes
+        engine.parse_min_bytes = settings.pool.parse_min_bytes
         watcher: asyncio.Task[None] | None = None
         try:
             if pool is not None:

@@ -16,6 +16,10 @@ relay stops waiting and records it ``abandoned``. A worker that dies (killed, ou
 of memory) breaks the executor: its jobs are recorded ``failed``, a new executor
 takes over (``workers.replaced``).
 
+A request body of ``pool.parse_min_bytes`` or more is parsed in an idle worker
+(:meth:`ProcessRunner.offload`, the request awaiting it); when it cannot be (its
+worker died, or it waited :data:`OFFLOAD_SECONDS`) the relay parses it itself.
+
 Workers are started at open (each answers a ``ping``) before the gateway says it is
 ready; a replacement pool starts in the background, jobs queued meanwhile wait in
 the queue (their ``queue_ms``).
@@ -28,9 +32,10 @@ import logging
 import multiprocessing
 import os
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any
+from typing import Any, TypeVar
 
 import gateway.pool.worker as worker
 from gateway.settings import Settings
@@ -43,13 +48,21 @@ from gateway.verify.queue import NOT_VERIFIED, ShadowJob, ShadowQueue, record_sh
 from gateway.verify.record import Recorder
 from gateway.verify.verifier import ABANDONED, Verifier, abandoned
 
-__all__ = ["ProcessRunner", "default_workers"]
+__all__ = ["OFFLOAD_SECONDS", "ProcessRunner", "default_workers"]
+
+A = TypeVar("A")
+R = TypeVar("R")
 
 log = logging.getLogger("gateway.pool")
 
 START_SECONDS = 120.0
 """How long the workers may take to start (at open; a job waiting for a replacement
 pool is recorded failed after that)."""
+
+OFFLOAD_SECONDS = 5.0
+"""How long a request waits for its :meth:`ProcessRunner.offload` call before the
+relay computes it itself: only an idle worker is handed one, so this bounds the rare
+race with a shadow job taken meanwhile (it then waits behind that job, FIFO)."""
 
 
 def default_workers(relays: int = 1) -> int:
@@ -82,6 +95,12 @@ class ProcessRunner:
         """The worker processes' pids, once started."""
         self._ready = asyncio.Event()
         self._starting: asyncio.Task[None] | None = None
+        self.offloaded = 0
+        """Calls :meth:`offload` handed to a worker that answered them."""
+        self.offload_fallbacks = 0
+        """Calls :meth:`offload` computed in the relay after all (a dead worker, a wait)."""
+        self._busy = 0
+        """Calls handed to the workers and not yet answered (or given up on)."""
 
     def _new_executor(self) -> ProcessPoolExecutor:
         return ProcessPoolExecutor(
@@ -130,7 +149,9 @@ class ProcessRunner:
     def status(self) -> dict[str, Any]:
         return {**self.queue.status(), "runner": "process",
                 "pool": {"workers": self.workers, "started": self._ready.is_set(),
-                         "pids": list(self.pids), "replaced": self.replaced}}
+                         "pids": list(self.pids), "replaced": self.replaced,
+                         "offloaded": self.offloaded,
+                         "offload_fallbacks": self.offload_fallbacks}}
 
     # ---- running a call in a worker ------------------------------------------------------
 
@@ -140,12 +161,36 @@ class ProcessRunner:
         if not self._ready.is_set():
             await asyncio.wait_for(self._ready.wait(), START_SECONDS)
         executor = self._executor
+        self._busy += 1
         try:
             return await asyncio.wait_for(
                 asyncio.get_running_loop().run_in_executor(executor, fn, *args), deadline_s)
         except BrokenProcessPool:
             self._replace(executor)
             raise
+        finally:
+            self._busy -= 1
+
+    @property
+    def idle(self) -> bool:
+        """The workers are up and one has nothing to do: a call handed over now runs at
+        once rather than behind a shadow job."""
+        return self.started and self._busy < self.workers
+
+    async def offload(self, fn: Callable[[A], R], arg: A) -> R:
+        """``fn(arg)`` in a worker, the caller (a request) awaiting it; computed on a
+        thread of the relay instead when its worker died or it waited
+        :data:`OFFLOAD_SECONDS` — the request gets its answer either way. ``fn`` is a
+        module-level function; it, ``arg`` and its result pickle."""
+        try:
+            result: R = await self._call(OFFLOAD_SECONDS, fn, arg)
+            self.offloaded += 1
+            return result
+        except Exception as exc:  # noqa: BLE001 - a dead worker, a timeout: do it here
+            self.offload_fallbacks += 1
+            log.warning("verification pool: an offloaded call failed (%s); computing it in "
+                        "the relay", type(exc).__name__)
+            return await asyncio.to_thread(fn, arg)
 
     def _replace(self, broken: ProcessPoolExecutor) -> None:
         if self._executor is not broken:

@@ -270,6 +270,12 @@ class PoolConfig(_Strict):
     grace_ms: int = Field(250, ge=0)
     """A job still running ``budget.total_ms`` + this after it started is abandoned by
     the relay (recorded so) even if its worker could not stop it (a long C call)."""
+    parse_min_bytes: int | None = Field(4 * 1024 * 1024, ge=0)
+    """A request body at least this large (bytes) is parsed, and scanned for duplicate
+    keys, in an idle worker process, the request awaiting the parsed object: the relay's
+    event loop then only unpickles it instead of holding other clients for the parse
+    (tens of ms for 10 MB). Smaller bodies, or every worker busy, or no pool
+    (``workers: 0``): parsed in the relay. None: never in a worker."""
 
 
 class TelemetryConfig(_Strict):

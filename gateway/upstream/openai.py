@@ -11,7 +11,9 @@ gateway's error tree here, at the boundary.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterable
+from typing import Any
 
 import aiohttp
 from yarl import URL
@@ -36,6 +38,48 @@ from gateway.upstream.responses_bridge import send_via_chat
 from gateway.upstream.scrub import MAX_ERROR_BYTES, Secrets, relayable_error
 
 __all__ = ["OpenAIResponse", "OpenAIUpstreamClient", "timed_out"]
+
+PIECED_BODY = 1024 * 1024
+"""A request body this large (bytes) goes upstream in :data:`PIECE` pieces, the event
+loop serving other clients between them, instead of one write of the whole body (a
+10 MB one held the loop for milliseconds); its ``content-length`` is the same."""
+PIECE = 1 << 16
+
+
+class _PiecedBody(aiohttp.payload.Payload):
+    """``bytes`` written in pieces (aiohttp's ``BytesIOPayload`` would copy them
+    first); reusable: a retry writes it whole again."""
+
+    _autoclose = True
+
+    def __init__(self, value: bytes) -> None:
+        super().__init__(value, content_type="application/octet-stream")
+        self._size = len(value)
+
+    def decode(self, encoding: str = "utf-8", errors: str = "strict") -> str:
+        return bytes(self._value).decode(encoding, errors)
+
+    async def as_bytes(self, encoding: str = "utf-8", errors: str = "strict") -> bytes:
+        return bytes(self._value)
+
+    async def write(self, writer: Any) -> None:
+        await self.write_with_length(writer, None)
+
+    async def write_with_length(self, writer: Any, content_length: int | None) -> None:
+        view = memoryview(self._value)
+        if content_length is not None:
+            view = view[:content_length]
+        for start in range(0, len(view), PIECE):
+            if start:
+                await asyncio.sleep(0)  # the loop serves others between pieces
+            await writer.write(view[start:start + PIECE])
+
+
+def _request_data(body: bytes | AsyncIterator[bytes] | None) -> Any:
+    """What aiohttp sends for ``body`` (:data:`PIECED_BODY`)."""
+    if isinstance(body, bytes) and len(body) >= PIECED_BODY:
+        return _PiecedBody(body)
+    return body
 
 
 # Request headers never forwarded upstream (hop-by-hop, or set by the client itself).
@@ -265,7 +309,8 @@ class OpenAIUpstreamClient(UpstreamClient):
             return await send_via_chat(self.send, headers, body, query)
         url = URL(self._base_encoded + path + (f"?{query}" if query else ""), encoded=True)
         try:
-            resp = await self._session.request(method, url, data=body, headers=headers,
+            resp = await self._session.request(method, url, data=_request_data(body),
+                                               headers=headers,
                                                allow_redirects=False)
         except TimeoutError as exc:
             raise timed_out(self.config, exc, "before the response headers") from exc

@@ -1,7 +1,8 @@
 """The request side of the wire: JSON bodies and the chat message checks.
 
 - :func:`parse_object` — a request body that must be a JSON object, without a
-  duplicate key (400 otherwise: :mod:`gateway.wire.duplicates`);
+  duplicate key (400 otherwise: :mod:`gateway.wire.duplicates`); :func:`parsed` /
+  :func:`settle` — the same as a picklable value, for another process to compute;
 - :func:`check_messages` — the message shapes no OpenAI-compatible chat API
   accepts, refused before the upstream is called when a policy will read them;
 - :func:`json_type` — how OpenAI's errors name a JSON value's type;
@@ -17,8 +18,8 @@ import orjson
 from gateway.errors import InvalidJSON, InvalidRequest
 from gateway.wire.duplicates import duplicate_key
 
-__all__ = ["check_messages", "json_type", "load_object", "maybe_json", "parse_object",
-           "refuse_duplicate", "refuse_duplicate_keys"]
+__all__ = ["Parsed", "check_messages", "json_type", "load_object", "maybe_json",
+           "parse_object", "parsed", "refuse_duplicate", "refuse_duplicate_keys", "settle"]
 
 
 def check_messages(messages: list[Any]) -> None:
@@ -73,6 +74,29 @@ def parse_object(body: bytes) -> dict[str, Any]:
     with no duplicate key (400 ``duplicate_key``)."""
     payload = load_object(body)
     refuse_duplicate_keys(body)
+    return payload
+
+
+Parsed = tuple[dict[str, Any] | None, InvalidRequest | None]
+"""What :func:`parsed` returns: (the object, None) or (None, the 400 to raise)."""
+
+
+def parsed(body: bytes) -> Parsed:
+    """:func:`parse_object` as a value that pickles: a worker process
+    (``gateway.pool``) parses a large body with it, the relay :func:`settle` s it —
+    the same object, or the same error, as :func:`parse_object` in the relay."""
+    try:
+        return parse_object(body), None
+    except InvalidRequest as exc:
+        return None, exc
+
+
+def settle(result: Parsed) -> dict[str, Any]:
+    """The object of a :func:`parsed` result, or its error raised."""
+    payload, error = result
+    if error is not None:
+        raise error
+    assert payload is not None
     return payload
 
 

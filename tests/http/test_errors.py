@@ -87,6 +87,9 @@ class _BrokenEngine:
     def status(self) -> tuple[bool, dict[str, Any]]:
         return True, {}
 
+    def offload(self, size: int) -> None:
+        return None  # bodies parsed in the relay
+
 
 def test_a_bug_is_an_openai_shaped_500(make_gateway: Callable[..., ServedGateway],
                                        make_client: Client, upstream: ServedUpstream,

@@ -148,3 +148,18 @@ def test_two_authorization_headers_are_refused_in_forward_mode(
     assert (err["type"], err["code"]) == ("authentication_error", "invalid_api_key")
     assert "sk-one" not in r.text and "sk-two" not in r.text
     assert upstream.requests == []
+
+
+def test_a_large_body_reaches_the_upstream_whole_with_its_length(
+        gateway: ServedGateway, upstream: ServedUpstream) -> None:
+    # Over gateway.upstream.openai.PIECED_BODY the body goes upstream in pieces (the
+    # loop serves others between them): the same bytes, the same content-length.
+    from gateway.upstream.openai import PIECED_BODY
+    content = "y" * (PIECED_BODY + 12345)
+    body = {"model": "scripted-small", "messages": [{"role": "user", "content": content}]}
+    raw = httpx.post(gateway.base_url + "/chat/completions", json=body, timeout=60)
+    assert raw.status_code == 200
+    (sent,) = upstream.requests
+    assert sent["json"] == body
+    assert int(sent["headers"]["content-length"]) == len(raw.request.content) > PIECED_BODY
+    assert "transfer-encoding" not in {k.lower() for k in sent["headers"]}

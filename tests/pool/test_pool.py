@@ -15,11 +15,12 @@ from typing import Any
 
 import httpx
 import openai
+import orjson
 import pytest
 
 from gateway.testing.servers import ServerThread
 from modes.support import FIXED_JSON, FixedUpstream
-from serving import GatewayFactory, ServedGateway
+from serving import CLIENT_KEY, GatewayFactory, ServedGateway
 
 SHADOW = """\
 mode: shadow
@@ -243,3 +244,57 @@ def test_a_policy_reloaded_after_the_workers_started_is_verified_in_them(
     assert rec["policy_version"] == new and rec["shadow"]["result"] == "verified"
     assert rec["shadow"]["worker"] in _shadow(gw)["pool"]["pids"]
     assert rec["verdict"] == "fail"  # the new block list, which the worker loaded
+
+
+@pytest.mark.filterwarnings("ignore:Sending a large body:ResourceWarning")
+def test_a_body_over_parse_min_bytes_is_parsed_in_a_worker_and_refused_alike(
+        pooled: Callable[..., ServedGateway], make_client: Callable[..., openai.OpenAI],
+        wait_until: Callable[..., Any]) -> None:
+    # pool.parse_min_bytes (default 4 MiB): the relay's loop only unpickles the object;
+    # a duplicate key or invalid JSON is the same 400 as when the relay parses it.
+    gw = pooled({"shadow": SHADOW})
+    wait_until(lambda: _shadow(gw)["pool"]["started"], timeout=60.0, message="the pool")
+    assert gw.settings.pool.parse_min_bytes == 4 * 1024 * 1024
+    big = ARTICLE * (5 * 1024 * 1024 // len(ARTICLE))
+    body = orjson.dumps({"model": "fixed-model", "messages": [
+        {"role": "system", "content": big}, {"role": "user", "content": "Tell me."}]})
+    auth = {"authorization": f"Bearer {CLIENT_KEY}", "content-type": "application/json"}
+    twice = body[:-1] + b', "model": "other"}'
+    refused = httpx.post(gw.url + "/v1/chat/completions", content=twice, headers=auth,
+                         timeout=120)
+    assert refused.status_code == 400
+    assert refused.json() == {"error": {
+        "message": "The JSON body names the key 'model' twice in one object: send each key "
+                   "once.", "type": "invalid_request_error", "param": None,
+        "code": "duplicate_key"}}
+    broken = httpx.post(gw.url + "/v1/chat/completions", content=body[:-1], headers=auth,
+                        timeout=120)
+    assert broken.status_code == 400 and broken.json()["error"]["code"] == "invalid_json"
+    assert _shadow(gw)["pool"]["offloaded"] == 2
+    raw = _ask(make_client(gw, timeout=120), big)
+    assert raw.http_response.content == FIXED_JSON
+    pool = _shadow(gw)["pool"]
+    assert pool["offloaded"] == 3 and pool["offload_fallbacks"] == 0
+    # Below the threshold the relay parses it (no round trip).
+    _ask(make_client(gw), ARTICLE)
+    assert _shadow(gw)["pool"]["offloaded"] == 3
+
+
+@pytest.mark.filterwarnings("ignore:Sending a large body:ResourceWarning")
+def test_a_body_whose_worker_died_is_parsed_by_the_relay_and_the_pool_replaced(
+        pooled: Callable[..., ServedGateway], wait_until: Callable[..., Any]) -> None:
+    import signal
+    gw = pooled({"shadow": SHADOW})
+    pids = wait_until(lambda: _shadow(gw)["pool"]["pids"], timeout=60.0, message="the pool")
+    os.kill(pids[0], signal.SIGKILL)
+    big = ARTICLE * (5 * 1024 * 1024 // len(ARTICLE))
+    twice = orjson.dumps({"model": "fixed-model", "messages": [
+        {"role": "user", "content": big}]})[:-1] + b', "model": "other"}'
+    refused = httpx.post(gw.url + "/v1/chat/completions", content=twice, timeout=120,
+                         headers={"authorization": f"Bearer {CLIENT_KEY}"})
+    # Not a hang, not a 500: the relay parsed it after all, with the same answer.
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == "duplicate_key"
+    pool = _shadow(gw)["pool"]
+    assert pool["offloaded"] == 0 and pool["offload_fallbacks"] == 1 and pool["replaced"] == 1
+    new = wait_until(lambda: _shadow(gw)["pool"]["pids"], timeout=60.0, message="a new worker")
+    assert pids[0] not in new
