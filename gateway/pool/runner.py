@@ -59,6 +59,10 @@ START_SECONDS = 120.0
 """How long the workers may take to start (at open; a job waiting for a replacement
 pool is recorded failed after that)."""
 
+CLOSE_SECONDS = 30.0
+"""How long closing waits for the workers to finish their calls and stop (they flush
+their telemetry) before killing them."""
+
 OFFLOAD_SECONDS = 5.0
 """How long a request waits for its :meth:`ProcessRunner.offload` call before the
 relay computes it itself: only an idle worker is handed one, so this bounds the rare
@@ -138,7 +142,21 @@ class ProcessRunner:
         if self._starting is not None and not self._starting.done():
             self._starting.cancel()
         executor = self._executor
-        await asyncio.to_thread(executor.shutdown, wait=True, cancel_futures=True)
+        workers = list((getattr(executor, "_processes", None) or {}).values())
+        stopping = asyncio.ensure_future(
+            asyncio.to_thread(executor.shutdown, wait=True, cancel_futures=True))
+        try:
+            await asyncio.wait_for(asyncio.shield(stopping), CLOSE_SECONDS)
+        except TimeoutError:
+            # A worker that does not stop (stuck in a call no alarm reaches, or caught
+            # starting up) must not hold the gateway's exit: kill it; the executor then
+            # sees its pool broken and the shutdown returns.
+            log.warning("verification pool: workers still running %.0f s after close; "
+                        "killing them", CLOSE_SECONDS)
+            for process in workers:
+                if process.is_alive():
+                    process.kill()
+            await asyncio.wait_for(stopping, CLOSE_SECONDS)
 
     @property
     def started(self) -> bool:
