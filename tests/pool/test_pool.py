@@ -124,7 +124,7 @@ def test_shadow_in_a_worker_relays_the_upstream_bytes_and_the_pool_writes_the_re
 def test_the_workers_run_at_a_lower_priority_than_the_relay(
         pooled: Callable[..., ServedGateway], wait_until: Callable[..., Any]) -> None:
     # pool.nice (default 10): under CPU contention the relay goes first, the sample sheds.
-    gw = pooled({"shadow": SHADOW})
+    gw = pooled({"shadow": SHADOW, "cand": CAND})
     wait_until(lambda: _shadow(gw)["pool"]["pids"], timeout=60.0, message="the pool")
     relay = os.getpriority(os.PRIO_PROCESS, 0)
     for pid in _shadow(gw)["pool"]["pids"]:
@@ -252,7 +252,7 @@ def test_a_body_over_parse_min_bytes_is_parsed_in_a_worker_and_refused_alike(
         wait_until: Callable[..., Any]) -> None:
     # pool.parse_min_bytes (default 4 MiB): the relay's loop only unpickles the object;
     # a duplicate key or invalid JSON is the same 400 as when the relay parses it.
-    gw = pooled({"shadow": SHADOW})
+    gw = pooled({"shadow": SHADOW, "cand": CAND})
     wait_until(lambda: _shadow(gw)["pool"]["started"], timeout=60.0, message="the pool")
     assert gw.settings.pool.parse_min_bytes == 4 * 1024 * 1024
     big = ARTICLE * (5 * 1024 * 1024 // len(ARTICLE))
@@ -284,7 +284,7 @@ def test_a_body_over_parse_min_bytes_is_parsed_in_a_worker_and_refused_alike(
 def test_a_body_whose_worker_died_is_parsed_by_the_relay_and_the_pool_replaced(
         pooled: Callable[..., ServedGateway], wait_until: Callable[..., Any]) -> None:
     import signal
-    gw = pooled({"shadow": SHADOW})
+    gw = pooled({"shadow": SHADOW, "cand": CAND})
     pids = wait_until(lambda: _shadow(gw)["pool"]["pids"], timeout=60.0, message="the pool")
     os.kill(pids[0], signal.SIGKILL)
     big = ARTICLE * (5 * 1024 * 1024 // len(ARTICLE))
