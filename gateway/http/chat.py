@@ -23,6 +23,7 @@ from gateway.http.asgi import DisconnectWatcher, Offload, read_body, read_object
 from gateway.http.auth import Authenticator, authorization
 from gateway.http.exchange import ChatExchange
 from gateway.http.relay import passthrough
+from gateway.http.request_info import request_info
 from gateway.telemetry import RequestTrace
 from gateway.types import RequestInfo
 from gateway.upstream.router import Upstreams
@@ -93,19 +94,8 @@ class ChatEndpoint:
                                  code="invalid_type")
         self.check_shape(payload)
         upstream = self.upstreams.route(model)
-        metadata = payload.get("metadata")
-        requested = headers.get(b"x-verity-policy")
-        info = RequestInfo(
-            model=model, route=self.path,
-            headers={k.decode("latin-1"): v.decode("latin-1") for k, v in headers.items()
-                     if k not in (b"authorization", b"api-key", b"cookie")},
-            tenant=principal.tenant if principal else None,
-            key_name=principal.key_name if principal else None,
-            metadata=metadata if isinstance(metadata, dict) else {},
-            requested_policy=requested.decode("latin-1") if requested else None,
-            policy_selection=principal.policy_selection if principal else True,
-            stream=payload.get("stream") is True,
-        )
+        info = request_info(model=model, route=self.path, headers=headers,
+                            principal=principal, payload=payload)
         engine = self.engine
         plan = engine.select(info) if engine is not None else None
         if plan is not None:

@@ -40,8 +40,8 @@ from gateway.http.chat import Engine, offload_for, serve_exchange, uncancel
 from gateway.http.exchange import ChatExchange
 from gateway.http.messages_send import MessagesSend
 from gateway.http.relay import traced_chunks
+from gateway.http.request_info import request_info
 from gateway.telemetry import RequestTrace
-from gateway.types import RequestInfo
 from gateway.upstream.base import UpstreamClient, UpstreamResponse
 from gateway.upstream.router import Upstreams
 from gateway.wire.anthropic_messages import messages_to_chat
@@ -51,9 +51,6 @@ __all__ = ["COUNT_TOKENS_PATH", "MESSAGES_PATH", "MessagesEndpoint", "with_beare
 
 MESSAGES_PATH = "/v1/messages"
 COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
-_HIDDEN = (b"authorization", b"api-key", b"x-api-key", b"cookie")
-
-
 def with_bearer(scope: Mapping[str, Any]) -> dict[str, Any]:
     """``scope`` whose ``x-api-key`` (the Anthropic SDK's credential) is also an
     ``Authorization: Bearer`` header when it has none: authenticated as a gateway key,
@@ -112,19 +109,8 @@ class MessagesEndpoint:
                 raise NotFound(f"count_tokens is not supported for {model!r}: its upstream "
                                "is not an Anthropic one.", param="model")
             return await self._native(scope, receive, out, trace, body, payload, path)
-        metadata = payload.get("metadata")
-        requested = headers.get(b"x-verity-policy")
-        info = RequestInfo(
-            model=model, route=MESSAGES_PATH,
-            headers={k.decode("latin-1"): v.decode("latin-1") for k, v in headers.items()
-                     if k not in _HIDDEN},
-            tenant=principal.tenant if principal else None,
-            key_name=principal.key_name if principal else None,
-            metadata=metadata if isinstance(metadata, dict) else {},
-            requested_policy=requested.decode("latin-1") if requested else None,
-            policy_selection=principal.policy_selection if principal else True,
-            stream=payload.get("stream") is True,
-        )
+        info = request_info(model=model, route=MESSAGES_PATH, headers=headers,
+                            principal=principal, payload=payload)
         engine = self.engine
         plan = engine.select(info) if engine is not None else None
         if plan is None and native:
