@@ -27,6 +27,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.layers._json_reply import arr, obj  # the reply schemas the layers send
+
 __all__ = ["Call", "classify", "instance", "schema_for", "short_messages", "validate"]
 
 KINDS = ("nli", "sc", "se-sample", "se-equiv", "audit-decompose", "audit-facts",
@@ -136,20 +138,6 @@ def _int(pattern: str, text: str, default: int) -> int:
 
 # -- schemas -------------------------------------------------------------------------
 
-def _obj(props: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "object", "properties": props, "required": list(props),
-            "additionalProperties": False}
-
-
-def _arr(items: dict[str, Any], lo: int | None = None, hi: int | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {"type": "array", "items": items}
-    if lo is not None:
-        out["minItems"] = lo
-    if hi is not None:
-        out["maxItems"] = hi
-    return out
-
-
 def _id(call: Call) -> dict[str, Any]:
     # An enum, not integer minimum/maximum: llama-cpp-python's grammar enforces enums
     # but not numeric bounds (measured: id 42 for minimum 1, maximum 3).
@@ -163,24 +151,24 @@ def schema_for(call: Call, profile: str = "minimal") -> dict[str, Any] | None:
     reason = {"reason": {"type": "string"}} if full else {}
     n = call.count
     if call.kind == "nli":
-        item = _obj({"id": _id(call),
+        item = obj({"id": _id(call),
                      "label": {"enum": ["entailment", "contradiction", "neutral"]},
                      "confidence": conf, **reason})
-        return _obj({"results": _arr(item, n, n)})
+        return obj({"results": arr(item, n, n)})
     if call.kind == "sc":
-        item = _obj({"id": _id(call), "agrees": {"type": "boolean"}, "confidence": conf,
+        item = obj({"id": _id(call), "agrees": {"type": "boolean"}, "confidence": conf,
                      **reason})
-        return _obj({"results": _arr(item, n, n)})
+        return obj({"results": arr(item, n, n)})
     if call.kind == "se-equiv":
-        return _obj({"results": _arr(_obj({"id": _id(call),
+        return obj({"results": arr(obj({"id": _id(call),
                                            "equivalent": {"type": "boolean"}}), n, n)})
     if call.kind == "audit-decompose":
         text = {"type": "string"}
-        fact = _obj({"id": text, "text": text}) if full else text
-        chain = _obj({**({"id": text} if full else {}), "premises": _arr(text, 0, 3),
+        fact = obj({"id": text, "text": text}) if full else text
+        chain = obj({**({"id": text} if full else {}), "premises": arr(text, 0, 3),
                       "conclusion": text})
-        return _obj({"facts": _arr(fact, 0, call.limits.get("facts", 5)),
-                     "reasoning": _arr(chain, 0, call.limits.get("chains", 5))})
+        return obj({"facts": arr(fact, 0, call.limits.get("facts", 5)),
+                     "reasoning": arr(chain, 0, call.limits.get("chains", 5))})
     if call.kind in ("audit-facts", "audit-logic"):
         facts = call.kind == "audit-facts"
         props: dict[str, Any] = {
@@ -193,14 +181,14 @@ def schema_for(call: Call, profile: str = "minimal") -> dict[str, Any] | None:
                       "context_value": {"type": ["number", "null"]}}
         if full:
             props["explanation"] = {"type": "string"}
-        return _obj({"errors": _arr(_obj(props), 0, call.limits.get("errors", 3))})
+        return obj({"errors": arr(obj(props), 0, call.limits.get("errors", 3))})
     if call.kind == "fc-label":
-        item = _obj({"id": _id(call),
+        item = obj({"id": _id(call),
                      "label": {"enum": ["supporting", "contradicting", "contextual"]},
                      "relevance": {"type": "number", "minimum": 0, "maximum": 1}})
-        return _obj({"pairs": _arr(item, n, n)})
+        return obj({"pairs": arr(item, n, n)})
     if call.kind == "fc-correct":
-        return _obj({"corrections": _arr(_obj({"id": _id(call),
+        return obj({"corrections": arr(obj({"id": _id(call),
                                                "corrected": {"type": "string"}}), n, n)})
     return None
 
