@@ -22,7 +22,7 @@ from gateway.layers._grounding_question import question_facts as read_question
 from gateway.text.answer import AnswerSentence
 from gateway.text.context_facts import context_facts
 from gateway.text.frames import clauses
-from gateway.text.index import Match, TextIndex
+from gateway.text.index import IndexedSentence, Match, TextIndex
 from gateway.text.measures import sentence_measures, years_as_measures
 from gateway.text.names import names_in
 from gateway.text.phatic import PHATIC_WORDS, is_phatic
@@ -42,7 +42,8 @@ from gateway.text.tokens import (
 if TYPE_CHECKING:
     from gateway.layers.grounding import GroundingConfig
 
-__all__ = ["SentenceCheck", "check_analyzed", "check_sentence"]
+__all__ = ["FINISH_ONLY", "SentenceCheck", "SentenceCore", "check_analyzed", "check_sentence",
+           "finish_check", "sentence_core"]
 
 
 @dataclass(slots=True)
@@ -169,6 +170,63 @@ def check_analyzed(
 ) -> SentenceCheck:
     """:func:`check_sentence` on an analyzed sentence; ``forms`` / ``qforms`` are
     ``resolve_all`` of (at least) ``words`` on the context / question index."""
+    return finish_check(sentence_core(sentence, tokens, words, ctx, forms, question, qforms,
+                                      cfg, qfacts, topic), ctx, cfg, opinions=opinions)
+
+
+@dataclass(slots=True)
+class SentenceCore:
+    """What :func:`check_analyzed` finds before the negation check and the scoring: the
+    words, values and names the context does not back, and the alignment. It reads no
+    field of the configuration in :data:`FINISH_ONLY`, so the verifications of one job
+    whose configurations differ only there share it (``_grounding_answer``). Never
+    mutated once built."""
+
+    text: str
+    tokens: list[str]
+    words: set[str]
+    claim_start: int
+    contrasts: list[tuple[int, int]]
+    rejected: set[str]
+    missing: list[str]
+    far: list[str]
+    bad_entities: list[str]
+    bad_values: list[str]
+    facts: list[FactCheck]
+    matches: list[Match]
+    best: IndexedSentence | None
+    n_values: int
+    entities: tuple[Span, ...]
+    contradicted_value: bool
+    phatic: bool
+    anchored: bool
+    cues: FlipCues
+    has: Callable[[frozenset[str]], bool]
+
+
+FINISH_ONLY = frozenset([
+    "threshold", "sentence_threshold", "word_weight", "entity_weight", "number_weight",
+    "contradiction_weight", "max_weight", "share_weight", "count_scale", "rare_weight",
+    "name_rarity", "rare_min_length", "contradiction_boost", "opinion_weight",
+    "anchored_word_weight", "length_allowance", "sentence_allowance",
+    "within_allowance_weight", "negation_min_coverage", "negation_scope", "shape_scale",
+    "shape_power", "long_context_boost", "summary_context_sentences", "max_evidence",
+    "index_cache_chars",
+])
+"""The ``GroundingConfig`` fields that :func:`sentence_core` (and the answer-level work
+before it, ``_grounding_answer``) never reads: the negation check, the sentence's
+risk and status, the answer's pooling and calibration, and the layer's own limits.
+Every other field is part of the key under which a job shares that work."""
+
+
+def sentence_core(
+    sentence: AnswerSentence, tokens: list[str], words: set[str],
+    ctx: TextIndex, forms: Mapping[str, str | None],
+    question: TextIndex | None, qforms: Mapping[str, str | None] | None,
+    cfg: GroundingConfig, qfacts: QuestionFacts | None = None,
+    topic: Sequence[tuple[str, float]] = (),
+) -> SentenceCore:
+    """The first part of :func:`check_analyzed` (see :class:`SentenceCore`)."""
     text = sentence.span.text
     entities = sentence.entities
     _stance, claim_start = leading_particle(text)
@@ -247,36 +305,54 @@ def check_analyzed(
     # A sentence whose values and names are all found is anchored in the context: words
     # it adds are most likely paraphrase ("finished on 31 March 1889").
     anchored = bool(facts) and all(f.status in ("supported", "derived") for f in facts)
-    flipped = clause_flip(text, claim_start, contrasts, cf,
+    cues, has = _cues(tokens)
+    return SentenceCore(
+        text=text, tokens=tokens, words=words, claim_start=claim_start, contrasts=contrasts,
+        rejected=rejected, missing=missing, far=far, bad_entities=bad_entities,
+        bad_values=bad_values, facts=facts, matches=matches, best=best, n_values=n_values,
+        entities=entities, contradicted_value=contradicted_value, phatic=phatic,
+        anchored=anchored, cues=cues, has=has)
+
+
+def finish_check(core: SentenceCore, ctx: TextIndex, cfg: GroundingConfig, *,
+                 opinions: bool = True) -> SentenceCheck:
+    """The rest of :func:`check_analyzed`: the negation check, the sentence's risk and
+    status (a new :class:`SentenceCheck`; ``core`` is left as it is)."""
+    text, tokens, words = core.text, core.tokens, core.words
+    entities, n_values = core.entities, core.n_values
+    missing, far, bad_entities = core.missing, core.far, core.bad_entities
+    matches, best = core.matches, core.best
+    flipped = clause_flip(text, core.claim_start, core.contrasts, context_facts(ctx),
                           [m.sentence for m in matches[:cfg.contradiction_window]],
                           cfg.negation_min_coverage,
                           _speaker(tokens, len(entities), n_values) if opinions else None,
-                          *_cues(tokens), scope_check=cfg.negation_scope)
+                          core.cues, core.has, scope_check=cfg.negation_scope)
     flip = flipped is not None
-    contradicted = flip or contradicted_value
+    contradicted = flip or core.contradicted_value
     risk = (
         cfg.word_weight * ((len(missing) + len(far)) / len(words) if words else 0.0)
         + cfg.entity_weight * (len(bad_entities) / len(entities) if entities else 0.0)
-        + cfg.number_weight * (1.0 if bad_values else 0.0)
+        + cfg.number_weight * (1.0 if core.bad_values else 0.0)
         + cfg.contradiction_weight * (1.0 if contradicted else 0.0)
     )
     risk = min(1.0, risk)
     share = (len(missing) + len(far)) / len(words) if words else 0.0
     status = (
         "contradicted" if contradicted
-        else "unsupported" if bad_entities or bad_values or share >= cfg.sentence_threshold
+        else "unsupported" if bad_entities or core.bad_values or share >= cfg.sentence_threshold
         else "supported"
     )
     return SentenceCheck(
         text=text, status=status, risk=risk, weight=max(1, len(words)),
-        unsupported_words=missing, distant_words=far, unsupported_entities=bad_entities,
-        unsupported_values=bad_values, n_entities=len(entities), n_values=n_values,
+        unsupported_words=list(missing), distant_words=list(far),
+        unsupported_entities=list(bad_entities), unsupported_values=list(core.bad_values),
+        n_entities=len(entities), n_values=n_values,
         negation_flip=flip,
-        opinion=phatic or _personal_opinion(tokens, len(entities), n_values),
-        anchored=anchored,
+        opinion=core.phatic or _personal_opinion(tokens, len(entities), n_values),
+        anchored=core.anchored,
         source_id=best.doc_id if best is not None else None,
         source_span=best.text if best is not None else None,
-        facts=facts, negated_clause=flipped,
+        facts=list(core.facts), negated_clause=flipped,
     )
 
 

@@ -40,7 +40,7 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from gateway.layers._grounding_answer import answer_allowance, check_answer
+from gateway.layers._grounding_answer import AnswerShare, answer_allowance, check_answer, core_key
 from gateway.layers._grounding_sentence import SentenceCheck, check_sentence
 from gateway.layers._grounding_shape import request_shape
 from gateway.layers.base import Evidence, LayerConfig, LayerResources, LayerResult, VerifyInput
@@ -53,6 +53,11 @@ __all__ = ["GroundingConfig", "GroundingLayer", "SentenceCheck", "answer_allowan
            "check_answer", "check_sentence"]
 
 NEUTRAL_SCORE = 0.5
+SHARE_KEY = "gateway.layers.grounding.share"
+"""Memo key of the request's :class:`AnswerShare` (the sentence cores its grounding
+layers share)."""
+QUESTION_KEY = "gateway.layers.grounding.question:"
+"""Memo key prefix of the question's index (built once per request)."""
 
 
 class GroundingConfig(LayerConfig):
@@ -179,6 +184,7 @@ class GroundingLayer:
         self.config = config
         self.resources = resources
         self._indexes = IndexCache(config.index_cache_chars)
+        self._core_key = core_key(config)
 
     def prepare(self, context: GroundingContext) -> None:
         """Index the context (numbers, dates and every word's posting included) before
@@ -198,11 +204,15 @@ class GroundingLayer:
             )
         ctx = context_index(inp.context, self._indexes)
         question_text = inp.question if cfg.use_question else ""
-        question = build_index([("question", question_text)]) if question_text else None
+        question = inp.context.memo(QUESTION_KEY + question_text,
+                                    lambda: build_index([("question", question_text)])
+                                    ) if question_text else None
         shape = request_shape(inp.messages, inp.question, len(ctx.sentences),
                               cfg.long_context_sentences, cfg.summary_context_sentences)
+        # The job's other grounding layers (a candidate policy's) share the sentence cores.
         score, checks = check_answer(inp.response_text, ctx, question, cfg,
-                                     answer_sentences(inp.context, inp.response_text), shape)
+                                     answer_sentences(inp.context, inp.response_text), shape,
+                                     inp.context.memo(SHARE_KEY, AnswerShare), self._core_key)
         counts = {s: sum(1 for c in checks if c.status == s)
                   for s in ("supported", "unsupported", "contradicted")}
         failed = [c for c in checks if c.status != "supported"]
