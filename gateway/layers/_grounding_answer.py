@@ -22,6 +22,7 @@ from gateway.layers._grounding_sentence import (
     finish_check,
     question_facts,
     sentence_core,
+    sentence_options,
 )
 from gateway.scoring.task_calibration import calibrated_score
 from gateway.text.answer import AnswerSentence, analyze_answer
@@ -195,8 +196,9 @@ def _cores(ctx: TextIndex, question: TextIndex | None, cfg: GroundingConfig,
     qforms = _LazyForms(question) if question is not None else None
     qfacts = question_facts(question, ctx, cfg)
     topic = _topic(question, word_sets)
+    opts = sentence_options(cfg, ctx)
     return [sentence_core(s, t, w, ctx, forms, question, qforms, cfg, qfacts,
-                          topic if i == 0 else ())
+                          topic if i == 0 else (), opts)
             for i, (s, t, w) in enumerate(zip(sentences, tokens, word_sets, strict=True))]
 
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from gateway.layers._grounding_facts import FactCheck, FactOptions, check_facts
-from gateway.layers._grounding_polarity import clause_flip
+from gateway.layers._grounding_polarity import AnswerClauses, clause_flip
 from gateway.layers._grounding_question import QuestionFacts
 from gateway.layers._grounding_question import question_facts as read_question
 from gateway.text.answer import AnswerSentence
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from gateway.layers.grounding import GroundingConfig
 
 __all__ = ["FINISH_ONLY", "SentenceCheck", "SentenceCore", "check_analyzed", "check_sentence",
-           "finish_check", "sentence_core"]
+           "finish_check", "sentence_core", "sentence_options"]
 
 
 @dataclass(slots=True)
@@ -141,6 +141,12 @@ def fact_options(cfg: GroundingConfig, binding: bool = True) -> FactOptions:
                        substitute_min=cfg.substitute_min, binding=binding)
 
 
+def sentence_options(cfg: GroundingConfig, ctx: TextIndex) -> FactOptions:
+    """The fact options of an answer sentence against ``ctx``: no binding in a document
+    (more than ``long_context_sentences``)."""
+    return fact_options(cfg, binding=len(ctx.sentences) <= cfg.long_context_sentences)
+
+
 def check_sentence(
     text: str, ctx: TextIndex, question: TextIndex | None, cfg: GroundingConfig,
     entities: Sequence[Span] | None = None, *, opinions: bool = True,
@@ -180,7 +186,8 @@ class SentenceCore:
     words, values and names the context does not back, and the alignment. It reads no
     field of the configuration in :data:`FINISH_ONLY`, so the verifications of one job
     whose configurations differ only there share it (``_grounding_answer``). Never
-    mutated once built."""
+    mutated once built, but for ``clauses``, which only caches what the answer sentence
+    alone gives the negation check."""
 
     text: str
     tokens: list[str]
@@ -202,6 +209,8 @@ class SentenceCore:
     anchored: bool
     cues: FlipCues
     has: Callable[[frozenset[str]], bool]
+    clauses: AnswerClauses = field(default_factory=AnswerClauses)
+    """The negation check's reading of this sentence, filled by its first call."""
 
 
 FINISH_ONLY = frozenset([
@@ -224,9 +233,10 @@ def sentence_core(
     ctx: TextIndex, forms: Mapping[str, str | None],
     question: TextIndex | None, qforms: Mapping[str, str | None] | None,
     cfg: GroundingConfig, qfacts: QuestionFacts | None = None,
-    topic: Sequence[tuple[str, float]] = (),
+    topic: Sequence[tuple[str, float]] = (), opts: FactOptions | None = None,
 ) -> SentenceCore:
-    """The first part of :func:`check_analyzed` (see :class:`SentenceCore`)."""
+    """The first part of :func:`check_analyzed` (see :class:`SentenceCore`); ``opts`` is
+    :func:`sentence_options` when the caller has it (one per answer)."""
     text = sentence.span.text
     entities = sentence.entities
     _stance, claim_start = leading_particle(text)
@@ -242,7 +252,11 @@ def sentence_core(
     bad_entities: list[str] = []
     if missing_set:  # otherwise no entity can have an unsupported word
         for ent in entities:
-            if content_words(tokenize(ent.text)) & missing_set:
+            # A token of the entity is a substring of its lower-cased text: an entity
+            # that contains no missing word as a substring has none among its tokens.
+            low = ent.text.lower()
+            if any(w in low for w in missing_set) and \
+                    content_words(tokenize(ent.text)) & missing_set:
                 bad_entities.append(ent.text)
 
     k = max(1, cfg.local_window, cfg.contradiction_window)
@@ -269,9 +283,9 @@ def sentence_core(
     else:
         aligned = _aligned(text, words, matches, ctx, forms,
                            _question_words(question) if topic else frozenset())
-    document = len(ctx.sentences) > cfg.long_context_sentences
     facts = check_facts(text, measures, dates, names, ctx, cf, aligned,
-                        fact_options(cfg, binding=not document), qfacts, topic, skip=contrasts)
+                        sentence_options(cfg, ctx) if opts is None else opts, qfacts, topic,
+                        skip=contrasts)
     n_values = len(dates) + len(measures)
     bad_values = [f.text for f in facts if f.kind != "name"
                   and f.status in ("unsupported", "contradicted")]
@@ -326,7 +340,8 @@ def finish_check(core: SentenceCore, ctx: TextIndex, cfg: GroundingConfig, *,
                           [m.sentence for m in matches[:cfg.contradiction_window]],
                           cfg.negation_min_coverage,
                           _speaker(tokens, len(entities), n_values) if opinions else None,
-                          core.cues, core.has, scope_check=cfg.negation_scope)
+                          core.cues, core.has, scope_check=cfg.negation_scope,
+                          memo=core.clauses)
     flip = flipped is not None
     contradicted = flip or core.contradicted_value
     risk = (
