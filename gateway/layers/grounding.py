@@ -173,6 +173,12 @@ def _reason(c: SentenceCheck) -> str:
     return "; ".join(parts)
 
 
+def _has_text(context: GroundingContext) -> bool:
+    """``context.text.strip() != ""`` without joining the documents: the join's
+    separators are whitespace, and ``str.isspace`` stops at the first other character."""
+    return any(d.text and not d.text.isspace() for d in context.documents)
+
+
 class GroundingLayer:
     """Checks an answer against the request's grounding context (see module doc)."""
 
@@ -197,17 +203,18 @@ class GroundingLayer:
 
     async def verify(self, inp: VerifyInput) -> LayerResult:
         cfg = self.config
-        if not inp.context or not inp.context.text.strip():
+        if not inp.context or not _has_text(inp.context):
             return LayerResult(
                 score=NEUTRAL_SCORE, passed=True, skipped=True, label="skipped",
                 explanation="no grounding context: nothing to check against",
             )
         ctx = context_index(inp.context, self._indexes)
-        question_text = inp.question if cfg.use_question else ""
+        asked = inp.question  # read from the messages on each access
+        question_text = asked if cfg.use_question else ""
         question = inp.context.memo(QUESTION_KEY + question_text,
                                     lambda: build_index([("question", question_text)])
                                     ) if question_text else None
-        shape = request_shape(inp.messages, inp.question, len(ctx.sentences),
+        shape = request_shape(inp.messages, asked, len(ctx.sentences),
                               cfg.long_context_sentences, cfg.summary_context_sentences)
         # The job's other grounding layers (a candidate policy's) share the sentence cores.
         score, checks = check_answer(inp.response_text, ctx, question, cfg,

@@ -108,3 +108,17 @@ def test_question_facts_on_questions_with_and_without_values() -> None:
     assert [m.text for m in got.false] == ["1,650 euros"]
     assert _grounding_question.question_facts("Summarize the lease.", cf,
                                               FactOptions()).false == []
+
+
+def test_has_text_is_the_joined_text_not_blank() -> None:
+    from gateway.layers.grounding import _has_text
+    from gateway.sources.context import Document, GroundingContext
+
+    blanks = ["", " ", "\n\n", "\u00a0", "\u2003\t", "\u200b"]  # U+200B is no whitespace
+    texts = [*blanks, *(t[:40] for t in real_texts())]
+    for i, text in enumerate(texts[:400]):
+        for other in blanks:
+            docs = [Document(id="a", text=text, kind="system"),
+                    Document(id="b", text=other, kind="block")]
+            ctx = GroundingContext(documents=docs)
+            assert _has_text(ctx) == bool(ctx.text.strip()), (i, text)
