@@ -265,13 +265,17 @@ def sentence_core(
     best = ctx.sentences[match.sentence] if match is not None else None
     far: list[str] = []
     if cfg.local_window and matches:
-        near = frozenset().union(*(ctx.sentences[m.sentence].tokens
-                                   for m in matches[:cfg.local_window]))
-        far = sorted(
-            w for w in words
-            if w not in missing_set and near.isdisjoint(variants(w))
-            and not (qforms is not None and qforms[w] is not None) and w not in rejected
-        )
+        sets = [ctx.sentences[m.sentence].tokens for m in matches[:cfg.local_window]]
+        rest = [w for w in words if w not in missing_set and w not in rejected]
+        for tokens_near in sets:
+            # The context's form of a word is one of its variants: found in a near
+            # sentence, the word is near (most are; the rest get the full test).
+            rest = [w for w in rest if forms[w] not in tokens_near]
+        if rest:
+            near = frozenset().union(*sets)
+            rest = [w for w in rest if near.isdisjoint(variants(w))
+                    and not (qforms is not None and qforms[w] is not None)]
+        far = sorted(rest)
 
     dates, numbers = sentence.dates, sentence.numbers
     cf = context_facts(ctx)

@@ -122,3 +122,21 @@ def test_has_text_is_the_joined_text_not_blank() -> None:
                     Document(id="b", text=other, kind="block")]
             ctx = GroundingContext(documents=docs)
             assert _has_text(ctx) == bool(ctx.text.strip()), (i, text)
+
+
+def test_a_words_context_form_is_one_of_its_variants() -> None:
+    """A word whose resolved form is in a near sentence is near (``sentence_core``'s
+    first test of ``far``): ``resolve`` only returns one of the word's ``variants``."""
+    from gateway.text.tokens import variants
+
+    texts = [t for t in real_texts() if len(t) > 400][:60]
+    found = 0
+    for i, text in enumerate(texts):
+        index = build_index([("c", text)])
+        other = texts[(i + 1) % len(texts)] + " " + text[:300]
+        for word in content_words(tokenize(other)):
+            form = index.resolve(word)
+            if form is not None:
+                assert form in variants(word), (word, form)
+                found += form != word
+    assert found > 10  # forms other than the word itself were seen
