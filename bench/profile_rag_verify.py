@@ -12,8 +12,9 @@ as ``<context>`` in the system message, its ~55-word summary as the answer) beco
 
 - ``default+candidate`` — the ``default`` shadow policy and its ``grounding``
   candidate (the shadow job of every request);
-- the same with the job's shared work switched off (``--no-share``: each policy
-  extracts the context and runs its layers from scratch, as before ``JobScope``);
+- the same with the job's shared work switched off (``--no-share``: each policy runs
+  its layers from scratch — no layer result reused, and no ``grounding`` layer reading
+  another's sentence cores (``AnswerShare``); the context is still extracted once);
 - ``grounding inline`` — the ``grounding`` policy alone (``Verifier.verify``).
 
 Every case is verified ``--rounds`` times; CPU per verification is
@@ -41,6 +42,7 @@ import orjson
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from gateway.layers._grounding_answer import AnswerShare  # noqa: E402
 from gateway.runtime import open_runtime  # noqa: E402
 from gateway.settings import load_settings  # noqa: E402
 from gateway.telemetry import RequestTrace  # noqa: E402
@@ -112,11 +114,14 @@ async def measure(args: argparse.Namespace) -> None:
               f"{'; cold (no index cache hits)' if args.cold else ''}")
         await timed("default+candidate (shared)", shadow_one)
         keep = scope_module.JobScope.result
+        keep_cores = AnswerShare.cores
         scope_module.JobScope.result = lambda *a, **k: None  # type: ignore[method-assign]
+        AnswerShare.cores = lambda *a, **k: None  # type: ignore[method-assign]
         try:
             await timed("default+candidate (--no-share)", shadow_one)
         finally:
             scope_module.JobScope.result = keep  # type: ignore[method-assign]
+            AnswerShare.cores = keep_cores  # type: ignore[method-assign]
         await timed("grounding inline", inline_one)
         if args.profile:
             prof = cProfile.Profile(time.process_time)

@@ -15,7 +15,15 @@ from typing import TYPE_CHECKING
 
 from gateway.layers._citation_pairs import marker_spans, norm
 from gateway.layers._grounding_premise import check_stance
-from gateway.layers._grounding_sentence import SentenceCheck, check_analyzed, question_facts
+from gateway.layers._grounding_sentence import (
+    FINISH_ONLY,
+    SentenceCheck,
+    SentenceCore,
+    finish_check,
+    question_facts,
+    sentence_core,
+    sentence_options,
+)
 from gateway.scoring.task_calibration import calibrated_score
 from gateway.text.answer import AnswerSentence, analyze_answer
 from gateway.text.frames import frame_words
@@ -25,7 +33,7 @@ from gateway.text.tokens import content_words, tokenize
 if TYPE_CHECKING:
     from gateway.layers.grounding import GroundingConfig
 
-__all__ = ["answer_allowance", "check_answer"]
+__all__ = ["AnswerShare", "answer_allowance", "check_answer", "core_key"]
 
 
 class _LazyForms(dict[str, str | None]):
@@ -43,43 +51,31 @@ class _LazyForms(dict[str, str | None]):
 def check_answer(
     answer: str, ctx: TextIndex, question: TextIndex | None, cfg: GroundingConfig,
     sentences: Sequence[AnswerSentence] | None = None, shape: str | None = None,
+    share: AnswerShare | None = None, key: str | None = None,
 ) -> tuple[float, list[SentenceCheck]]:
     """Score an answer: ``(score in [0, 1], per-sentence checks)``; higher = better grounded.
 
     ``sentences`` is ``analyze_answer(answer)`` when the caller already has it; ``shape``
     the request's (``_grounding_shape``; ``None``: ``document`` for a long context, else
     ``passage``), which picks the evidence scale and whether contradictions are strong.
+    ``share``: where the verifications of one job keep the answer's sentence cores
+    (:class:`AnswerShare`), under ``key`` (``core_key(cfg)``, computed when ``None``);
+    the result is the same with or without it.
     """
     if sentences is None:
         sentences = analyze_answer(answer)
     if shape is None:
         shape = "document" if len(ctx.sentences) > cfg.long_context_sentences else "passage"
-    # Citation markers are the citations layer's: the "1" of "[1]" or the "Smith" and
-    # "2020" of "(Smith, 2020)" are nothing the answer states about the context.
-    ids: set[str] = set()
-
-    def known(key: str) -> bool:  # "[a]" cites the document with id "a"
-        if not ids:
-            ids.update(norm(ctx.sentences[d.base].doc_id) for d in ctx.docs)
-        return key in ids
-
-    marked = [marker_spans(s.span.text, known) for s in sentences]
-    sentences = [_without_markers(s, m) if m else s for s, m in zip(sentences, marked, strict=True)]
-    tokens = [tokenize(_blanked(s.span.text, m) if m else s.span.text)
-              for s, m in zip(sentences, marked, strict=True)]
-    word_sets = [content_words(t) for t in tokens]
-    every = set[str]().union(*word_sets)
-    # Each word resolved once per answer; one pass over the context for the postings
-    # of them all.
-    forms = ctx.resolve_all(every)
-    ctx.prefetch(f for f in forms.values() if f is not None)
-    # The question is asked only about words the context lacks or has far away.
-    qforms = _LazyForms(question) if question is not None else None
-    qfacts = question_facts(question, ctx, cfg)
-    topic = _topic(question, word_sets)
-    checks = [check_analyzed(s, t, w, ctx, forms, question, qforms, cfg, qfacts,
-                             topic if i == 0 else ())
-              for i, (s, t, w) in enumerate(zip(sentences, tokens, word_sets, strict=True))]
+    cores = None
+    if share is not None:
+        key = core_key(cfg) if key is None else key
+        cores = share.cores(key, answer, ctx, question, sentences)
+    if cores is None:
+        cores = _cores(ctx, question, cfg, sentences)
+        if share is not None:
+            assert key is not None
+            share.keep(key, answer, ctx, question, sentences, cores)
+    checks = [finish_check(core, ctx, cfg) for core in cores]
     if not checks:
         return 1.0, []
     if question is not None:
@@ -137,6 +133,73 @@ def check_answer(
         + max(0.0, weak - allowance) + cfg.within_allowance_weight * min(weak, allowance)
     )
     return calibrated_score(evidence, shape, cfg.threshold, cfg.shape_scale, cfg.shape_power), checks
+
+
+class AnswerShare:
+    """The sentence cores of the answers one job checked (``check_answer``'s ``share``).
+
+    A job verifies its answer with its policy and then its candidates; ``grounding``
+    layers among them whose configurations differ only in :data:`FINISH_ONLY` fields
+    (the shipped ``default`` and ``grounding`` policies' do) read the answer alike. The
+    cores are kept per (:func:`core_key` of the configuration, answer, its analysed
+    sentences, context index, question index) — the objects compared by identity, as the
+    request's memo holds them — and never mutated (``finish_check`` builds new checks)."""
+
+    __slots__ = ("_kept",)
+
+    def __init__(self) -> None:
+        self._kept: list[tuple[str, str, object, TextIndex, TextIndex | None,
+                               list[SentenceCore]]] = []
+
+    def cores(self, key: str, answer: str, ctx: TextIndex, question: TextIndex | None,
+              sentences: object) -> list[SentenceCore] | None:
+        for k, text, sents, c, q, cores in self._kept:
+            if c is ctx and q is question and sents is sentences and k == key \
+                    and text == answer:
+                return cores
+        return None
+
+    def keep(self, key: str, answer: str, ctx: TextIndex, question: TextIndex | None,
+             sentences: object, cores: list[SentenceCore]) -> None:
+        self._kept.append((key, answer, sentences, ctx, question, cores))
+
+
+def core_key(cfg: GroundingConfig) -> str:
+    """The values of every configuration field the sentence cores may read (all but
+    :data:`FINISH_ONLY`): two configurations with the same key get the same cores."""
+    return repr(sorted((k, v) for k, v in cfg.model_dump().items() if k not in FINISH_ONLY))
+
+
+def _cores(ctx: TextIndex, question: TextIndex | None, cfg: GroundingConfig,
+           sentences: Sequence[AnswerSentence]) -> list[SentenceCore]:
+    """Each answer sentence's :class:`SentenceCore` (citation markers blanked out)."""
+    # Citation markers are the citations layer's: the "1" of "[1]" or the "Smith" and
+    # "2020" of "(Smith, 2020)" are nothing the answer states about the context.
+    ids: set[str] = set()
+
+    def known(key: str) -> bool:  # "[a]" cites the document with id "a"
+        if not ids:
+            ids.update(norm(ctx.sentences[d.base].doc_id) for d in ctx.docs)
+        return key in ids
+
+    marked = [marker_spans(s.span.text, known) for s in sentences]
+    sentences = [_without_markers(s, m) if m else s for s, m in zip(sentences, marked, strict=True)]
+    tokens = [tokenize(_blanked(s.span.text, m) if m else s.span.text)
+              for s, m in zip(sentences, marked, strict=True)]
+    word_sets = [content_words(t) for t in tokens]
+    every = set[str]().union(*word_sets)
+    # Each word resolved once per answer; one pass over the context for the postings
+    # of them all.
+    forms = ctx.resolve_all(every)
+    ctx.prefetch(f for f in forms.values() if f is not None)
+    # The question is asked only about words the context lacks or has far away.
+    qforms = _LazyForms(question) if question is not None else None
+    qfacts = question_facts(question, ctx, cfg)
+    topic = _topic(question, word_sets)
+    opts = sentence_options(cfg, ctx)
+    return [sentence_core(s, t, w, ctx, forms, question, qforms, cfg, qfacts,
+                          topic if i == 0 else (), opts)
+            for i, (s, t, w) in enumerate(zip(sentences, tokens, word_sets, strict=True))]
 
 
 TOPIC_WEIGHT = 0.5

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from gateway.layers._grounding_bind import FactCheck, FactOptions, aligned_facts, best_slot, sid_of
-from gateway.text.anchors import Anchor, anchor, anchored
+from gateway.text.anchors import Anchor, Sides, anchor_sides, anchored, sides
 from gateway.text.context_facts import ContextFacts, Fact
 from gateway.text.names import acronym_of, name_class, same_name
 
@@ -39,6 +39,7 @@ def check_name(a_text: str, f: Fact, cf: ContextFacts, aligned: Sequence[int],
     key = f.key
     assert f.name is not None
     text = f.name.text
+    read: dict[tuple[int, int, int], Sides] = {}  # each mention's words read once
     cls = name_class(key)
     sids = cf.name_sids(key)
     if not opts.binding:
@@ -66,7 +67,7 @@ def check_name(a_text: str, f: Fact, cf: ContextFacts, aligned: Sequence[int],
         # Absent from the context: substituted when the answer copies a context sentence
         # but puts this name where that sentence has one the answer leaves out.
         free = [c for c in others if not any(same_name(c.key, g.key) for g in mentioned)
-                and _anchor_of(cf, f, a_text, c) is not None]
+                and _anchor_of(cf, f, a_text, c, read) is not None]
         best = best_slot(cf, f, free, topic, tight=True)
         if best is not None and best[0] >= opts.substitute_min:
             assert best[1].name is not None
@@ -77,7 +78,7 @@ def check_name(a_text: str, f: Fact, cf: ContextFacts, aligned: Sequence[int],
         return FactCheck(text, "name", "unsupported")
     # Swapped: a competing name in an aligned sentence sits between the same words
     # (a copied sentence), and no mention of this name does.
-    anchored_others = [c for c in others if _anchor_of(cf, f, a_text, c) is not None
+    anchored_others = [c for c in others if _anchor_of(cf, f, a_text, c, read) is not None
                        and not _coordinated(cf, c, key)]
     if not anchored_others:
         return FactCheck(text, "name", "supported")
@@ -85,7 +86,8 @@ def check_name(a_text: str, f: Fact, cf: ContextFacts, aligned: Sequence[int],
     assert comp is not None
     if comp[0] < opts.bind_min:
         return FactCheck(text, "name", "supported")
-    if any(_anchor_of(cf, f, a_text, c) is not None for sid in same_sids for c in cf.slots(sid)
+    if any(_anchor_of(cf, f, a_text, c, read) is not None
+           for sid in same_sids for c in cf.slots(sid)
            if c.name is not None and same_name(key, c.key)):
         return FactCheck(text, "name", "supported")
     other = comp[1]
@@ -95,23 +97,34 @@ def check_name(a_text: str, f: Fact, cf: ContextFacts, aligned: Sequence[int],
         if same_name(g.key, other.key):
             g_here = [c for sid in cf.name_sids(g.key) for c in cf.slots(sid)
                       if c.name is not None and same_name(g.key, c.key)
-                      and _anchor_of(cf, g, a_text, c) is not None]
+                      and _anchor_of(cf, g, a_text, c, read) is not None]
             g_there = [c for sid in same_sids for c in cf.slots(sid)
                        if c.name is not None and same_name(key, c.key)
-                       and _anchor_of(cf, g, a_text, c) is not None]
+                       and _anchor_of(cf, g, a_text, c, read) is not None]
             if g_here or not g_there:
                 return FactCheck(text, "name", "supported")
     return FactCheck(text, "name", "contradicted",
                      f"{text}: the context puts {other.name.text} there", binding=True)
 
 
-def _anchor_of(cf: ContextFacts, f: Fact, a_text: str, c: Fact) -> Anchor | None:
-    """The anchor between answer mention ``f`` and context mention ``c`` if it is a copy's."""
+def _anchor_of(cf: ContextFacts, f: Fact, a_text: str, c: Fact,
+               read: dict[tuple[int, int, int], Sides] | None = None) -> Anchor | None:
+    """The anchor between answer mention ``f`` and context mention ``c`` if it is a copy's
+    (``read``: the mentions' words already read, by (sentence or -1, start, end))."""
     sid = sid_of(cf, c)
     if sid is None or f.name is None or c.name is None:
         return None
-    got = anchor(a_text, f.name.start, f.name.end, cf.index.sentences[sid].text,
-                 c.name.start, c.name.end)
+    if read is None:
+        read = {}
+    a_key = (-1, f.name.start, f.name.end)
+    a = read.get(a_key)
+    if a is None:
+        a = read[a_key] = sides(a_text, f.name.start, f.name.end)
+    c_key = (sid, c.name.start, c.name.end)
+    b = read.get(c_key)
+    if b is None:
+        b = read[c_key] = sides(cf.index.sentences[sid].text, c.name.start, c.name.end)
+    got = anchor_sides(a, b)
     return got if anchored(got) else None
 
 

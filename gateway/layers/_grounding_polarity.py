@@ -18,6 +18,7 @@ well ("I do not like romantic comedies": an opinion).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import partial
 
 from gateway.text.antonyms import opposed
@@ -32,7 +33,18 @@ from gateway.text.polarity import (
     polar,
 )
 
-__all__ = ["clause_flip"]
+__all__ = ["AnswerClauses", "clause_flip"]
+
+@dataclass(slots=True)
+class AnswerClauses:
+    """What :func:`clause_flip` reads of the answer sentence alone, kept for its next call
+    on the same sentence (another configuration's check of it)."""
+
+    polar: bool | None = None
+    """:func:`~gateway.text.polarity.polar` of the sentence after its opening particle."""
+    clauses: list[Clause] | None = None
+    """Its clauses of two stems or more (:func:`~gateway.text.polarity.clause_polarity`)."""
+
 
 _OPINION_COVERAGE = 0.8
 """A personal sentence is checked only when some context clause covers this much of it."""
@@ -69,13 +81,15 @@ def _rough_coverage(a: Clause, have: frozenset[str]) -> float:
 def clause_flip(text: str, start: int, skip: list[tuple[int, int]], cf: ContextFacts,
                 sids: Sequence[int], min_coverage: float, personal: str | None,
                 cues: FlipCues, has: Callable[[frozenset[str]], bool],
-                scope_check: bool = False) -> str | None:
+                scope_check: bool = False, memo: AnswerClauses | None = None) -> str | None:
     """The context clause an answer clause negates (or is negated by), else ``None``.
     ``personal``: ``"first"`` (an opinion: never) or ``"second"`` person; ``cues``: the
     answer sentence's :func:`~gateway.text.polarity.flip_cues`, ``has`` whether it has a
     word of one of the given stems (asked only when a prefix negation needs it);
     ``scope_check``: a negation counts only when the other clause uses the word it
-    governs (:mod:`gateway.text.negation_scope`)."""
+    governs (:mod:`gateway.text.negation_scope`); ``memo``: where the answer sentence's
+    own polarity and clauses are kept once read (the same ``text``, ``start`` and
+    ``skip`` on every call with that memo)."""
     if not sids or personal == "first":
         return None
     # Most sentence pairs have nothing that could flip (no negation on either side, no
@@ -86,10 +100,17 @@ def clause_flip(text: str, start: int, skip: list[tuple[int, int]], cf: ContextF
         return None
     # Nothing to flip when neither side has a negation, a negating prefix or a direction
     # word (most sentences): the clause analysis is skipped.
-    answer_polar = polar(text[start:])
+    if memo is None:
+        memo = AnswerClauses()
+    answer_polar = memo.polar
+    if answer_polar is None:
+        answer_polar = memo.polar = polar(text[start:])
     if not answer_polar and not any(cf.polar(sid) for sid in sids):
         return None
-    mine = [a for a in clause_polarity(text, skip, start) if len(a.stems) >= 2]
+    mine = memo.clauses
+    if mine is None:
+        mine = memo.clauses = [a for a in clause_polarity(text, skip, start)
+                               if len(a.stems) >= 2]
     # A context sentence whose words cover no answer clause well enough cannot hold the
     # clause that flips it: its clauses are not analysed.
     sids = [sid for sid in sids if (answer_polar or cf.polar(sid))

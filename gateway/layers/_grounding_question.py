@@ -64,6 +64,8 @@ def question_facts(text: str, cf: ContextFacts, opts: FactOptions) -> QuestionFa
         out.measures += measures
         out.dates += dates
         out.names += [k for k in (name_key(n.text) for n in names) if k]
+        if not measures:
+            continue  # only a value can be a false premise (the slots' frames read it)
         for f in sentence_slots(s, measures, dates, names):
             m = f.measure
             if m is None or _HYPOTHETICAL.search(s[max(0, m.start - 9):m.start].rstrip()

@@ -12,17 +12,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from gateway.layers._grounding_facts import FactCheck, FactOptions, check_facts
-from gateway.layers._grounding_polarity import clause_flip
+from gateway.layers._grounding_polarity import AnswerClauses, clause_flip
 from gateway.layers._grounding_question import QuestionFacts
 from gateway.layers._grounding_question import question_facts as read_question
 from gateway.text.answer import AnswerSentence
 from gateway.text.context_facts import context_facts
 from gateway.text.frames import clauses
-from gateway.text.index import Match, TextIndex
+from gateway.text.index import IndexedSentence, Match, TextIndex
 from gateway.text.measures import sentence_measures, years_as_measures
 from gateway.text.names import names_in
 from gateway.text.phatic import PHATIC_WORDS, is_phatic
@@ -42,7 +42,8 @@ from gateway.text.tokens import (
 if TYPE_CHECKING:
     from gateway.layers.grounding import GroundingConfig
 
-__all__ = ["SentenceCheck", "check_analyzed", "check_sentence"]
+__all__ = ["FINISH_ONLY", "SentenceCheck", "SentenceCore", "check_analyzed", "check_sentence",
+           "finish_check", "sentence_core", "sentence_options"]
 
 
 @dataclass(slots=True)
@@ -140,6 +141,12 @@ def fact_options(cfg: GroundingConfig, binding: bool = True) -> FactOptions:
                        substitute_min=cfg.substitute_min, binding=binding)
 
 
+def sentence_options(cfg: GroundingConfig, ctx: TextIndex) -> FactOptions:
+    """The fact options of an answer sentence against ``ctx``: no binding in a document
+    (more than ``long_context_sentences``)."""
+    return fact_options(cfg, binding=len(ctx.sentences) <= cfg.long_context_sentences)
+
+
 def check_sentence(
     text: str, ctx: TextIndex, question: TextIndex | None, cfg: GroundingConfig,
     entities: Sequence[Span] | None = None, *, opinions: bool = True,
@@ -169,6 +176,67 @@ def check_analyzed(
 ) -> SentenceCheck:
     """:func:`check_sentence` on an analyzed sentence; ``forms`` / ``qforms`` are
     ``resolve_all`` of (at least) ``words`` on the context / question index."""
+    return finish_check(sentence_core(sentence, tokens, words, ctx, forms, question, qforms,
+                                      cfg, qfacts, topic), ctx, cfg, opinions=opinions)
+
+
+@dataclass(slots=True)
+class SentenceCore:
+    """What :func:`check_analyzed` finds before the negation check and the scoring: the
+    words, values and names the context does not back, and the alignment. It reads no
+    field of the configuration in :data:`FINISH_ONLY`, so the verifications of one job
+    whose configurations differ only there share it (``_grounding_answer``). Never
+    mutated once built, but for ``clauses``, which only caches what the answer sentence
+    alone gives the negation check."""
+
+    text: str
+    tokens: list[str]
+    words: set[str]
+    claim_start: int
+    contrasts: list[tuple[int, int]]
+    rejected: set[str]
+    missing: list[str]
+    far: list[str]
+    bad_entities: list[str]
+    bad_values: list[str]
+    facts: list[FactCheck]
+    matches: list[Match]
+    best: IndexedSentence | None
+    n_values: int
+    entities: tuple[Span, ...]
+    contradicted_value: bool
+    phatic: bool
+    anchored: bool
+    cues: FlipCues
+    has: Callable[[frozenset[str]], bool]
+    clauses: AnswerClauses = field(default_factory=AnswerClauses)
+    """The negation check's reading of this sentence, filled by its first call."""
+
+
+FINISH_ONLY = frozenset([
+    "threshold", "sentence_threshold", "word_weight", "entity_weight", "number_weight",
+    "contradiction_weight", "max_weight", "share_weight", "count_scale", "rare_weight",
+    "name_rarity", "rare_min_length", "contradiction_boost", "opinion_weight",
+    "anchored_word_weight", "length_allowance", "sentence_allowance",
+    "within_allowance_weight", "negation_min_coverage", "negation_scope", "shape_scale",
+    "shape_power", "long_context_boost", "summary_context_sentences", "max_evidence",
+    "index_cache_chars",
+])
+"""The ``GroundingConfig`` fields that :func:`sentence_core` (and the answer-level work
+before it, ``_grounding_answer``) never reads: the negation check, the sentence's
+risk and status, the answer's pooling and calibration, and the layer's own limits.
+Every other field is part of the key under which a job shares that work."""
+
+
+def sentence_core(
+    sentence: AnswerSentence, tokens: list[str], words: set[str],
+    ctx: TextIndex, forms: Mapping[str, str | None],
+    question: TextIndex | None, qforms: Mapping[str, str | None] | None,
+    cfg: GroundingConfig, qfacts: QuestionFacts | None = None,
+    topic: Sequence[tuple[str, float]] = (), opts: FactOptions | None = None,
+) -> SentenceCore:
+    """The first part of :func:`check_analyzed` (see :class:`SentenceCore`); ``opts`` is
+    :func:`sentence_options` when the caller has it (one per answer)."""
     text = sentence.span.text
     entities = sentence.entities
     _stance, claim_start = leading_particle(text)
@@ -184,7 +252,11 @@ def check_analyzed(
     bad_entities: list[str] = []
     if missing_set:  # otherwise no entity can have an unsupported word
         for ent in entities:
-            if content_words(tokenize(ent.text)) & missing_set:
+            # A token of the entity is a substring of its lower-cased text: an entity
+            # that contains no missing word as a substring has none among its tokens.
+            low = ent.text.lower()
+            if any(w in low for w in missing_set) and \
+                    content_words(tokenize(ent.text)) & missing_set:
                 bad_entities.append(ent.text)
 
     k = max(1, cfg.local_window, cfg.contradiction_window)
@@ -193,13 +265,17 @@ def check_analyzed(
     best = ctx.sentences[match.sentence] if match is not None else None
     far: list[str] = []
     if cfg.local_window and matches:
-        near = frozenset().union(*(ctx.sentences[m.sentence].tokens
-                                   for m in matches[:cfg.local_window]))
-        far = sorted(
-            w for w in words
-            if w not in missing_set and near.isdisjoint(variants(w))
-            and not (qforms is not None and qforms[w] is not None) and w not in rejected
-        )
+        sets = [ctx.sentences[m.sentence].tokens for m in matches[:cfg.local_window]]
+        rest = [w for w in words if w not in missing_set and w not in rejected]
+        for tokens_near in sets:
+            # The context's form of a word is one of its variants: found in a near
+            # sentence, the word is near (most are; the rest get the full test).
+            rest = [w for w in rest if forms[w] not in tokens_near]
+        if rest:
+            near = frozenset().union(*sets)
+            rest = [w for w in rest if near.isdisjoint(variants(w))
+                    and not (qforms is not None and qforms[w] is not None)]
+        far = sorted(rest)
 
     dates, numbers = sentence.dates, sentence.numbers
     cf = context_facts(ctx)
@@ -211,9 +287,9 @@ def check_analyzed(
     else:
         aligned = _aligned(text, words, matches, ctx, forms,
                            _question_words(question) if topic else frozenset())
-    document = len(ctx.sentences) > cfg.long_context_sentences
     facts = check_facts(text, measures, dates, names, ctx, cf, aligned,
-                        fact_options(cfg, binding=not document), qfacts, topic, skip=contrasts)
+                        sentence_options(cfg, ctx) if opts is None else opts, qfacts, topic,
+                        skip=contrasts)
     n_values = len(dates) + len(measures)
     bad_values = [f.text for f in facts if f.kind != "name"
                   and f.status in ("unsupported", "contradicted")]
@@ -247,36 +323,55 @@ def check_analyzed(
     # A sentence whose values and names are all found is anchored in the context: words
     # it adds are most likely paraphrase ("finished on 31 March 1889").
     anchored = bool(facts) and all(f.status in ("supported", "derived") for f in facts)
-    flipped = clause_flip(text, claim_start, contrasts, cf,
+    cues, has = _cues(tokens)
+    return SentenceCore(
+        text=text, tokens=tokens, words=words, claim_start=claim_start, contrasts=contrasts,
+        rejected=rejected, missing=missing, far=far, bad_entities=bad_entities,
+        bad_values=bad_values, facts=facts, matches=matches, best=best, n_values=n_values,
+        entities=entities, contradicted_value=contradicted_value, phatic=phatic,
+        anchored=anchored, cues=cues, has=has)
+
+
+def finish_check(core: SentenceCore, ctx: TextIndex, cfg: GroundingConfig, *,
+                 opinions: bool = True) -> SentenceCheck:
+    """The rest of :func:`check_analyzed`: the negation check, the sentence's risk and
+    status (a new :class:`SentenceCheck`; ``core`` is left as it is)."""
+    text, tokens, words = core.text, core.tokens, core.words
+    entities, n_values = core.entities, core.n_values
+    missing, far, bad_entities = core.missing, core.far, core.bad_entities
+    matches, best = core.matches, core.best
+    flipped = clause_flip(text, core.claim_start, core.contrasts, context_facts(ctx),
                           [m.sentence for m in matches[:cfg.contradiction_window]],
                           cfg.negation_min_coverage,
                           _speaker(tokens, len(entities), n_values) if opinions else None,
-                          *_cues(tokens), scope_check=cfg.negation_scope)
+                          core.cues, core.has, scope_check=cfg.negation_scope,
+                          memo=core.clauses)
     flip = flipped is not None
-    contradicted = flip or contradicted_value
+    contradicted = flip or core.contradicted_value
     risk = (
         cfg.word_weight * ((len(missing) + len(far)) / len(words) if words else 0.0)
         + cfg.entity_weight * (len(bad_entities) / len(entities) if entities else 0.0)
-        + cfg.number_weight * (1.0 if bad_values else 0.0)
+        + cfg.number_weight * (1.0 if core.bad_values else 0.0)
         + cfg.contradiction_weight * (1.0 if contradicted else 0.0)
     )
     risk = min(1.0, risk)
     share = (len(missing) + len(far)) / len(words) if words else 0.0
     status = (
         "contradicted" if contradicted
-        else "unsupported" if bad_entities or bad_values or share >= cfg.sentence_threshold
+        else "unsupported" if bad_entities or core.bad_values or share >= cfg.sentence_threshold
         else "supported"
     )
     return SentenceCheck(
         text=text, status=status, risk=risk, weight=max(1, len(words)),
-        unsupported_words=missing, distant_words=far, unsupported_entities=bad_entities,
-        unsupported_values=bad_values, n_entities=len(entities), n_values=n_values,
+        unsupported_words=list(missing), distant_words=list(far),
+        unsupported_entities=list(bad_entities), unsupported_values=list(core.bad_values),
+        n_entities=len(entities), n_values=n_values,
         negation_flip=flip,
-        opinion=phatic or _personal_opinion(tokens, len(entities), n_values),
-        anchored=anchored,
+        opinion=core.phatic or _personal_opinion(tokens, len(entities), n_values),
+        anchored=core.anchored,
         source_id=best.doc_id if best is not None else None,
         source_span=best.text if best is not None else None,
-        facts=facts, negated_clause=flipped,
+        facts=list(core.facts), negated_clause=flipped,
     )
 
 

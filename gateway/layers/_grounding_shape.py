@@ -39,9 +39,9 @@ def request_shape(messages: Sequence[Mapping[str, Any]], question: str, n_contex
     The task is read from the request (``gateway.text.task``); a summary asked of a
     context of more than ``summary_sentences`` sentences (``None``: the same bound as
     any other request) is a ``document``."""
-    task = request_task(messages, question)
     if n_context_sentences > long_context_sentences:
-        return "document"
+        return "document"  # whatever the task (not read then)
+    task = request_task(messages, question)
     if task == "summary" and summary_sentences is not None \
             and n_context_sentences > summary_sentences:
         return "document"

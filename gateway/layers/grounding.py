@@ -40,7 +40,7 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from gateway.layers._grounding_answer import answer_allowance, check_answer
+from gateway.layers._grounding_answer import AnswerShare, answer_allowance, check_answer, core_key
 from gateway.layers._grounding_sentence import SentenceCheck, check_sentence
 from gateway.layers._grounding_shape import request_shape
 from gateway.layers.base import Evidence, LayerConfig, LayerResources, LayerResult, VerifyInput
@@ -53,6 +53,11 @@ __all__ = ["GroundingConfig", "GroundingLayer", "SentenceCheck", "answer_allowan
            "check_answer", "check_sentence"]
 
 NEUTRAL_SCORE = 0.5
+SHARE_KEY = "gateway.layers.grounding.share"
+"""Memo key of the request's :class:`AnswerShare` (the sentence cores its grounding
+layers share)."""
+QUESTION_KEY = "gateway.layers.grounding.question:"
+"""Memo key prefix of the question's index (built once per request)."""
 
 
 class GroundingConfig(LayerConfig):
@@ -168,6 +173,12 @@ def _reason(c: SentenceCheck) -> str:
     return "; ".join(parts)
 
 
+def _has_text(context: GroundingContext) -> bool:
+    """``context.text.strip() != ""`` without joining the documents: the join's
+    separators are whitespace, and ``str.isspace`` stops at the first other character."""
+    return any(d.text and not d.text.isspace() for d in context.documents)
+
+
 class GroundingLayer:
     """Checks an answer against the request's grounding context (see module doc)."""
 
@@ -179,6 +190,7 @@ class GroundingLayer:
         self.config = config
         self.resources = resources
         self._indexes = IndexCache(config.index_cache_chars)
+        self._core_key = core_key(config)
 
     def prepare(self, context: GroundingContext) -> None:
         """Index the context (numbers, dates and every word's posting included) before
@@ -191,18 +203,23 @@ class GroundingLayer:
 
     async def verify(self, inp: VerifyInput) -> LayerResult:
         cfg = self.config
-        if not inp.context or not inp.context.text.strip():
+        if not inp.context or not _has_text(inp.context):
             return LayerResult(
                 score=NEUTRAL_SCORE, passed=True, skipped=True, label="skipped",
                 explanation="no grounding context: nothing to check against",
             )
         ctx = context_index(inp.context, self._indexes)
-        question_text = inp.question if cfg.use_question else ""
-        question = build_index([("question", question_text)]) if question_text else None
-        shape = request_shape(inp.messages, inp.question, len(ctx.sentences),
+        asked = inp.question  # read from the messages on each access
+        question_text = asked if cfg.use_question else ""
+        question = inp.context.memo(QUESTION_KEY + question_text,
+                                    lambda: build_index([("question", question_text)])
+                                    ) if question_text else None
+        shape = request_shape(inp.messages, asked, len(ctx.sentences),
                               cfg.long_context_sentences, cfg.summary_context_sentences)
+        # The job's other grounding layers (a candidate policy's) share the sentence cores.
         score, checks = check_answer(inp.response_text, ctx, question, cfg,
-                                     answer_sentences(inp.context, inp.response_text), shape)
+                                     answer_sentences(inp.context, inp.response_text), shape,
+                                     inp.context.memo(SHARE_KEY, AnswerShare), self._core_key)
         counts = {s: sum(1 for c in checks if c.status == s)
                   for s in ("supported", "unsupported", "contradicted")}
         failed = [c for c in checks if c.status != "supported"]

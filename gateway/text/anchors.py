@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from gateway.text.stem import stem
 from gateway.text.tokens import STOPWORDS
 
-__all__ = ["WIDTH", "Anchor", "anchor", "anchored"]
+__all__ = ["WIDTH", "Anchor", "Sides", "anchor", "anchor_sides", "anchored", "sides"]
 
 WIDTH = 3
 _TOK = re.compile(r"[^\W_]+")
@@ -48,14 +48,29 @@ def _side(text: str, start: int, end: int, left: bool) -> list[str]:
     return [stem(t.lower()) if t[0].isalnum() else t for t in toks]
 
 
+Sides = tuple[list[str], list[str]]
+"""The ``WIDTH`` words left of a mention (nearest first) and right of it, stemmed."""
+
+
+def sides(text: str, start: int, end: int) -> Sides:
+    """The words around the mention ``text[start:end]`` that :func:`anchor` compares."""
+    return _side(text, start, end, True), _side(text, start, end, False)
+
+
 def anchor(a_text: str, a_start: int, a_end: int,
            c_text: str, c_start: int, c_end: int) -> Anchor:
     """Position-wise matches around mention ``a`` (in ``a_text``) and ``c``."""
+    return anchor_sides(sides(a_text, a_start, a_end), sides(c_text, c_start, c_end))
+
+
+def anchor_sides(a: Sides, c: Sides) -> Anchor:
+    """:func:`anchor` of two mentions' :func:`sides` (a mention compared with many others
+    reads its own words once)."""
     left = right = content = 0
     whole = False
     for is_left in (True, False):
-        xs = _side(a_text, a_start, a_end, is_left)
-        ys = _side(c_text, c_start, c_end, is_left)
+        xs = a[0] if is_left else a[1]
+        ys = c[0] if is_left else c[1]
         hits = 0
         for x, y in zip(xs, ys, strict=False):
             if x == y:
