@@ -1,6 +1,8 @@
 """``gateway serve --workers 2`` vs ``--workers 1`` (issue 12), pass-through and shadow, one run.
 
-    .venv/bin/python bench/run_workers.py                  # ~70 s: 2 configs x 2 rounds
+    .venv/bin/python bench/run_workers.py --configs passthrough   # ~40 s
+    .venv/bin/python bench/run_workers.py --configs shadow        # ~60 s (queue drains)
+    .venv/bin/python bench/run_workers.py                         # both, one after the other
     .venv/bin/python bench/run_workers.py --client aiohttp --mock lean   # the old parts
 
 0 ms mock upstream, c = 16, nothing pinned: the relay processes, their verification
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -157,7 +160,7 @@ def per_worker_readyz(gw: Gateway, timeout: float = 60.0) -> dict[int, dict[str,
                        f"after {timeout}s")
 
 
-def settle(gateways: list[Gateway], threshold: float = 0.05, most: float = 30.0) -> float:
+def settle(gateways: list[Gateway], threshold: float = 0.05, most: float = 20.0) -> float:
     """Wait (at most ``most`` s) until the gateways together use under ``threshold`` of a
     CPU over 0.5 s; return the seconds waited."""
     t0 = time.monotonic()
@@ -404,6 +407,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; logs: {log}",
           file=sys.stderr)
     rows: list[dict[str, Any]] = []
+    # SIGTERM (e.g. `timeout`) unwinds like Ctrl-C, so the mock and gateways are stopped.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     loop = new_event_loop()
     try:
         with tempfile.TemporaryDirectory(prefix="verity-bench-") as tmp:
