@@ -76,6 +76,17 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
+def switches(pid: int) -> int:
+    """Voluntary + involuntary context switches of ``pid``'s main thread (its event
+    loop): how often the loop slept or was preempted."""
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    return sum(int(line.split()[1]) for line in text.splitlines()
+               if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")))
+
+
 def cpu(pid: int) -> float:
     try:
         return rp.cpu_seconds(pid)
@@ -98,6 +109,7 @@ class Gateway:
         snap = {"top": cpu(self.pid) if self.pid not in self.relays else 0.0}
         for r in self.relays:
             snap[f"relay{r}"] = cpu(r)
+            snap[f"switches{r}"] = switches(r)
         snap["pool"] = sum(cpu(p) for p in self.pools)
         return snap
 
@@ -279,10 +291,12 @@ def cell(loop: Any, args: argparse.Namespace, name: str, rnd: int, gw: Gateway,
         "config": name, "round": rnd, "workers": gw.workers, "rps": s["rps"],
         "p50_ms": s["p50_ms"], "p99_ms": s["p99_ms"], "completed": res.completed,
         "errors": res.errors, "first_error": res.first_error,
-        "relay_ms": ms(sum(relays)), "relay_each_ms": [ms(r) for r in relays],
+        "relay_ms": ms(sum(relays)), "relay_cpus": round(sum(relays) / window, 2), "relay_each_ms": [ms(r) for r in relays],
         "relay_share": [round(r / max(sum(relays), 1e-9), 2) for r in relays],
         "supervisor_ms": ms(end["gw"]["top"] - snap["gw"]["top"]) if gw.workers > 1 else 0.0,
         "relay_connections": conns[0] if conns else None,
+        "relay_switches_per_req": round(sum(end["gw"][k] - snap["gw"][k] for k in snap["gw"]
+                                            if k.startswith("switches")) / n, 2),
         "pool_ms": ms(pool), "pool_window_ms": ms(pool_window), "mock_ms": ms(end["mock"] - snap["mock"]),
         "client_ms": ms(res.client_cpu_s),
         "other_cpus": round(max(0.0, (end["box"] - snap["box"]) - ours) / window, 2),
@@ -297,7 +311,8 @@ def cell(loop: Any, args: argparse.Namespace, name: str, rnd: int, gw: Gateway,
                 1000 * (pool_after - pool_before) / delta["verified"], 3)
     print(f"  {name:<15} r{rnd} w{gw.workers}  {row['rps']:>8.1f} rps  p50 {row['p50_ms']} "
           f"p99 {row['p99_ms']} ms  errors {row['errors']}  CPU ms/req: relays "
-          f"{row['relay_ms']} {row['relay_share']} connections {row['relay_connections']} pool "
+          f"{row['relay_ms']} ({row['relay_cpus']} CPUs) {row['relay_share']} connections {row['relay_connections']} "
+          f"switches/req {row['relay_switches_per_req']} pool "
           f"{row['pool_window_ms']} (+ drain: {row['pool_ms']}) mock {row['mock_ms']} "
           f"client {row['client_ms']}  other processes {row['other_cpus']} CPUs"
           + (f"  verified {row['verified_share']} {delta}" if "shadow" in row else ""),
@@ -320,9 +335,9 @@ def ratios(rows: list[dict[str, Any]], name: str) -> list[float]:
 
 def markdown(rows: list[dict[str, Any]]) -> str:
     lines = ["| config | round | workers | rps | p50 / p99 ms | relay CPU ms/req (share per "
-             "relay; connections) | pool in window (+ drain) | mock | load gen | other "
-             "processes (CPUs) | verified share |",
-             "|---|---:|---:|---:|---|---|---|---:|---:|---:|---|"]
+             "relay; connections) | relays' CPUs | relay switches/req | pool in window (+ drain) | mock "
+             "| load gen | other processes (CPUs) | verified share |",
+             "|---|---:|---:|---:|---|---|---:|---:|---|---:|---:|---:|---|"]
     for r in rows:
         share = "/".join(f"{x:.2f}" for x in r["relay_share"])
         if r.get("relay_connections"):
@@ -330,6 +345,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         lines.append(
             f"| {r['config']} | {r['round']} | {r['workers']} | {r['rps']:.0f} "
             f"| {r['p50_ms']:.1f} / {r['p99_ms']:.1f} | {r['relay_ms']:.3f} ({share}) "
+            f"| {r['relay_cpus']:.2f} | {r.get('relay_switches_per_req', '–')} "
             f"| {r['pool_window_ms']:.3f} ({r['pool_ms']:.3f}) | {r['mock_ms']:.3f} | {r['client_ms']:.3f} "
             f"| {r['other_cpus']:.2f} | {r.get('verified_share', '–')} |")
     lines.append("")
