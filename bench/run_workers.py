@@ -363,9 +363,11 @@ def estimate(rows: list[dict[str, Any]]) -> str:
 
     A model, not a measurement: a relay process is one event loop, so it serves at most
     1 / relay CPU per request on its core; N relays on N cores with the mock and the
-    load generator on the same cores serve at most N / (relay + mock + load generator);
-    with those elsewhere, N / relay. One relay on a 2-core box therefore gets
-    min(1 / relay, 2 / (relay + mock + load generator)).
+    load generator on the same cores serve at most N / (relay + pool + mock + load
+    generator) — pool: the verification CPU spent during the load, at the pool's lower
+    priority —; with the mock and load generator elsewhere, N / (relay + pool). One
+    relay on a 2-core box therefore gets min(1 / relay, 2 / (relay + pool + mock + load
+    generator)).
     """
     out = ["ESTIMATE from the measured CPU per request (medians of the 1-worker cells; "
            "a model, not a measurement):"]
@@ -380,14 +382,15 @@ def estimate(rows: list[dict[str, Any]]) -> str:
         jobs = [r["pool_ms_per_verified"] for r in rows
                 if r["config"] == name and "pool_ms_per_verified" in r]
         per_job = statistics.median(jobs) if jobs else 0.0
-        single = min(1000 / relay, 2000 / (relay + load))
+        here = relay + load + pool  # CPU per request on the box's cores, pool included
+        single = min(1000 / relay, 2000 / here)
         line = (f"- {name}: relay {relay:.3f} ms/req, mock + load generator {load:.3f}"
                 + (f", pool {pool:.3f} in the window" if pool else "")
                 + (f", {per_job:.2f} ms of pool CPU per verified job" if per_job else "")
                 + f". 1 relay on 2 cores: ≈ {single:,.0f} req/s. ")
         for cores in (2, 4, 8):
-            same = 1000 * cores / (relay + load)
-            apart = 1000 * cores / relay
+            same = 1000 * cores / here
+            apart = 1000 * cores / (relay + pool)
             line += (f"{cores} relays on {cores} cores: ≈ {same:,.0f} req/s "
                      f"({same / single:.2f}x) with the mock and load generator on the same "
                      f"cores, ≈ {apart:,.0f} ({apart / single:.2f}x) with them elsewhere")
