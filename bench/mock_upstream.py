@@ -23,10 +23,10 @@ off, bound to 127.0.0.1 only.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 import asyncio
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import orjson

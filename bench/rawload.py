@@ -225,13 +225,13 @@ class _Conn(asyncio.Protocol):
             responses = self.parser.feed(data)
         except ProtocolError as exc:
             self.busy = False
-            self.run.failed(self, self.t0, f"ProtocolError: {exc}")
+            self.run.failed(self.t0, f"ProtocolError: {exc}")
             self._drop()
             return
         for status, body, close in responses:
             self.busy = False
-            self.run.answered(self, self.t0, status, body, self.parser.first_body_at
-                              or time.perf_counter())
+            self.run.answered(self.t0, status, body,
+                              self.parser.first_body_at or time.perf_counter())
             if close:
                 self._drop()
                 return
@@ -245,8 +245,8 @@ class _Conn(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self.busy:
             self.busy = False
-            self.run.failed(self, self.t0, "connection closed before the response was "
-                                           "complete" + (f" ({exc})" if exc else ""))
+            self.run.failed(self.t0, "connection closed before the response was complete"
+                            + (f" ({exc})" if exc else ""))
         if not self.lost.done():
             self.lost.set_result(None)
 
@@ -287,8 +287,7 @@ class _Run:
         conn.send(payload)
         return True
 
-    def answered(self, conn: _Conn, t0: float, status: int, body: bytes,
-                 t_first: float) -> None:
+    def answered(self, t0: float, status: int, body: bytes, t_first: float) -> None:
         if t0 < self.t_start:
             return  # warm-up
         r = self.result
@@ -305,7 +304,7 @@ class _Run:
         if self.stream:
             r.ttfc_ms.append((t_first - t0) * 1000)
 
-    def failed(self, conn: _Conn, t0: float, why: str) -> None:
+    def failed(self, t0: float, why: str) -> None:
         if t0 >= self.t_start:
             self._error(why)
 
@@ -332,7 +331,7 @@ async def _connection_loop(run: _Run, host: str, port: int, delay: float) -> Non
         try:
             _, conn = await run.loop.create_connection(lambda: _Conn(run), host, port)
         except OSError as exc:
-            run.failed(_Conn(run), time.perf_counter(), f"connect: {exc}")
+            run.failed(time.perf_counter(), f"connect: {exc}")
             await asyncio.sleep(0.01)
             continue
         if not run.next(conn):
