@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
+from typing import Protocol
 from urllib.parse import urlsplit
 
 __all__ = ["ResponseParser", "request_bytes", "run_load_raw"]
@@ -314,7 +315,7 @@ class _Run:
             self.result.first_error = why
 
 
-class LoadResultLike:  # the fields of loadgen.LoadResult this module writes
+class LoadResultLike(Protocol):  # the fields of loadgen.LoadResult this module writes
     completed: int
     errors: int
     statuses: dict[int, int]

@@ -126,10 +126,11 @@ class _MockConn(asyncio.Protocol):
                 if len(self.buf) > MAX_HEAD + MAX_BODY:
                     self._bad()
                 return None
-            if framed[0] is None:
+            chunked_body, stop = framed
+            if chunked_body is None:
                 self._bad()
                 return None
-            body, stop = framed
+            body = chunked_body
         else:
             if len(self.buf) < start + length:
                 return None
@@ -202,7 +203,7 @@ class _MockConn(asyncio.Protocol):
 def _dechunk(buf: bytes, pos: int) -> tuple[bytes | None, int] | None:
     """A chunked request body from ``buf[pos:]``: (body, end), (None, 0) when malformed,
     None when incomplete."""
-    pieces = []
+    pieces: list[bytes] = []
     while True:
         eol = buf.find(b"\r\n", pos)
         if eol < 0:

@@ -273,7 +273,8 @@ def cell(loop: Any, args: argparse.Namespace, name: str, rnd: int, gw: Gateway,
         f"http://127.0.0.1:{gw.port}{rp.CHAT}", concurrency=args.concurrency,
         requests=args.requests, duration=args.duration, warmup=args.warmup,
         on_measure=on_measure, bodies=bodies, client=args.client))
-    end = {"gw": gw.snapshot(), "mock": cpu(mock_pid), "box": rp.system_cpu()[0]}
+    end: dict[str, Any] = {"gw": gw.snapshot(), "mock": cpu(mock_pid),
+                           "box": rp.system_cpu()[0]}
     pool_window = end["gw"]["pool"] - snap["gw"]["pool"]
     drained = settle(all_gws)
     pool_after = sum(cpu(p) for p in gw.pools)
@@ -286,7 +287,10 @@ def cell(loop: Any, args: argparse.Namespace, name: str, rnd: int, gw: Gateway,
             + end["gw"]["top"] - snap["gw"]["top"] + end["mock"] - snap["mock"]
             + res.client_cpu_s)
     s = res.summary()
-    ms = lambda sec: round(1000 * sec / n, 3)  # noqa: E731
+
+    def ms(sec: float) -> float:
+        return round(1000 * sec / n, 3)
+
     row: dict[str, Any] = {
         "config": name, "round": rnd, "workers": gw.workers, "rps": s["rps"],
         "p50_ms": s["p50_ms"], "p99_ms": s["p99_ms"], "completed": res.completed,
