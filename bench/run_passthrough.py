@@ -25,6 +25,9 @@ supervisor's plus its workers'); ``--gateway-env K=V`` adds gateway environment 
 endpoint); ``--label`` names the run in the output file; ``--keyed`` runs it in
 gateway-keys mode with an upstream key (the load authenticates): the configuration
 with secrets to keep out of responses (``gateway/upstream/scrub.py``).
+``--client raw --mock raw``: the lean load generator and mock (``bench/rawload.py``,
+``bench/rawmock.py``), for runs where they share the cores with the gateway
+(``bench/run_workers.py`` uses them by default).
 """
 
 from __future__ import annotations
