@@ -188,7 +188,7 @@ async def run_load(url: str, *, concurrency: int, requests: int, duration: float
                             t_first = clock()
                             tail = b""
                             while first:
-                                tail = tail[-64:] + first
+                                tail = tail[-4096:] + first
                                 first = await resp.content.readany()
                         else:
                             tail = await resp.read()

@@ -15,7 +15,7 @@ Every response is checked, as aiohttp's path checks it: the status must be ``ok_
 (the whole ``content-length``, or a chunked body up to its terminating ``0`` chunk;
 a connection closed before that is an error, and the connection is re-opened), and the
 body must look whole: a JSON reply starts with ``{`` and ends with ``}``, a stream ends
-with ``data: [DONE]``. A response the server marks ``connection: close`` is counted,
+with ``data: [DONE]`` (or an error event). A response the server marks ``connection: close`` is counted,
 then the connection is re-opened.
 
 Returns the same :class:`loadgen.LoadResult` as ``loadgen.run_load`` (same bounds:
@@ -196,9 +196,12 @@ class ResponseParser:
 
 
 def body_complete(body: bytes, stream: bool) -> bool:
-    """Does a 200 body look whole: a JSON object, or an SSE stream ended by ``[DONE]``."""
+    """Does a 200 body look whole: a JSON object, or an SSE stream whose last event is
+    ``[DONE]`` or an error event (how the gateway ends a stream it stops)."""
     if stream:
-        return body.rstrip().endswith(b"data: [DONE]")
+        last = body.rstrip().rsplit(b"\n\n", 1)[-1]
+        return last == b"data: [DONE]" or (last.startswith(b"data: {") and b'"error"' in last
+                                           and last.endswith(b"}"))
     stripped = body.strip()
     return stripped[:1] == b"{" and stripped[-1:] == b"}"
 

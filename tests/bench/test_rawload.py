@@ -220,6 +220,17 @@ def test_parser_frames_a_real_servers_bytes_fed_one_at_a_time(
     assert parser.buf == b""
 
 
+def test_body_complete_wants_a_whole_json_object_or_a_stream_end() -> None:
+    done = b'data: {"choices":[]}\n\ndata: [DONE]\n\n'
+    error = b'data: {"choices":[]}\n\ndata: {"error":{"message":"stopped"}}\n\n'
+    assert rawload.body_complete(done, True) and rawload.body_complete(error, True)
+    assert not rawload.body_complete(b'data: {"choices":[]}\n\n', True)
+    assert not rawload.body_complete(b'data: {"choices":[]}\n\ndata: [DO', True)
+    assert rawload.body_complete(b' {"a": 1}\n', False)
+    assert not rawload.body_complete(b'{"a": 1', False)
+    assert not rawload.body_complete(b"", False)
+
+
 def test_parser_refuses_malformed_framing() -> None:
     for wire in (b"SMTP/1.0 200 OK\r\n\r\n",
                  b"HTTP/1.1 200 OK\r\ncontent-length: x\r\n\r\n",
