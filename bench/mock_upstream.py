@@ -8,6 +8,9 @@ Two implementations behind the same flags:
   with a precomputed JSON body, or with ``--chunks`` precomputed SSE content
   chunks (plus the role chunk, the stop chunk and ``[DONE]``), after sleeping
   ``--latency-ms`` before the headers. Nothing is parsed beyond ``"stream":true``.
+- ``raw``: the same answers from a raw asyncio server, no uvicorn or ASGI
+  (``bench/rawmock.py``): the cheapest per request, for runs where the mock shares
+  the box's cores with the system under test (``serve --workers``).
 - ``scripted``: ``gateway.testing.scripted.ScriptedUpstream`` with ``record=False`` (the
   upstream the tests use; it parses the body and builds each answer).
 
@@ -20,10 +23,10 @@ off, bound to 127.0.0.1 only.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 import asyncio
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -128,6 +131,39 @@ def create_app(impl: str = "lean", latency_ms: float = 0.0, chunks: int = 20,
     raise ValueError(f"unknown mock implementation {impl!r} (lean | scripted)")
 
 
+def raw_upstream(latency_ms: float = 0.0, chunks: int = 20, chunk_delay_ms: float = 0.0,
+                 answer: str | None = None) -> Any:
+    """The ``raw`` implementation (``bench/rawmock.py``) with the lean mock's answers."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from rawmock import RawUpstream
+
+    body = _completion(answer if answer is not None else reply_text(chunks))
+    return RawUpstream(body, _stream_chunks(chunks), latency_ms, chunk_delay_ms)
+
+
+def _serve_raw(port: int, latency_ms: float, chunks: int, chunk_delay_ms: float,
+               answer: str | None) -> int:
+    import signal
+
+    import uvloop
+    from rawmock import serve
+
+    mock = raw_upstream(latency_ms, chunks, chunk_delay_ms, answer)
+    loop = uvloop.new_event_loop()
+    task = loop.create_task(serve(mock, "127.0.0.1", port))  # loopback only
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, task.cancel)
+    try:
+        loop.run_until_complete(task)
+    except asyncio.CancelledError:
+        pass
+    finally:
+        loop.close()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--port", type=int, required=True)
@@ -135,14 +171,17 @@ def main(argv: list[str] | None = None) -> int:
                    help="delay before the response headers")
     p.add_argument("--chunks", type=int, default=20, help="content chunks per stream")
     p.add_argument("--chunk-delay-ms", type=float, default=0.0)
-    p.add_argument("--impl", choices=("lean", "scripted"), default="lean")
+    p.add_argument("--impl", choices=("lean", "raw", "scripted"), default="lean")
     p.add_argument("--answer-file", type=Path, default=None,
                    help="the JSON reply's content (lean mock; default: word0 … wordN)")
     args = p.parse_args(argv)
 
+    answer = args.answer_file.read_text(encoding="utf-8") if args.answer_file else None
+    if args.impl == "raw":
+        return _serve_raw(args.port, args.latency_ms, args.chunks, args.chunk_delay_ms,
+                          answer)
     import uvicorn
 
-    answer = args.answer_file.read_text(encoding="utf-8") if args.answer_file else None
     app = create_app(args.impl, args.latency_ms, args.chunks, args.chunk_delay_ms, answer)
     # Loopback only, by construction.
     uvicorn.run(app, host="127.0.0.1", port=args.port, loop="uvloop", http="httptools",

@@ -25,6 +25,9 @@ supervisor's plus its workers'); ``--gateway-env K=V`` adds gateway environment 
 endpoint); ``--label`` names the run in the output file; ``--keyed`` runs it in
 gateway-keys mode with an upstream key (the load authenticates): the configuration
 with secrets to keep out of responses (``gateway/upstream/scrub.py``).
+``--client raw --mock raw``: the lean load generator and mock (``bench/rawload.py``,
+``bench/rawmock.py``), for runs where they share the cores with the gateway
+(``bench/run_workers.py`` uses them by default).
 """
 
 from __future__ import annotations
@@ -208,7 +211,7 @@ def run_cell(loop: asyncio.AbstractEventLoop, url: str, *, stream: bool, concurr
     result = loop.run_until_complete(run_load(
         url, concurrency=concurrency, requests=args.requests, duration=args.duration,
         warmup=args.warmup, ramp=ramp, stream=stream, on_measure=on_measure,
-        headers=headers))
+        headers=headers, client=args.client))
     if not snap:
         return result, {"gateway": 0.0, "mock": 0.0, "foreign": 0.0, "steal": 0.0}
     busy, steal = system_cpu()
@@ -365,7 +368,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "over one upstream latency, so a fixed-latency mock does not see "
                         "synchronised bursts of `c` requests)")
     p.add_argument("--chunks", type=int, default=20, help="content chunks per stream")
-    p.add_argument("--mock", choices=("lean", "scripted"), default="lean")
+    p.add_argument("--mock", choices=("lean", "raw", "scripted"), default="lean",
+                   help="mock implementation (bench/mock_upstream.py --impl): raw is the "
+                        "cheapest (bench/rawmock.py)")
+    p.add_argument("--client", choices=("aiohttp", "raw"), default="aiohttp",
+                   help="load generator: aiohttp, or the lean raw-asyncio one "
+                        "(bench/rawload.py)")
     p.add_argument("--policies", metavar="DIR",
                    help="gateway policies directory (default: an empty one = pass-through)")
     p.add_argument("--gateway-env", metavar="K=V", action="append", default=[],
@@ -414,7 +422,8 @@ def main(argv: list[str] | None = None) -> int:
               if pin else None,
               "settings": {"duration_s": args.duration, "warmup_s": args.warmup,
                            "requests_cap": args.requests, "chunks": args.chunks,
-                           "mock": args.mock, "policies": args.policies,
+                           "mock": args.mock, "client": args.client,
+                           "policies": args.policies,
                            "ramp": not args.no_ramp, "quiet_wait_s": args.quiet_wait,
                            "workers": args.workers, "keyed": args.keyed},
               "wall_s": round(time.monotonic() - t0, 1),
