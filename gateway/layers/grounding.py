@@ -119,6 +119,11 @@ class GroundingConfig(LayerConfig):
     (or date) plus ``bind_margin``."""
     substitute_min: float = Field(2.0, ge=0.0)
     """Frame similarity for a name the context lacks to count as put in another's place."""
+    name_variants: bool = False
+    """A name the context lacks that keeps all but one word of a name an aligned context
+    sentence holds, the other word new to the context ("Tom *Hanks*" for Tom Cruise,
+    "AFC *East*" for AFC South), is substituted (``gateway.text.name_variants``). Off by
+    default; the shipped policy turns it on."""
     shape_scale: dict[str, float] = Field(
         default_factory=lambda: {"passage": 1.49, "conversation": 0.468, "document": 0.632})
     """Evidence scale per request shape (``_grounding_shape``: passage, conversation,

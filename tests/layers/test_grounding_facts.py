@@ -152,3 +152,22 @@ def test_a_negation_counts_only_where_its_word_is_restated() -> None:
         assert run(flipped, FESTIVAL, negation_scope=scope).label == "contradicted"
     assert run(paraphrase, FESTIVAL).label == "contradicted"          # before: a false flip
     assert run(paraphrase, FESTIVAL, negation_scope=True).label != "contradicted"
+
+
+TEAM = ("Riverside Rovers : `Team coached`: Anna Lindqvist. Riverside Rovers : `Division`: "
+        "Northern League North. Riverside Rovers : `Stadium`: Millbrook Park")
+CHAT = ("[Human]: Do you follow the Riverside Rovers? [Assistant]: A little. "
+        "[Human]: Who coaches them?")
+
+
+def test_a_name_that_varies_one_word_of_the_contexts_is_substituted() -> None:
+    wrong = "Anna Petersen coaches them, and they play in the Northern League South."
+    right = "Anna Lindqvist does. They play their home games at Millbrook Park."
+    off = run(wrong, TEAM, CHAT, shape_scale={"conversation": 0.25})
+    on = run(wrong, TEAM, CHAT, shape_scale={"conversation": 0.25}, name_variants=True)
+    assert on.details["shape"] == "conversation"
+    assert off.label != "contradicted"
+    assert on.label == "contradicted" and not on.passed
+    assert "in place of Anna Lindqvist" in on.evidence[0].reason
+    ok = run(right, TEAM, CHAT, shape_scale={"conversation": 0.25}, name_variants=True)
+    assert ok.label != "contradicted" and ok.passed, ok.explanation
