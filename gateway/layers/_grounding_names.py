@@ -115,9 +115,11 @@ def _variant(cf: ContextFacts, key: frozenset[str], others: Sequence[Fact],
              question: QuestionFacts | None) -> str | None:
     """The aligned context name that ``key`` (a name the context lacks) varies in one
     word (:mod:`gateway.text.name_variants`), or ``None``."""
-    asked = frozenset().union(*question.names) if question is not None else frozenset()
-    keys = [c.key for c in others if c.key]
-    got = name_variant(key, keys, lambda w: w in asked or cf.index.resolve(w) is not None)
+    if len(key) < 2 or not others:
+        return None
+    names = question.names if question is not None else ()
+    got = name_variant(key, [c.key for c in others if len(c.key) == len(key)],
+                       lambda w: cf.index.resolve(w) is not None or any(w in q for q in names))
     if got is None:
         return None
     return next(c.name.text for c in others if c.key == got and c.name is not None)
