@@ -14,12 +14,12 @@ Cross-validation: 2 folds by data row (both answers of a row in one fold, as
 ``eval_layers_offline.py --cv``); the scale fitted on one fold is applied to the
 other, both directions, and the held-out false-flag rate and recall are printed.
 The shipped value is the fit on all the given files. Never pass the held-out
-HaluEval sample here.
+HaluEval samples (``halueval-heldout*.jsonl``) here.
 
 The other grounding settings (``summary_context_sentences`` …) come from the shipped
 policy; ``--folds`` adds a K-fold CV by row, pooled per source.
 
-    .venv/bin/python bench/fit_shape_scales.py                       # HaluEval dev + RAG dev
+    .venv/bin/python bench/fit_shape_scales.py                       # HaluEval dev + tuning + RAG dev
     .venv/bin/python bench/fit_shape_scales.py --target 0.03 FILE...
 """
 
@@ -45,7 +45,9 @@ from gateway.layers.base import LayerResources  # noqa: E402
 from gateway.layers.grounding import GroundingConfig, GroundingLayer  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT = [REPO / "data" / "halueval" / "halueval-dev.jsonl", REPO / "tests" / "data" / "rag-dev.jsonl"]
+DEFAULT = [REPO / "data" / "halueval" / "halueval-dev.jsonl",
+           REPO / "data" / "halueval" / "halueval-tuning.jsonl",
+           REPO / "tests" / "data" / "rag-dev.jsonl"]
 MIN_SCALE, MAX_SCALE = 0.25, 4.0
 MARGIN = 1.5
 
