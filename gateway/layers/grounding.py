@@ -46,6 +46,7 @@ from gateway.layers._grounding_shape import request_shape
 from gateway.layers.base import Evidence, LayerConfig, LayerResources, LayerResult, VerifyInput
 from gateway.sources.context import GroundingContext
 from gateway.text.answer import answer_sentences
+from gateway.text.byline import strip_attributions
 from gateway.text.context_facts import context_facts
 from gateway.text.index import IndexCache, build_index, context_index
 
@@ -124,6 +125,10 @@ class GroundingConfig(LayerConfig):
     sentence holds, the other word new to the context ("Tom *Hanks*" for Tom Cruise,
     "AFC *East*" for AFC South), is substituted (``gateway.text.name_variants``). Off by
     default; the shipped policy turns it on."""
+    attribution_prefixes: bool = False
+    """In a ``document``-shaped request, a sentence's opening attribution ("Errol Louis:
+    …", "Report: …") is no claim: dropped before checking
+    (``gateway.text.byline``). Off by default; the shipped policy turns it on."""
     shape_scale: dict[str, float] = Field(
         default_factory=lambda: {"passage": 1.49, "conversation": 0.468, "document": 0.632})
     """Evidence scale per request shape (``_grounding_shape``: passage, conversation,
@@ -206,8 +211,11 @@ class GroundingLayer:
         question = build_index([("question", question_text)]) if question_text else None
         shape = request_shape(inp.messages, inp.question, len(ctx.sentences),
                               cfg.long_context_sentences, cfg.summary_context_sentences)
-        score, checks = check_answer(inp.response_text, ctx, question, cfg,
-                                     answer_sentences(inp.context, inp.response_text), shape)
+        answer = inp.response_text
+        if cfg.attribution_prefixes and shape == "document":
+            answer = strip_attributions(answer)
+        score, checks = check_answer(answer, ctx, question, cfg,
+                                     answer_sentences(inp.context, answer), shape)
         counts = {s: sum(1 for c in checks if c.status == s)
                   for s in ("supported", "unsupported", "contradicted")}
         failed = [c for c in checks if c.status != "supported"]

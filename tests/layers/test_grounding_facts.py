@@ -171,3 +171,38 @@ def test_a_name_that_varies_one_word_of_the_contexts_is_substituted() -> None:
     assert "in place of Anna Lindqvist" in on.evidence[0].reason
     ok = run(right, TEAM, CHAT, shape_scale={"conversation": 0.25}, name_variants=True)
     assert ok.label != "contradicted" and ok.passed, ok.explanation
+
+
+OPINION_ARTICLE = " ".join([
+    "Investigators at the journalism school reviewed the magazine's campus story.",
+    "They found major lapses in reporting, editing and fact-checking.",
+    "The magazine retracted the story after the review was published.",
+    "Its editors said no staff member would be dismissed.",
+    "The publisher said its procedures would stay as they are.",
+    "The story had described an assault at a fraternity house.",
+    "Police found no evidence that the assault took place.",
+    "The fraternity said it would take legal action.",
+    "The university suspended fraternity activities for several weeks.",
+    "Students protested outside the administration building.",
+    "The dean said the campus had been harmed by the story.",
+    "The reporter apologised to readers in a statement.",
+    "The review ran to more than 12,000 words.",
+    "Critics called it a failure of basic journalism.",
+])
+
+
+def test_an_attribution_prefix_in_a_summary_is_no_claim() -> None:
+    answer = ("Errol Louis: The magazine retracted the story. Its editors said no staff "
+              "member would be dismissed.")
+    msgs = [{"role": "system", "content": OPINION_ARTICLE},
+            {"role": "user", "content": "Summarize the article."}]
+    off = run(answer, OPINION_ARTICLE, messages=msgs)
+    on = run(answer, OPINION_ARTICLE, messages=msgs, attribution_prefixes=True)
+    assert off.details["shape"] == on.details["shape"] == "document"
+    assert "Errol Louis" in off.evidence[0].reason
+    assert all("Errol" not in e.reason for e in on.evidence)
+    assert on.score > off.score
+    # only documents: a question on a short passage keeps the prefix as a claim
+    short = run("Edith Crane: It was founded in 1902.", HISTORY, attribution_prefixes=True)
+    assert short.details["shape"] == "passage"
+    assert run("Edith Crane: It was founded in 1902.", HISTORY).score == short.score
