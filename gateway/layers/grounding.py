@@ -125,6 +125,10 @@ class GroundingConfig(LayerConfig):
     sentence holds, the other word new to the context ("Tom *Hanks*" for Tom Cruise,
     "AFC *East*" for AFC South), is substituted (``gateway.text.name_variants``). Off by
     default; the shipped policy turns it on."""
+    comparisons: bool = False
+    """An answer to a date comparison ("Who was born first, A or B?") that picks the
+    alternative the context's years rule out is contradicted
+    (``gateway.text.comparison``). Off by default; the shipped policy turns it on."""
     attribution_prefixes: bool = False
     """In a ``document``-shaped request, a sentence's opening attribution ("Errol Louis:
     …", "Report: …") is no claim: dropped before checking

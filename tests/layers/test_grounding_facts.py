@@ -206,3 +206,17 @@ def test_an_attribution_prefix_in_a_summary_is_no_claim() -> None:
     short = run("Edith Crane: It was founded in 1902.", HISTORY, attribution_prefixes=True)
     assert short.details["shape"] == "passage"
     assert run("Edith Crane: It was founded in 1902.", HISTORY).score == short.score
+
+
+def test_a_date_comparison_answered_against_the_years_is_contradicted() -> None:
+    context = ("Mara Lindqvist (3 May 1921 – 1990) was a Swedish botanist. "
+               "Oskar Hale (born 12 June 1917) is a retired English engineer.")
+    question = "Who was born first, Mara Lindqvist or Oskar Hale?"
+    wrong = "Mara Lindqvist was born first."
+    off = run(wrong, context, question)
+    on = run(wrong, context, question, comparisons=True)
+    assert off.passed and off.label != "contradicted"      # every word is in the context
+    assert on.label == "contradicted" and not on.passed
+    assert "picks Mara Lindqvist (1921) over Oskar Hale (1917)" in on.evidence[0].reason
+    right = run("Oskar Hale was born first.", context, question, comparisons=True)
+    assert right.passed and right.label != "contradicted", right.explanation
