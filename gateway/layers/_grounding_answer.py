@@ -84,14 +84,14 @@ def check_answer(
     if not checks:
         return 1.0, []
     if question is not None:
-        why = check_stance(checks[0], " ".join(s.text for s in question.sentences), ctx, cfg)
+        asked = " ".join(s.text for s in question.sentences)
+        why = check_stance(checks[0], asked, ctx, cfg)
         if why is not None:
             checks[0].status = "contradicted"
             checks[0].premise = why
             checks[0].risk = min(1.0, checks[0].risk + cfg.contradiction_weight)
         if cfg.comparisons and checks[0].status != "contradicted":
-            wrong = comparison_conflict(" ".join(s.text for s in question.sentences),
-                                        [s.text for s in ctx.sentences], answer)
+            wrong = comparison_conflict(asked, lambda: (s.text for s in ctx.sentences), answer)
             if wrong is not None:
                 checks[0].status = "contradicted"
                 checks[0].premise = wrong

@@ -20,7 +20,7 @@ last ``MAX_QUESTION`` characters, the first ``MAX_SENTENCES`` context sentences.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 __all__ = ["comparison_conflict"]
 
@@ -95,10 +95,11 @@ def _picked(answer: str, first: str, second: str, direction: str) -> int | None:
     return 0 if a is not None else 1
 
 
-def comparison_conflict(question: str, context_sentences: Sequence[str],
+def comparison_conflict(question: str, context_sentences: Callable[[], Iterable[str]],
                         answer: str) -> str | None:
     """Why the answer picks the wrong alternative of the question's date comparison, or
-    None (no such question, or nothing certain)."""
+    None (no such question, or nothing certain). ``context_sentences`` is called only
+    when the question is a date comparison (most requests cost one substring test)."""
     q = question.strip()[-MAX_QUESTION:]
     if " or " not in q or not q.endswith("?"):
         return None
@@ -109,8 +110,8 @@ def comparison_conflict(question: str, context_sentences: Sequence[str],
     if direction is None:
         return None
     first, second = m.group(1).strip(" \"'"), m.group(2).strip(" \"'")
-    sentences = [part for s in context_sentences[:MAX_SENTENCES] for part in _SPLIT.split(s)
-                 if part.strip()]
+    sentences = [part for i, s in enumerate(context_sentences()) if i < MAX_SENTENCES
+                 for part in _SPLIT.split(s) if part.strip()]
     years = _year_of(first, sentences), _year_of(second, sentences)
     if years[0] is None or years[1] is None or years[0] == years[1]:
         return None

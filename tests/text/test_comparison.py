@@ -23,7 +23,7 @@ FILMS = ["Harbour Lights is a 1962 British drama film.",
 ])
 def test_the_alternative_the_years_rule_out_is_wrong(question: str, context: list[str],
                                                      answer: str) -> None:
-    why = comparison_conflict(question, context, answer)
+    why = comparison_conflict(question, lambda: context, answer)
     assert why is not None and "the context's years say otherwise" in why
 
 
@@ -42,12 +42,19 @@ def test_the_alternative_the_years_rule_out_is_wrong(question: str, context: lis
 ])
 def test_nothing_is_said_when_the_answer_is_right_or_unclear(
         question: str, context: list[str], answer: str) -> None:
-    assert comparison_conflict(question, context, answer) is None
+    assert comparison_conflict(question, lambda: context, answer) is None
 
 
 def test_a_number_with_a_comma_is_one_alternative() -> None:
     ctx = ["20,000 Leagues Under the Sea is a 1954 American film.",
            "Superdad is a 1973 Disney comedy film."]
     q = "Which was created first, 20,000 Leagues Under the Sea or Superdad?"
-    assert comparison_conflict(q, ctx, "20,000 Leagues Under the Sea") is None
-    assert comparison_conflict(q, ctx, "Superdad was made first.") is not None
+    assert comparison_conflict(q, lambda: ctx, "20,000 Leagues Under the Sea") is None
+    assert comparison_conflict(q, lambda: ctx, "Superdad was made first.") is not None
+
+
+def test_the_context_is_read_only_for_a_date_comparison() -> None:
+    def unread() -> list[str]:
+        raise AssertionError("context read for a question that compares nothing")
+    assert comparison_conflict("What is the capital of France?", unread, "Paris") is None
+    assert comparison_conflict("Is it red or blue?", unread, "Red") is None  # no direction
