@@ -16,7 +16,7 @@ Every case goes through a served gateway exactly as ``gateway eval`` sends it
 Definitions: docs/evaluation.md. Run from the repository root:
 
     .venv/bin/python bench/eval_verdicts.py                      # shipped grounding policy
-    .venv/bin/python bench/eval_verdicts.py --halueval data/halueval/halueval-heldout-2.jsonl
+    .venv/bin/python bench/eval_verdicts.py --halueval data/halueval/halueval-heldout-3.jsonl
     .venv/bin/python bench/eval_verdicts.py --policy my.yaml --json out.json
 """
 
