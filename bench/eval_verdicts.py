@@ -7,7 +7,8 @@ Every case goes through a served gateway exactly as ``gateway eval`` sends it
 - the hand-written RAG development suite (``tests/data/rag-dev.jsonl``), per kind:
   share of wrong answers caught (verdict marginal or fail) and of right answers
   flagged;
-- HaluEval dev and held-out (``data/halueval/``), per source: false-flag rate and
+- HaluEval dev and tuning (``data/halueval/``; a held-out sample only when named with
+  ``--halueval``), per source: false-flag rate and
   recall at the policy's own threshold (verdict != pass), AUROC of the verdict
   score, the length-matched AUROC (pooled over all sources, and within source
   only) and what answer length alone scores.
@@ -15,6 +16,7 @@ Every case goes through a served gateway exactly as ``gateway eval`` sends it
 Definitions: docs/evaluation.md. Run from the repository root:
 
     .venv/bin/python bench/eval_verdicts.py                      # shipped grounding policy
+    .venv/bin/python bench/eval_verdicts.py --halueval data/halueval/halueval-heldout-3.jsonl
     .venv/bin/python bench/eval_verdicts.py --policy my.yaml --json out.json
 """
 
@@ -37,7 +39,9 @@ from gateway.eval.report import summarize  # noqa: E402
 
 RAG = REPO / "tests" / "data" / "rag-dev.jsonl"
 HALUEVAL = {"dev": REPO / "data" / "halueval" / "halueval-dev.jsonl",
-            "held-out": REPO / "data" / "halueval" / "halueval-heldout.jsonl"}
+            "tuning": REPO / "data" / "halueval" / "halueval-tuning.jsonl"}
+"""The default HaluEval files: the development ones. A held-out sample is run only when
+named with ``--halueval`` (it is measured once, after tuning; data/halueval/README.md)."""
 
 
 def _rate(hits: int, n: int) -> float | None:
@@ -122,7 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--policy", type=Path, default=REPO / "policies" / "grounding.yaml")
     ap.add_argument("--rag", type=Path, default=RAG, help="RAG cases with kinds")
     ap.add_argument("--halueval", type=Path, nargs="*", metavar="FILE",
-                    help="HaluEval case files (default: dev and held-out)")
+                    help="HaluEval case files (default: dev and tuning; name a held-out "
+                         "sample here to report on it)")
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--json", type=Path, metavar="FILE", help="also write the numbers here")
     args = ap.parse_args(argv)

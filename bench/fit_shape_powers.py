@@ -8,10 +8,10 @@ length-matched AUROC pooled over sources, docs/layers.md) does not sort by task.
 
 This script runs the layer in-process with the policy's other settings (every power
 at 1), then picks the grid point that maximizes the pooled length-matched AUROC
-(pairs within 1.5x in answer characters) on HaluEval dev. Cross-validation: 2 folds
+(pairs within 1.5x in answer characters) on HaluEval dev and the tuning sample. Cross-validation: 2 folds
 by data row (``eval_layers_offline.fold_of``); powers fitted on one fold are scored
 on the other and compared with all powers at 1. The shipped value is the fit on all
-of dev. Never pass the held-out HaluEval sample here.
+of dev + tuning. Never pass a held-out HaluEval sample here.
 
     .venv/bin/python bench/fit_shape_powers.py
     .venv/bin/python bench/fit_shape_powers.py --set summary_context_sentences=6
@@ -41,6 +41,7 @@ from gateway.policy.loader import load_policy_file  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DEV = REPO / "data" / "halueval" / "halueval-dev.jsonl"
+TUNING = REPO / "data" / "halueval" / "halueval-tuning.jsonl"
 POLICY = REPO / "policies" / "grounding.yaml"
 GRID: dict[str, tuple[float, ...]] = {
     "passage": (0.5, 0.75, 1.0),
@@ -96,7 +97,7 @@ def best(cases: Sequence[Case], xs: Sequence[tuple[str, float]]) -> dict[str, fl
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("files", nargs="*", type=Path, default=[DEV])
+    ap.add_argument("files", nargs="*", type=Path, default=[DEV, TUNING])
     ap.add_argument("--policy", type=Path, default=POLICY,
                     help="take the grounding config from this policy (default: shipped)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")

@@ -26,6 +26,7 @@ from gateway.layers._grounding_sentence import (
 )
 from gateway.scoring.task_calibration import calibrated_score
 from gateway.text.answer import AnswerSentence, analyze_answer
+from gateway.text.comparison import comparison_conflict
 from gateway.text.frames import frame_words
 from gateway.text.index import TextIndex
 from gateway.text.tokens import content_words, tokenize
@@ -79,11 +80,18 @@ def check_answer(
     if not checks:
         return 1.0, []
     if question is not None:
-        why = check_stance(checks[0], " ".join(s.text for s in question.sentences), ctx, cfg)
+        asked = " ".join(s.text for s in question.sentences)
+        why = check_stance(checks[0], asked, ctx, cfg)
         if why is not None:
             checks[0].status = "contradicted"
             checks[0].premise = why
             checks[0].risk = min(1.0, checks[0].risk + cfg.contradiction_weight)
+        if cfg.comparisons and checks[0].status != "contradicted":
+            wrong = comparison_conflict(asked, lambda: (s.text for s in ctx.sentences), answer)
+            if wrong is not None:
+                checks[0].status = "contradicted"
+                checks[0].premise = wrong
+                checks[0].risk = min(1.0, checks[0].risk + cfg.contradiction_weight)
     words = sum(c.weight for c in checks)
     entities = sum(c.n_entities for c in checks)
     values = sum(c.n_values for c in checks)

@@ -57,6 +57,9 @@ class FactOptions:
     binding: bool = True
     """Compare frames (wrong event, swapped name). Off for a long document, where it is
     weak evidence anyway: only direct conflicts in the window are looked for."""
+    name_variants: bool = False
+    """A name the context lacks that varies one word of an aligned context name ("Tom
+    Hanks" for Tom Cruise) is substituted (:mod:`gateway.text.name_variants`)."""
     copy_coverage: float = 0.75
     """Share of the answer sentence's other words a context sentence must hold before a
     name the context lacks counts as put in place of that sentence's name."""

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from gateway.layers._grounding_bind import FactCheck, FactOptions, aligned_facts, best_slot, sid_of
 from gateway.text.anchors import Anchor, Sides, anchor_sides, anchored, sides
 from gateway.text.context_facts import ContextFacts, Fact
+from gateway.text.name_variants import name_variant
 from gateway.text.names import acronym_of, name_class, same_name
 
 if TYPE_CHECKING:
@@ -75,6 +76,11 @@ def check_name(a_text: str, f: Fact, cf: ContextFacts, aligned: Sequence[int],
                              f"{text} in place of {best[1].name.text}", binding=True)
         if question is not None and any(same_name(key, q) for q in question.names):
             return FactCheck(text, "name", "question")
+        if opts.name_variants:
+            varied = _variant(cf, key, others, question)
+            if varied is not None:
+                return FactCheck(text, "name", "contradicted",
+                                 f"{text} in place of {varied}", binding=True)
         return FactCheck(text, "name", "unsupported")
     # Swapped: a competing name in an aligned sentence sits between the same words
     # (a copied sentence), and no mention of this name does.
@@ -105,6 +111,20 @@ def check_name(a_text: str, f: Fact, cf: ContextFacts, aligned: Sequence[int],
                 return FactCheck(text, "name", "supported")
     return FactCheck(text, "name", "contradicted",
                      f"{text}: the context puts {other.name.text} there", binding=True)
+
+
+def _variant(cf: ContextFacts, key: frozenset[str], others: Sequence[Fact],
+             question: QuestionFacts | None) -> str | None:
+    """The aligned context name that ``key`` (a name the context lacks) varies in one
+    word (:mod:`gateway.text.name_variants`), or ``None``."""
+    if len(key) < 2 or not others:
+        return None
+    names = question.names if question is not None else ()
+    got = name_variant(key, [c.key for c in others if len(c.key) == len(key)],
+                       lambda w: cf.index.resolve(w) is not None or any(w in q for q in names))
+    if got is None:
+        return None
+    return next(c.name.text for c in others if c.key == got and c.name is not None)
 
 
 def _anchor_of(cf: ContextFacts, f: Fact, a_text: str, c: Fact,

@@ -138,7 +138,8 @@ def question_facts(question: TextIndex | None, ctx: TextIndex,
 def fact_options(cfg: GroundingConfig, binding: bool = True) -> FactOptions:
     return FactOptions(window=cfg.contradiction_window, bind_min=cfg.bind_min,
                        bind_ratio=cfg.bind_ratio, bind_margin=cfg.bind_margin,
-                       substitute_min=cfg.substitute_min, binding=binding)
+                       substitute_min=cfg.substitute_min, binding=binding,
+                       name_variants=cfg.name_variants)
 
 
 def sentence_options(cfg: GroundingConfig, ctx: TextIndex) -> FactOptions:

@@ -46,6 +46,7 @@ from gateway.layers._grounding_shape import request_shape
 from gateway.layers.base import Evidence, LayerConfig, LayerResources, LayerResult, VerifyInput
 from gateway.sources.context import GroundingContext
 from gateway.text.answer import answer_sentences
+from gateway.text.byline import strip_attributions
 from gateway.text.context_facts import context_facts
 from gateway.text.index import IndexCache, build_index, context_index
 
@@ -110,7 +111,7 @@ class GroundingConfig(LayerConfig):
     negation_scope: bool = False
     """A negation flip counts only when the other clause uses the word the negation
     governs ("will not *return*" is not flipped by "the festival's cancellation";
-    ``gateway.text.negation_scope``). Off by default; the shipped policy turns it on."""
+    ``gateway.text.negation_scope``). On by default."""
     contradiction_window: int = Field(2, ge=1)
     """A number or date the context lacks is *contradicted* (not just unsupported) when
     one of this many best-matching context sentences states another value of its kind."""
@@ -124,6 +125,19 @@ class GroundingConfig(LayerConfig):
     (or date) plus ``bind_margin``."""
     substitute_min: float = Field(2.0, ge=0.0)
     """Frame similarity for a name the context lacks to count as put in another's place."""
+    name_variants: bool = True
+    """A name the context lacks that keeps all but one word of a name an aligned context
+    sentence holds, the other word new to the context ("Tom *Hanks*" for Tom Cruise,
+    "AFC *East*" for AFC South), is substituted (``gateway.text.name_variants``). On by
+    default (see ``FINISH_ONLY``: a job's layers share their work only when it agrees)."""
+    comparisons: bool = True
+    """An answer to a date comparison ("Who was born first, A or B?") that picks the
+    alternative the context's years rule out is contradicted
+    (``gateway.text.comparison``). On by default."""
+    attribution_prefixes: bool = True
+    """In a ``document``-shaped request, a sentence's opening attribution ("Errol Louis:
+    …", "Report: …") is no claim: dropped before checking
+    (``gateway.text.byline``). On by default."""
     shape_scale: dict[str, float] = Field(
         default_factory=lambda: {"passage": 1.49, "conversation": 0.468, "document": 0.632})
     """Evidence scale per request shape (``_grounding_shape``: passage, conversation,
@@ -216,9 +230,12 @@ class GroundingLayer:
                                     ) if question_text else None
         shape = request_shape(inp.messages, asked, len(ctx.sentences),
                               cfg.long_context_sentences, cfg.summary_context_sentences)
+        answer = inp.response_text
+        if cfg.attribution_prefixes and shape == "document":
+            answer = strip_attributions(answer)
         # The job's other grounding layers (a candidate policy's) share the sentence cores.
-        score, checks = check_answer(inp.response_text, ctx, question, cfg,
-                                     answer_sentences(inp.context, inp.response_text), shape,
+        score, checks = check_answer(answer, ctx, question, cfg,
+                                     answer_sentences(inp.context, answer), shape,
                                      inp.context.memo(SHARE_KEY, AnswerShare), self._core_key)
         counts = {s: sum(1 for c in checks if c.status == s)
                   for s in ("supported", "unsupported", "contradicted")}

@@ -68,6 +68,21 @@ def test_halueval_dev_and_heldout_are_paired_and_disjoint() -> None:
     assert not contexts & {p["faithful"] for p in held.values()}
 
 
+def test_the_tuning_and_later_heldout_samples_are_disjoint_from_every_earlier_one() -> None:
+    names = ["dev", "heldout", "tuning", "heldout-2", "heldout-3"]
+    files = {n: _rows(HALUEVAL / f"halueval-{n}.jsonl") for n in names}
+    assert Counter(t for t, _ in files["tuning"]) == {
+        "qa": 200, "dialogue": 300, "summarization": 150}
+    for held in ("heldout-2", "heldout-3"):
+        assert Counter(t for t, _ in files[held]) == {
+            "qa": 300, "dialogue": 200, "summarization": 150}
+    for i, later in enumerate(names):
+        for earlier in names[:i]:
+            assert not set(files[earlier]) & set(files[later]), (earlier, later)
+            assert not ({p["faithful"] for p in files[earlier].values()}
+                        & {p["faithful"] for p in files[later].values()}), (earlier, later)
+
+
 def test_shipped_halueval_data_carries_its_licence() -> None:
     text = (HALUEVAL / "LICENSE").read_text(encoding="utf-8")
     assert "MIT License" in text and "HaluEval" in text and "EMNLP 2023" in text

@@ -152,3 +152,72 @@ def test_a_negation_counts_only_where_its_word_is_restated() -> None:
         assert run(flipped, FESTIVAL, negation_scope=scope).label == "contradicted"
     assert run(paraphrase, FESTIVAL).label == "contradicted"          # before: a false flip
     assert run(paraphrase, FESTIVAL, negation_scope=True).label != "contradicted"
+
+
+TEAM = ("Riverside Rovers : `Team coached`: Anna Lindqvist. Riverside Rovers : `Division`: "
+        "Northern League North. Riverside Rovers : `Stadium`: Millbrook Park")
+CHAT = ("[Human]: Do you follow the Riverside Rovers? [Assistant]: A little. "
+        "[Human]: Who coaches them?")
+
+
+def test_a_name_that_varies_one_word_of_the_contexts_is_substituted() -> None:
+    wrong = "Anna Petersen coaches them, and they play in the Northern League South."
+    right = "Anna Lindqvist does. They play their home games at Millbrook Park."
+    off = run(wrong, TEAM, CHAT, shape_scale={"conversation": 0.25}, name_variants=False)
+    on = run(wrong, TEAM, CHAT, shape_scale={"conversation": 0.25}, name_variants=True)
+    assert on.details["shape"] == "conversation"
+    assert off.label != "contradicted"
+    assert on.label == "contradicted" and not on.passed
+    assert "in place of Anna Lindqvist" in on.evidence[0].reason
+    ok = run(right, TEAM, CHAT, shape_scale={"conversation": 0.25}, name_variants=True)
+    assert ok.label != "contradicted" and ok.passed, ok.explanation
+
+
+OPINION_ARTICLE = " ".join([
+    "Investigators at the journalism school reviewed the magazine's campus story.",
+    "They found major lapses in reporting, editing and fact-checking.",
+    "The magazine retracted the story after the review was published.",
+    "Its editors said no staff member would be dismissed.",
+    "The publisher said its procedures would stay as they are.",
+    "The story had described an assault at a fraternity house.",
+    "Police found no evidence that the assault took place.",
+    "The fraternity said it would take legal action.",
+    "The university suspended fraternity activities for several weeks.",
+    "Students protested outside the administration building.",
+    "The dean said the campus had been harmed by the story.",
+    "The reporter apologised to readers in a statement.",
+    "The review ran to more than 12,000 words.",
+    "Critics called it a failure of basic journalism.",
+])
+
+
+def test_an_attribution_prefix_in_a_summary_is_no_claim() -> None:
+    answer = ("Errol Louis: The magazine retracted the story. Its editors said no staff "
+              "member would be dismissed.")
+    msgs = [{"role": "system", "content": OPINION_ARTICLE},
+            {"role": "user", "content": "Summarize the article."}]
+    off = run(answer, OPINION_ARTICLE, messages=msgs, attribution_prefixes=False)
+    on = run(answer, OPINION_ARTICLE, messages=msgs, attribution_prefixes=True)
+    assert off.details["shape"] == on.details["shape"] == "document"
+    assert "Errol Louis" in off.evidence[0].reason
+    assert all("Errol" not in e.reason for e in on.evidence)
+    assert on.score > off.score
+    # only documents: a question on a short passage keeps the prefix as a claim
+    short = run("Edith Crane: It was founded in 1902.", HISTORY, attribution_prefixes=True)
+    assert short.details["shape"] == "passage"
+    assert run("Edith Crane: It was founded in 1902.", HISTORY,
+               attribution_prefixes=False).score == short.score
+
+
+def test_a_date_comparison_answered_against_the_years_is_contradicted() -> None:
+    context = ("Mara Lindqvist (3 May 1921 – 1990) was a Swedish botanist. "
+               "Oskar Hale (born 12 June 1917) is a retired English engineer.")
+    question = "Who was born first, Mara Lindqvist or Oskar Hale?"
+    wrong = "Mara Lindqvist was born first."
+    off = run(wrong, context, question, comparisons=False)
+    on = run(wrong, context, question, comparisons=True)
+    assert off.passed and off.label != "contradicted"      # every word is in the context
+    assert on.label == "contradicted" and not on.passed
+    assert "picks Mara Lindqvist (1921) over Oskar Hale (1917)" in on.evidence[0].reason
+    right = run("Oskar Hale was born first.", context, question, comparisons=True)
+    assert right.passed and right.label != "contradicted", right.explanation
