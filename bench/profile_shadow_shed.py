@@ -120,7 +120,7 @@ async def measure(args: argparse.Namespace, audit: Path) -> dict[str, float]:
                     print(f"  {name:<10} {us:7.1f} µs CPU per shed request", file=sys.stderr)
         finally:
             sink.close()
-            runner._executor.shutdown(wait=False)
+            await runner.close()
         return best
 
 
