@@ -66,6 +66,8 @@ class Channel:
         self.pending: asyncio.Future[Any] | None = None
         """The call the worker is running (its reply not read yet)."""
         self.dead = False
+        self.replaced = False
+        """Its owner started a replacement (once)."""
         self._on_free: Callable[[Channel], None] = lambda _ch: None
         self._on_death: Callable[[Channel, bool], None] = lambda _ch, _busy: None
         self._task: asyncio.Task[None] | None = None

@@ -41,6 +41,7 @@ from typing import Any, TypeVar
 
 import gateway.pool.worker as worker
 from gateway.pool.channel import THREADED_BYTES, Channel, WorkerDied
+from gateway.pool.relay_load import RelayLoad
 from gateway.settings import Settings
 from gateway.telemetry import Telemetry
 from gateway.verify.actions import band_action
@@ -110,6 +111,8 @@ class ProcessRunner:
         """Calls :meth:`offload` handed to a worker that answered them."""
         self.offload_fallbacks = 0
         """Calls :meth:`offload` computed in the relay after all (a dead worker, a wait)."""
+        self.load = RelayLoad(settings.pool.relay_busy, settings.pool.busy_jobs_per_second)
+        """The relay's own load: while its loop is saturated, fewer jobs are handed off."""
 
     @property
     def pids(self) -> list[int]:
@@ -123,6 +126,7 @@ class ProcessRunner:
         they answer: the gateway is ready once it can verify. A pool that fails to
         start is logged, not fatal (its jobs are recorded ``failed``)."""
         self.telemetry.gauge("workers", lambda: float(len(self._channels)))
+        self.load.start()
         try:
             await asyncio.gather(*(self._spawn() for _ in range(self.workers)))
             log.info("verification pool: %d worker process(es) ready (pids %s)",
@@ -155,6 +159,9 @@ class ProcessRunner:
             self._channels.remove(ch)
 
     def _replace(self, dead: Channel) -> None:
+        if dead.replaced:
+            return
+        dead.replaced = True
         self._drop(dead)
         log.error("verification pool: worker process %d died; replacing it", dead.pid)
         self.replaced += 1
@@ -173,6 +180,7 @@ class ProcessRunner:
         """After the queue's drain: stop the workers (they flush their telemetry); kill
         any still running :data:`CLOSE_SECONDS` later."""
         self._closing = True
+        self.load.stop()
         for task in list(self._starting):
             task.cancel()
         await asyncio.gather(*self._starting, return_exceptions=True)
@@ -203,7 +211,8 @@ class ProcessRunner:
                 "pool": {"workers": self.workers, "started": self._ready.is_set(),
                          "pids": self.pids, "replaced": self.replaced,
                          "offloaded": self.offloaded,
-                         "offload_fallbacks": self.offload_fallbacks}}
+                         "offload_fallbacks": self.offload_fallbacks},
+                "relay": self.load.status()}
 
     # ---- running a call in a worker ------------------------------------------------------
 
@@ -237,7 +246,11 @@ class ProcessRunner:
                        if threaded else pickle.dumps(call, pickle.HIGHEST_PROTOCOL))
             reply = ch.send(payload)
         except BaseException:
-            self._idle.put_nowait(ch)  # nothing reached it
+            if ch.dead:  # it died meanwhile (its reader saw no call running)
+                if not self._closing:
+                    self._replace(ch)
+            else:
+                self._idle.put_nowait(ch)  # nothing reached it
             raise
         # Stopping to wait leaves the call running: the worker is free again once its
         # reply (then ignored) is read.
@@ -295,8 +308,15 @@ class ProcessRunner:
     def submit(self, job: VerificationJob) -> bool:
         return self.queue.submit(self._shadow_job(job))
 
-    def shed(self, kind: JobKind) -> bool:
-        return self.queue.shed("shadow" if kind == "verify" else "candidates")
+    def shed(self, kind: JobKind) -> str | None:
+        """The queue's answer; then, when the relay's loop is saturated, the hand-off
+        budget's (:mod:`gateway.pool.relay_load`: ``relay_busy``)."""
+        qkind = "shadow" if kind == "verify" else "candidates"
+        why = self.queue.shed(qkind)
+        if why is None and not self.load.admit():
+            why = "relay_busy"
+            self.queue.count_shed(qkind, why)
+        return why
 
     def _shadow_job(self, job: VerificationJob) -> ShadowJob:
         recorder = self.recorder
