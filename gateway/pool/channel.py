@@ -87,7 +87,7 @@ class Channel:
             raise
         finally:
             theirs.close()
-        reader, writer = await asyncio.open_connection(sock=mine, limit=1 << 16)
+        reader, writer = await asyncio.open_connection(sock=mine, limit=1 << 20)
         try:
             hello = pickle.loads(await asyncio.wait_for(_read_frame(reader), timeout_s))
             if not (isinstance(hello, tuple) and hello[0] == "ready"):
