@@ -54,6 +54,11 @@ async def _read_frame(reader: asyncio.StreamReader) -> bytes:
     return await reader.readexactly(size)
 
 
+def _retrieved(fut: asyncio.Future[Any]) -> None:
+    if not fut.cancelled():
+        fut.exception()
+
+
 class Channel:
     """A worker process and the relay's end of its socket (see the module docstring)."""
 
@@ -114,6 +119,9 @@ class Channel:
         if self.dead:
             raise WorkerDied(f"verification worker {self.pid} is gone")
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        # Its caller may have stopped waiting (past its deadline): an error that ends
+        # it later is then nobody's to read, and must not be logged as never retrieved.
+        fut.add_done_callback(_retrieved)
         self.pending = fut
         if len(payload) < 65536:
             self._writer.write(FRAME.pack(len(payload)) + payload)
