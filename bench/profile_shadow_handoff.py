@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import sys
 import tempfile
@@ -70,6 +71,8 @@ async def measure(args: argparse.Namespace, audit: Path) -> float:
                   "choices": [{"index": 0, "finish_reason": "stop", "message": {
                       "role": "assistant", "content": answer}}]}
     async with open_runtime(settings, telemetry=telemetry) as runtime:
+        if args.freeze:  # as the gateway does once ready (gateway/app.py)
+            gc.freeze()
         sink = JsonlAuditSink(audit)
         recorder = Recorder(telemetry, sink)
         queue = ShadowQueue(settings.shadow, telemetry)
@@ -138,6 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--repo", type=Path, default=HERE.parent,
                    help="the checkout whose gateway package is measured")
+    p.add_argument("--no-freeze", dest="freeze", action="store_false",
+                   help="leave start-up objects in the collector's full passes (the "
+                        "gateway freezes them once ready)")
     args = p.parse_args(argv)
     sys.path.insert(0, str(args.repo.resolve()))
     with tempfile.TemporaryDirectory(prefix="verity-bench-") as tmp:
