@@ -100,7 +100,8 @@ class ProcessRunner:
         self._grace_s = settings.pool.grace_ms / 1000
         self._ctx = multiprocessing.get_context("spawn")
         self._channels: list[Channel] = []
-        """The live workers (a dead one leaves at once)."""
+        """The workers (one that died running a call leaves at once; one that died
+        idle when a caller finds it)."""
         self._idle: asyncio.Queue[Channel] = asyncio.Queue()
         """Workers with no call running (FIFO for callers waiting for one); one that
         died idle stays here until a caller takes it, finds it dead and replaces it."""
