@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import sys
 import tempfile
 import time
@@ -70,6 +71,8 @@ async def measure(args: argparse.Namespace, audit: Path) -> dict[str, float]:
                   "choices": [{"index": 0, "finish_reason": "stop", "message": {
                       "role": "assistant", "content": answer}}]}
     async with open_runtime(settings, telemetry=telemetry) as runtime:
+        if args.freeze:  # as the gateway does once ready (gateway/app.py)
+            gc.freeze()
         sink = JsonlAuditSink(audit)
         recorder = Recorder(telemetry, sink)
         queue = ShadowQueue(settings.shadow, telemetry)
@@ -120,7 +123,7 @@ async def measure(args: argparse.Namespace, audit: Path) -> dict[str, float]:
                     print(f"  {name:<10} {us:7.1f} µs CPU per shed request", file=sys.stderr)
         finally:
             sink.close()
-            runner._executor.shutdown(wait=False)
+            await runner.close()
         return best
 
 
@@ -128,6 +131,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--requests", type=int, default=20_000)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--no-freeze", dest="freeze", action="store_false",
+                   help="leave start-up objects in the collector's full passes (the "
+                        "gateway freezes them once ready)")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="verity-bench-") as tmp:
         best = asyncio.run(measure(args, Path(tmp) / "audit.jsonl"))

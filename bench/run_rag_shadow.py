@@ -108,7 +108,8 @@ def run(args: argparse.Namespace, workdir: Path, log: Path) -> list[dict[str, An
                     gport = rp.free_port()
                     env = {**base_env, "GATEWAY_LOG_LEVEL": "warning",
                            "GATEWAY_READYZ_DETAIL": "public",
-                           "GATEWAY_AUDIT__PATH": str(workdir / f"audit-{name}.jsonl")}
+                           "GATEWAY_AUDIT__PATH": str(workdir / f"audit-{name}.jsonl"),
+                           **dict(kv.split("=", 1) for kv in args.gateway_env)}
                     if name == "shadow-loop":
                         env["GATEWAY_POOL__WORKERS"] = "0"
                     policies = workdir / "empty" if name == "passthrough" else POLICIES
@@ -203,6 +204,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="seconds after a cell before /readyz is read")
     p.add_argument("--requests", type=int, default=50_000)
     p.add_argument("--out", type=Path, default=HERE / "results")
+    p.add_argument("--gateway-env", action="append", default=[], metavar="KEY=VALUE",
+                   help="an environment variable for every gateway started, e.g. "
+                        "GATEWAY_POOL__RELAY_BUSY=1 (repeatable)")
     args = p.parse_args(argv)
     args.configs = [c.strip() for c in args.configs.split(",") if c.strip()]
     args.out.mkdir(parents=True, exist_ok=True)

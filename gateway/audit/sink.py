@@ -126,10 +126,18 @@ class _ShapeCache:
                     self._shapes[shape] = bad
             if bad:
                 return True
-            return any(type(v) not in _SCALARS and self.has_secret(v) for v in value.values())
-        if t is list or t is tuple:
-            return any(type(v) not in _SCALARS and self.has_secret(v) for v in value)
-        return isinstance(value, Mapping)  # another mapping type: let scrub() copy it
+            values: Any = value.values()
+        elif t is list or t is tuple:
+            values = value
+        else:
+            return isinstance(value, Mapping)  # another mapping type: let scrub() copy it
+        for v in values:  # a loop, not any(<generator>): every record passes here
+            tv = type(v)
+            if tv in _SCALARS or ((tv is list or tv is dict) and not v):
+                continue
+            if self.has_secret(v):
+                return True
+        return False
 
     def scrubbed(self, record: Mapping[str, Any]) -> Mapping[str, Any]:
         """``record`` itself when it holds no credential key (it is encoded right away),

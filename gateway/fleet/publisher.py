@@ -177,10 +177,10 @@ class RedisRunner:
         self._wake.set()
         return True
 
-    def shed(self, kind: str) -> bool:
+    def shed(self, kind: str) -> str | None:
         """Never asked ahead here: whether a job is shed depends on it (its size), so
         :meth:`submit` decides, and writes its record."""
-        return False
+        return None
 
     def status(self) -> dict[str, Any]:
         return {"runner": "redis", "accepting": self._accepting,

@@ -94,10 +94,11 @@ def _submitter(engine: VerityEngine, r: PolicyRequest, outcome: Outcome
         r.untrack()
         r.salvage = None
         outcome.response_id = completion.get("id")
-        if engine.runner.shed("verify"):  # decided before the job is built: no job at all
+        why = engine.runner.shed("verify")  # decided before the job is built: no job at all
+        if why:
             record_shed(engine.recorder, engine.telemetry, outcome,
                         [PolicyRef(c.name, c.version) for c in r.selection.candidates],
-                        r.x.trace)
+                        r.x.trace, reason=why)
         else:
             engine.runner.submit(r.job(completion, outcome, background=True))
     return submit

@@ -3,26 +3,29 @@ whose jobs run in worker processes, and inline verifications awaited from them.
 
 :class:`ProcessRunner` keeps the shadow queue (``gateway.verify.queue.ShadowQueue``,
 bounded, never waiting) in the relay and one queue task per worker process: each
-task hands its job to a ``ProcessPoolExecutor`` (``spawn``: a fresh interpreter, no
-copy of the relay's loop, sockets or threads) and waits for the record, which it
-writes to the audit sink — one audit stream per gateway. So the relay only relays,
-enqueues and writes records; when the workers cannot keep up the queue fills and the
-shadow *sample* sheds (``shadow.dropped``, the record says ``result: dropped``)
-instead of clients waiting.
+task hands its job to an idle worker (``spawn``: a fresh interpreter, no copy of the
+relay's loop, sockets or threads) over that worker's socket
+(:mod:`gateway.pool.channel`: pickled once on the loop, the reply read by the loop —
+no helper thread competing with the relay for the GIL) and waits for the record,
+which it writes to the audit sink — one audit stream per gateway. So the relay only
+relays, enqueues and writes records; when the workers cannot keep up the queue fills
+and the shadow *sample* sheds (``shadow.dropped``, the record says ``result:
+dropped``) instead of clients waiting.
 
-Per job, at most ``budget.total_ms`` + ``pool.grace_ms`` after it reached a worker
+Per job, at most ``budget.total_ms`` + ``pool.grace_ms`` after it was handed over
 (the worker itself stops at ``budget.total_ms``: :mod:`gateway.pool.worker`) the
-relay stops waiting and records it ``abandoned``. A worker that dies (killed, out
-of memory) breaks the executor: its jobs are recorded ``failed``, a new executor
-takes over (``workers.replaced``).
+relay stops waiting and records it ``abandoned``; the worker takes its next call once
+that one returns. A worker that dies (killed, out of memory) fails the job it was
+running (recorded ``failed``) and a new one takes its place (``workers.replaced``);
+one that died idle is replaced by the first call that finds it dead (that call fails).
 
 A request body of ``pool.parse_min_bytes`` or more is parsed in an idle worker
 (:meth:`ProcessRunner.offload`, the request awaiting it); when it cannot be (its
 worker died, or it waited :data:`OFFLOAD_SECONDS`) the relay parses it itself.
 
-Workers are started at open (each answers a ``ping``) before the gateway says it is
-ready; a replacement pool starts in the background, jobs queued meanwhile wait in
-the queue (their ``queue_ms``).
+Workers are started at open (each says it is ready) before the gateway says it is
+ready; a replacement starts in the background, jobs queued meanwhile wait in the
+queue (their ``queue_ms``).
 """
 
 from __future__ import annotations
@@ -31,13 +34,14 @@ import asyncio
 import logging
 import multiprocessing
 import os
+import pickle
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
 import gateway.pool.worker as worker
+from gateway.pool.channel import THREADED_BYTES, Channel, WorkerDied
+from gateway.pool.relay_load import RelayLoad
 from gateway.settings import Settings
 from gateway.telemetry import Telemetry
 from gateway.verify.actions import band_action
@@ -94,23 +98,27 @@ class ProcessRunner:
         self.workers = workers
         self.replaced = 0
         self._grace_s = settings.pool.grace_ms / 1000
-        self._executor = self._new_executor()
-        self.pids: list[int] = []
-        """The worker processes' pids, once started."""
+        self._ctx = multiprocessing.get_context("spawn")
+        self._channels: list[Channel] = []
+        """The workers (one that died running a call leaves at once; one that died
+        idle when a caller finds it)."""
+        self._idle: asyncio.Queue[Channel] = asyncio.Queue()
+        """Workers with no call running (FIFO for callers waiting for one); one that
+        died idle stays here until a caller takes it, finds it dead and replaces it."""
         self._ready = asyncio.Event()
-        self._starting: asyncio.Task[None] | None = None
+        self._starting: set[asyncio.Task[None]] = set()
+        self._closing = False
         self.offloaded = 0
         """Calls :meth:`offload` handed to a worker that answered them."""
         self.offload_fallbacks = 0
         """Calls :meth:`offload` computed in the relay after all (a dead worker, a wait)."""
-        self._busy = 0
-        """Calls handed to the workers and not yet answered (or given up on)."""
+        self.load = RelayLoad(settings.pool.relay_busy, settings.pool.busy_jobs_per_second)
+        """The relay's own load: while its loop is saturated, fewer jobs are handed off."""
 
-    def _new_executor(self) -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(
-            max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"),
-            initializer=worker.init,
-            initargs=(self.settings, self.settings.pool.nice, os.getpid()))
+    @property
+    def pids(self) -> list[int]:
+        """The live worker processes' pids."""
+        return sorted(ch.pid for ch in self._channels)
 
     # ---- lifecycle -----------------------------------------------------------------------
 
@@ -118,82 +126,143 @@ class ProcessRunner:
         """Start the worker processes and wait (at most :data:`START_SECONDS`) until
         they answer: the gateway is ready once it can verify. A pool that fails to
         start is logged, not fatal (its jobs are recorded ``failed``)."""
-        self.telemetry.gauge("workers", lambda: float(len(self.pids)))
-        await self._start()
-
-    async def _start(self) -> None:
-        loop = asyncio.get_running_loop()
-        executor = self._executor
+        self.telemetry.gauge("workers", lambda: float(len(self._channels)))
+        self.load.start()
         try:
-            pids = await asyncio.wait_for(asyncio.gather(*(
-                loop.run_in_executor(executor, worker.ping) for _ in range(self.workers))),
-                START_SECONDS)
-            if executor is self._executor:
-                self.pids = sorted(set(pids))
+            await asyncio.gather(*(self._spawn() for _ in range(self.workers)))
             log.info("verification pool: %d worker process(es) ready (pids %s)",
-                     self.workers, ", ".join(map(str, sorted(set(pids)))))
-        except Exception:  # noqa: BLE001 - jobs then fail (recorded) and replace it
+                     self.workers, ", ".join(map(str, self.pids)))
+        except Exception:  # noqa: BLE001 - jobs then fail (recorded)
             log.exception("verification pool: the workers failed to start")
         finally:
             self._ready.set()
 
-    async def close(self) -> None:
-        """After the queue's drain: stop the workers (they flush their telemetry)."""
-        if self._starting is not None and not self._starting.done():
-            self._starting.cancel()
-        executor = self._executor
-        workers = list((getattr(executor, "_processes", None) or {}).values())
-        stopping = asyncio.ensure_future(
-            asyncio.to_thread(executor.shutdown, wait=True, cancel_futures=True))
+    async def _spawn(self) -> None:
+        ch = await Channel.spawn(self._ctx, self.settings, self.settings.pool.nice,
+                                 START_SECONDS)
+        if self._closing:
+            ch.close_input()
+            ch.kill()
+            await ch.closed()
+            return
+        self._channels.append(ch)
+        ch.serve(self._idle.put_nowait, self._died)
+        self._idle.put_nowait(ch)
+
+    def _died(self, ch: Channel, busy: bool) -> None:
+        if busy and not self._closing:  # its call failed: replace it now
+            self._replace(ch)
+        # Died idle: it stays listed until a caller takes it, finds it dead and
+        # replaces it (that call fails: an offloaded parse falls back to the relay).
+
+    def _drop(self, ch: Channel) -> None:
+        if ch in self._channels:
+            self._channels.remove(ch)
+
+    def _replace(self, dead: Channel) -> None:
+        if dead.replaced:
+            return
+        dead.replaced = True
+        self._drop(dead)
+        log.error("verification pool: worker process %d died; replacing it", dead.pid)
+        self.replaced += 1
+        self.telemetry.count("workers.replaced", 1, {"exit": "died"})
+        task = asyncio.get_running_loop().create_task(self._respawn())
+        self._starting.add(task)
+        task.add_done_callback(self._starting.discard)
+
+    async def _respawn(self) -> None:
         try:
-            await asyncio.wait_for(asyncio.shield(stopping), CLOSE_SECONDS)
+            await self._spawn()
+        except Exception:  # noqa: BLE001 - one worker fewer; logged
+            log.exception("verification pool: a replacement worker failed to start")
+
+    async def close(self) -> None:
+        """After the queue's drain: stop the workers (they flush their telemetry); kill
+        any still running :data:`CLOSE_SECONDS` later."""
+        self._closing = True
+        self.load.stop()
+        for task in list(self._starting):
+            task.cancel()
+        await asyncio.gather(*self._starting, return_exceptions=True)
+        channels = list(self._channels)
+        for ch in channels:
+            ch.close_input()
+        try:
+            await asyncio.wait_for(_exited(channels), CLOSE_SECONDS)
         except TimeoutError:
             # A worker that does not stop (stuck in a call no alarm reaches, or caught
-            # starting up) must not hold the gateway's exit: kill it; the executor then
-            # sees its pool broken and the shutdown returns.
+            # starting up) must not hold the gateway's exit: kill it.
             log.warning("verification pool: workers still running %.0f s after close; "
                         "killing them", CLOSE_SECONDS)
-            for process in workers:
-                if process.is_alive():
-                    process.kill()
-            await asyncio.wait_for(stopping, CLOSE_SECONDS)
+            for ch in channels:
+                ch.kill()
+            await asyncio.wait_for(_exited(channels), CLOSE_SECONDS)
+        for ch in channels:
+            await ch.closed()
 
     @property
     def started(self) -> bool:
         """The workers answered once (until then an inline verification stays on the
         loop rather than wait for them to start)."""
-        return self._ready.is_set() and bool(self.pids)
+        return self._ready.is_set() and bool(self._channels)
 
     def status(self) -> dict[str, Any]:
         return {**self.queue.status(), "runner": "process",
                 "pool": {"workers": self.workers, "started": self._ready.is_set(),
-                         "pids": list(self.pids), "replaced": self.replaced,
+                         "pids": self.pids, "replaced": self.replaced,
                          "offloaded": self.offloaded,
-                         "offload_fallbacks": self.offload_fallbacks}}
+                         "offload_fallbacks": self.offload_fallbacks},
+                "relay": self.load.status()}
 
     # ---- running a call in a worker ------------------------------------------------------
 
-    async def _call(self, deadline_s: float, fn: Any, *args: Any) -> Any:
-        """``fn(*args)`` in a worker; TimeoutError past ``deadline_s`` once it was
-        handed over; BrokenProcessPool when its worker died (the executor replaced)."""
+    async def _take(self) -> Channel:
+        """An idle worker (waiting for one); WorkerDied when the one taken had died
+        idle (it is replaced) or there is none and none starting."""
         if not self._ready.is_set():
             await asyncio.wait_for(self._ready.wait(), START_SECONDS)
-        executor = self._executor
-        self._busy += 1
+        if self._idle.empty() and not self._channels and not self._starting:
+            raise WorkerDied("no verification worker process is running")
+        ch = await self._idle.get()
+        if ch.dead:
+            if self._closing:
+                self._drop(ch)
+            else:
+                self._replace(ch)
+            raise WorkerDied(f"verification worker {ch.pid} died")
+        return ch
+
+    async def _call(self, deadline_s: float, fn: Any, *args: Any,
+                    threaded: bool = False) -> Any:
+        """``fn(*args)`` in a worker; TimeoutError past ``deadline_s`` (waiting for a
+        worker included); WorkerDied when its worker died (it is replaced).
+        ``threaded``: pickle the call on a thread (a large argument)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + deadline_s
+        ch = await asyncio.wait_for(self._take(), deadline_s)
         try:
-            return await asyncio.wait_for(
-                asyncio.get_running_loop().run_in_executor(executor, fn, *args), deadline_s)
-        except BrokenProcessPool:
-            self._replace(executor)
+            call = (fn, args)
+            payload = (await asyncio.to_thread(pickle.dumps, call, pickle.HIGHEST_PROTOCOL)
+                       if threaded else pickle.dumps(call, pickle.HIGHEST_PROTOCOL))
+            reply = ch.send(payload)
+        except BaseException:
+            if ch.dead:  # it died meanwhile (its reader saw no call running)
+                if not self._closing:
+                    self._replace(ch)
+            else:
+                self._idle.put_nowait(ch)  # nothing reached it
             raise
-        finally:
-            self._busy -= 1
+        # Stopping to wait leaves the call running: the worker is free again once its
+        # reply (then ignored) is read.
+        return await asyncio.wait_for(asyncio.shield(reply),
+                                      max(deadline - loop.time(), 0.001))
 
     @property
     def idle(self) -> bool:
         """The workers are up and one has nothing to do: a call handed over now runs at
         once rather than behind a shadow job."""
-        return self.started and self._busy < self.workers
+        return self.started and not self._idle.empty()
 
     async def offload(self, fn: Callable[[A], R], arg: A) -> R:
         """``fn(arg)`` in a worker, the caller (a request) awaiting it; computed on a
@@ -201,7 +270,8 @@ class ProcessRunner:
         :data:`OFFLOAD_SECONDS` — the request gets its answer either way. ``fn`` is a
         module-level function; it, ``arg`` and its result pickle."""
         try:
-            result: R = await self._call(OFFLOAD_SECONDS, fn, arg)
+            big = isinstance(arg, bytes | bytearray | str) and len(arg) >= THREADED_BYTES
+            result: R = await self._call(OFFLOAD_SECONDS, fn, arg, threaded=big)
             self.offloaded += 1
             return result
         except Exception as exc:  # noqa: BLE001 - a dead worker, a timeout: do it here
@@ -209,17 +279,6 @@ class ProcessRunner:
             log.warning("verification pool: an offloaded call failed (%s); computing it in "
                         "the relay", type(exc).__name__)
             return await asyncio.to_thread(fn, arg)
-
-    def _replace(self, broken: ProcessPoolExecutor) -> None:
-        if self._executor is not broken:
-            return  # another job's failure replaced it already
-        log.error("verification pool: a worker process died; replacing the pool")
-        self.replaced += 1
-        self.telemetry.count("workers.replaced", 1, {"exit": "died"})
-        broken.shutdown(wait=False, cancel_futures=True)
-        self._executor = self._new_executor()
-        self.pids = []
-        self._starting = asyncio.get_running_loop().create_task(self._start())
 
     def _budget_ms(self, job: VerificationJob) -> float:
         policy = self.verifier.policy(job.policy)
@@ -250,8 +309,15 @@ class ProcessRunner:
     def submit(self, job: VerificationJob) -> bool:
         return self.queue.submit(self._shadow_job(job))
 
-    def shed(self, kind: JobKind) -> bool:
-        return self.queue.shed("shadow" if kind == "verify" else "candidates")
+    def shed(self, kind: JobKind) -> str | None:
+        """The queue's answer; then, when the relay's loop is saturated, the hand-off
+        budget's (:mod:`gateway.pool.relay_load`: ``relay_busy``)."""
+        qkind = "shadow" if kind == "verify" else "candidates"
+        why = self.queue.shed(qkind)
+        if why is None and not self.load.admit():
+            why = "relay_busy"
+            self.queue.count_shed(qkind, why)
+        return why
 
     def _shadow_job(self, job: VerificationJob) -> ShadowJob:
         recorder = self.recorder
@@ -313,3 +379,9 @@ class ProcessRunner:
         outcome.shadow = shadow
         self.recorder.finish(outcome, trace)
         trace.end(0, f"shadow_{why}")
+
+
+async def _exited(channels: list[Channel]) -> None:
+    """Until every worker process of ``channels`` has exited (and is reaped)."""
+    while any(ch.process.is_alive() for ch in channels):
+        await asyncio.sleep(0.02)

@@ -1,7 +1,8 @@
 """The worker process of the verification pool: a runtime of its own, jobs in, records out.
 
-:func:`init` runs once in each worker process (the ``ProcessPoolExecutor``
-initializer): it lowers the process's priority (``pool.nice``: under contention the
+:func:`serve` is the worker process's main (the relay's side is
+:mod:`gateway.pool.channel`): :func:`init`, then one call after another read from its
+socket until the relay closes it. :func:`init` lowers the process's priority (``pool.nice``: under contention the
 relay runs first), opens an event loop and a :class:`~gateway.verify.runtime.Runtime`
 from the settings alone (``gateway.runtime.open_runtime``), and its own telemetry
 from the environment (``OTEL_*``, as ``gateway serve`` reads it: spans and metrics
@@ -32,9 +33,13 @@ directory once before it gives up on it.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
+import pickle
 import signal
+import socket
+import struct
 import threading
 import time
 from collections.abc import Mapping
@@ -56,7 +61,7 @@ from gateway.verify.record import Recorder
 from gateway.verify.runtime import Runtime
 from gateway.verify.verifier import ABANDONED, Verifier, abandoned
 
-__all__ = ["JobResult", "OverBudget", "init", "ping", "run_job", "verify_inline"]
+__all__ = ["JobResult", "OverBudget", "init", "ping", "run_job", "serve", "verify_inline"]
 
 log = logging.getLogger("gateway.pool")
 
@@ -129,6 +134,69 @@ def init(settings: Settings, nice: int, relay: int) -> None:
 
     _worker = _Worker(loop, runtime, telemetry, close)
     mp_util.Finalize(None, close, exitpriority=10)
+    # As the relay does once it is ready (gateway.app): what start-up made (modules,
+    # compiled patterns, policies, layer data) lives as long as the process; out of
+    # the collector's full passes, which otherwise traverse it all (~40 ms each).
+    gc.freeze()
+
+
+_FRAME = struct.Struct("<Q")
+
+
+def _recv(conn: socket.socket) -> bytes | None:
+    """One frame (``gateway.pool.channel``); None at end of file (the relay closed it)."""
+    head = _recv_exactly(conn, _FRAME.size)
+    if head is None:
+        return None
+    return _recv_exactly(conn, _FRAME.unpack(head)[0])
+
+
+def _recv_exactly(conn: socket.socket, size: int) -> bytes | None:
+    buf = bytearray(size)
+    view, got = memoryview(buf), 0
+    while got < size:
+        n = conn.recv_into(view[got:])
+        if n == 0:
+            return None
+        got += n
+    return bytes(buf)
+
+
+def _send(conn: socket.socket, value: object) -> None:
+    try:
+        data = pickle.dumps(value, pickle.HIGHEST_PROTOCOL)
+    except Exception as exc:  # noqa: BLE001 - an unpicklable result or error
+        data = pickle.dumps((False, RuntimeError(
+            f"the worker's reply does not pickle: {type(exc).__name__}")))
+    head = _FRAME.pack(len(data))
+    if len(data) < 65536:
+        conn.sendall(head + data)
+    else:  # no copy of a large reply
+        conn.sendall(head)
+        conn.sendall(data)
+
+
+def serve(conn: socket.socket, settings: Settings, nice: int, relay: int) -> None:
+    """The worker process's main: :func:`init`, say ``("ready", pid)``, then answer each
+    call ``(fn, args)`` with ``(True, fn(*args))`` or ``(False, exception)`` until the
+    relay closes the socket."""
+    conn.setblocking(True)
+    try:
+        init(settings, nice, relay)
+    except Exception as exc:  # noqa: BLE001 - the relay logs it and runs without us
+        log.exception("verification worker: start-up failed")
+        _send(conn, ("failed", f"{type(exc).__name__}: {exc}"[:300]))
+        return
+    _send(conn, ("ready", os.getpid()))
+    while (data := _recv(conn)) is not None:
+        try:
+            fn, args = pickle.loads(data)
+            reply: tuple[bool, Any] = (True, fn(*args))
+        except Exception as exc:  # noqa: BLE001 - the caller's to handle
+            reply = (False, exc)
+        del data
+        _send(conn, reply)
+    conn.close()
 
 
 def _worker_environ(environ: Mapping[str, str]) -> dict[str, str]:

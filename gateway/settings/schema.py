@@ -276,6 +276,15 @@ class PoolConfig(_Strict):
     event loop then only unpickles it instead of holding other clients for the parse
     (tens of ms for 10 MB). Smaller bodies, or every worker busy, or no pool
     (``workers: 0``): parsed in the relay. None: never in a worker."""
+    relay_busy: float | None = Field(0.9, gt=0, le=1)
+    """The relay is saturated when its event loop's thread was running or waiting for
+    a CPU this share of the last second or more (``gateway.pool.relay_load``): shadow
+    jobs are then handed to the workers at most ``busy_jobs_per_second``, the rest
+    shed (``reason: relay_busy``) — handing off costs the relay CPU its clients would
+    wait for. None: never (only a full queue sheds)."""
+    busy_jobs_per_second: float = Field(10.0, ge=0)
+    """Shadow jobs handed off per second at most while the relay is saturated (the
+    sample it keeps then); 0: none."""
 
 
 class TelemetryConfig(_Strict):

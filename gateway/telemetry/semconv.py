@@ -114,7 +114,8 @@ VERITY_SHADOW_TRACE_ID: Final = "verity.shadow.trace_id"
 VERITY_SHADOW_KIND: Final = "verity.shadow.kind"
 """What a shadow-queue job is: ``shadow`` (a shadow policy's audit) or ``candidates``."""
 VERITY_SHADOW_REASON: Final = "verity.shadow.reason"
-"""Why a shadow job was dropped: ``full`` (the queue) or ``closed`` (shutting down)."""
+"""Why a shadow job was dropped: ``full`` (the queue), ``closed`` (shutting down) or
+``relay_busy`` (the relay's own loop saturated: ``gateway.pool.relay_load``)."""
 VERITY_SHADOW_RESULT: Final = "verity.shadow.result"
 """How a background job ended: ``verified``, ``abandoned`` (over budget), ``failed``
 (an error, or its worker process died), ``dropped``, ``cancelled``."""

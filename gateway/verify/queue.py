@@ -56,7 +56,7 @@ from gateway.verify.record import Recorder
 from gateway.verify.verifier import ABANDONED, Verifier
 
 __all__ = ["RESULTS", "JobRunner", "LocalRunner", "SampleMeter", "ShadowJob", "ShadowQueue",
-           "candidates_result", "record_shed", "shadow_info"]
+           "SHED_NOTES", "candidates_result", "record_shed", "shadow_info"]
 
 RESULTS = ("verified", "abandoned", "failed", "dropped", "cancelled")
 """How a background job can end (``shadow.result`` in its record and metrics)."""
@@ -213,16 +213,22 @@ class ShadowQueue:
         self.telemetry.count("shadow.enqueued", 1, {"kind": job.kind})
         return True
 
-    def shed(self, kind: str) -> bool:
+    def shed(self, kind: str) -> str | None:
         """Whether a job of ``kind`` submitted now would be dropped (queue full or
-        closed); if so it is counted as dropped now, as :meth:`submit` would count it,
-        and its caller writes its record without building the job (shedding costs the
-        relay as little as possible)."""
+        closed): why (``full``, ``closed``), counted as dropped now as :meth:`submit`
+        would count it, and its caller writes its record without building the job
+        (shedding costs the relay as little as possible); None: it would be taken."""
         if self._accepting and not self._queue.full():
-            return False
-        self._count_drop(kind, "full" if self._accepting else "closed")
+            return None
+        reason = "full" if self._accepting else "closed"
+        self.count_shed(kind, reason)
+        return reason
+
+    def count_shed(self, kind: str, reason: str) -> None:
+        """Count a job of ``kind`` shed before it was built (``shadow.dropped`` by
+        ``reason``, settled ``dropped``)."""
+        self._count_drop(kind, reason)
         self._settle(kind, "dropped")
-        return True
 
     def _drop(self, job: ShadowJob, reason: str) -> bool:
         self._count_drop(job.kind, reason)
@@ -306,11 +312,11 @@ class JobRunner(Protocol):
         closed) — counted (``shadow.dropped``), its record written as not verified."""
         ...
 
-    def shed(self, kind: JobKind) -> bool:
-        """Asked before a job is built: True when a ``kind`` job submitted now would be
-        shed — it is then counted as shed and the caller writes its record itself
-        (:func:`record_shed`), so a shed sample costs no job. False promises nothing
-        (``submit`` may still shed it)."""
+    def shed(self, kind: JobKind) -> str | None:
+        """Asked before a job is built: why a ``kind`` job submitted now would be shed
+        (``full``, ``closed``, ``relay_busy``, …) — it is then counted as shed and the
+        caller writes its record itself (:func:`record_shed` with that reason), so a
+        shed sample costs no job. None promises nothing (``submit`` may still shed it)."""
         ...
 
     def status(self) -> dict[str, Any]:
@@ -330,15 +336,20 @@ NOT_VERIFIED = {"dropped": "not verified: shadow queue full",
                 "cancelled": "not verified: still queued at shutdown"}
 """The note of a ``verify`` job's record that never ran, by why."""
 
+SHED_NOTES = {"relay_busy": "not verified: the relay was saturated (shadow sample reduced)"}
+"""The note of a job shed before it was built, by the reason :meth:`JobRunner.shed`
+gave, where it is not the queue's (``full``, ``closed``: :data:`NOT_VERIFIED`)."""
+
 
 def record_shed(recorder: Recorder, telemetry: Telemetry, outcome: Outcome,
                 candidates: Sequence[PolicyRef], parent: RequestTrace | TraceLink | None,
-                why: str = "dropped") -> None:
+                why: str = "dropped", reason: str | None = None) -> None:
     """Write the record of a ``verify`` job that never ran (``why``: ``dropped``,
     ``cancelled``) from its request's ``outcome``: the same record as when the
-    job was built and then shed (its trace a ``shadow audit`` linked to ``parent``)."""
+    job was built and then shed (its trace a ``shadow audit`` linked to ``parent``);
+    ``reason``: what :meth:`JobRunner.shed` said (its note, :data:`SHED_NOTES`)."""
     trace = telemetry.start_shadow(parent)
-    outcome.note = NOT_VERIFIED[why]
+    outcome.note = SHED_NOTES.get(reason or "") or NOT_VERIFIED[why]
     outcome.candidates = [CandidateOutcome(c.name, c.version, error=why) for c in candidates]
     outcome.shadow = shadow_info(why)
     recorder.finish(outcome, trace)
@@ -371,7 +382,7 @@ class LocalRunner:
     def status(self) -> dict[str, Any]:
         return {**self.queue.status(), "runner": "local"}
 
-    def shed(self, kind: JobKind) -> bool:
+    def shed(self, kind: JobKind) -> str | None:
         return self.queue.shed("shadow" if kind == "verify" else "candidates")
 
     def submit(self, job: VerificationJob) -> bool:

@@ -7,12 +7,12 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 import pytest
 
 import gateway.pool.runner as runner_module
+from gateway.pool.channel import WorkerDied
 from gateway.pool.runner import ProcessRunner
 from gateway.settings import load_settings
 from gateway.telemetry import Telemetry
@@ -40,12 +40,12 @@ def test_a_worker_stuck_in_a_call_is_killed_at_close(monkeypatch: pytest.MonkeyP
         await pool.start()
         pids = list(pool.pids)
         assert pids and all(map(_alive, pids))
-        stuck = asyncio.get_running_loop().run_in_executor(pool._executor, time.sleep, 3600)
+        stuck = asyncio.ensure_future(pool._call(7200, time.sleep, 3600))
         await asyncio.sleep(0.2)  # the call reached the worker
         await asyncio.wait_for(pool.close(), 20)  # returns: the worker was killed
         result = await asyncio.gather(stuck, return_exceptions=True)
         return pids, result[0]
 
     pids, result = asyncio.run(scenario())
-    assert isinstance(result, BrokenProcessPool)
+    assert isinstance(result, WorkerDied)
     assert not any(map(_alive, pids))

@@ -1,0 +1,122 @@
+"""Shed, never slow — the relay itself (``gateway.pool.relay_load``): while the relay's
+event loop is saturated, shadow jobs are handed off at most ``pool.busy_jobs_per_second``
+and the rest are shed and recorded like any shed job. No timing is asserted: the load
+is scripted (a probe and a clock) or forced through the settings."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from gateway.pool.relay_load import TICK_S, RelayLoad
+from gateway.testing.servers import ServerThread
+from modes.support import FIXED_JSON, FixedUpstream
+from serving import GatewayFactory
+
+SHADOW = "mode: shadow\ndefault: true\nlayers: [{name: keyword, config: {block: [zzz]}}]\n"
+
+
+class _Loop:
+    """A clock the test advances, and no scheduling (``_tick`` is called by hand)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def time(self) -> float:
+        return self.now
+
+    def call_later(self, *_args: Any) -> None:
+        return None
+
+
+def _load(threshold: float | None, rate: float, busy_per_tick: list[float]) -> RelayLoad:
+    """A RelayLoad whose loop thread was busy ``busy_per_tick[i]`` of tick ``i``."""
+    used = [0.0]
+    load = RelayLoad(threshold, rate, probe=lambda: used[0])
+    loop = _Loop()
+    load._marks.append((loop.now, used[0]))
+    for share in busy_per_tick:
+        loop.now += TICK_S
+        used[0] += share * TICK_S
+        load._tick(loop)  # type: ignore[arg-type]
+    return load
+
+
+def test_a_saturated_relay_sheds_past_its_budget_and_counts_it() -> None:
+    load = _load(0.9, 0.0, [1.0, 0.95, 1.0, 0.97])
+    assert load.saturated and load.busy == pytest.approx(0.98)
+    assert [load.admit() for _ in range(3)] == [False, False, False]
+    assert load.shed == 3 and load.status()["saturated"] is True
+
+
+def test_an_unsaturated_relay_hands_every_job_off() -> None:
+    load = _load(0.9, 0.0, [0.5, 0.6, 0.7, 0.8])
+    assert not load.saturated and load.busy == pytest.approx(0.65)
+    assert all(load.admit() for _ in range(100)) and load.shed == 0
+
+
+def test_saturation_ends_below_the_threshold_minus_the_hysteresis() -> None:
+    load = _load(0.9, 0.0, [1.0] * 4 + [0.85] * 4)
+    assert load.saturated  # 0.85: under 0.9 but not under 0.8
+    load = _load(0.9, 0.0, [1.0] * 4 + [0.5] * 4)
+    assert not load.saturated and load.admit()
+
+
+def test_without_a_threshold_the_relay_is_never_saturated() -> None:
+    load = _load(None, 0.0, [1.0] * 8)
+    assert not load.saturated and load.admit()
+
+
+def test_a_saturated_relay_still_hands_off_its_budget() -> None:
+    load = _load(0.9, 1000.0, [1.0] * 4)
+    load._filled -= 1.0  # a second has passed since saturation began: a full bucket
+    assert load.admit()  # then at most max(1, rate) in a burst
+    assert load.shed == 0
+
+
+@pytest.fixture(scope="module")
+def fixed_upstream() -> Iterator[ServerThread]:
+    with ServerThread(FixedUpstream()) as server:
+        yield server
+
+
+def test_a_forced_saturation_sheds_the_job_with_its_reason_and_says_so(
+        make_gateway: GatewayFactory, tmp_path: Path, fixed_upstream: ServerThread,
+        make_client: Callable[..., openai.OpenAI], wait_until: Callable[..., Any]) -> None:
+    # A threshold no loop stays under (it ticks) and no budget: saturated, all shed.
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "shadow.yaml").write_text(SHADOW, encoding="utf-8")
+    audit = tmp_path / "audit.jsonl"
+    gw = make_gateway(policies_dir=str(tmp_path / "policies"), readyz_detail="public",
+                      reload_policies=False, audit={"path": str(audit)},
+                      pool={"workers": 1, "relay_busy": 1e-9, "busy_jobs_per_second": 0},
+                      upstreams=[{"name": "fixed", "base_url": fixed_upstream.url + "/v1"}])
+
+    def shadow() -> dict[str, Any]:
+        data: dict[str, Any] = httpx.get(gw.url + "/readyz", timeout=30).json()["shadow"]
+        return data
+
+    wait_until(lambda: shadow()["relay"]["saturated"], timeout=60.0, message="saturation")
+    raw = make_client(gw).chat.completions.with_raw_response.create(
+        model="fixed-model", messages=[{"role": "user", "content": "Tell me."}])
+    assert raw.http_response.content == FIXED_JSON  # the client is served as ever
+    audit_id = raw.headers["x-verity-audit-id"]
+
+    def record() -> dict[str, Any] | None:
+        import json
+        lines = audit.read_text().splitlines() if audit.exists() else []
+        return next((r for r in map(json.loads, lines) if r["audit_id"] == audit_id), None)
+
+    rec = wait_until(record, timeout=60.0, message="the record")
+    assert rec["shadow"] == {"result": "dropped", "queue_ms": None, "worker": None}
+    assert rec["note"] == "not verified: the relay was saturated (shadow sample reduced)"
+    assert rec["score"] is None
+    status = shadow()
+    assert status["relay"]["shed"] == 1 and status["dropped"] == 1
+    assert status["sample"]["total"]["dropped"] == 1
+    assert status["sample"]["total"]["verified"] == 0
