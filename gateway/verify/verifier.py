@@ -160,7 +160,8 @@ class Verifier:
         v = await self.verify(job, policy=policy, trace=trace, budget=budget, scope=scope)
         outcome.record(v)
         outcome.action = band_action(policy.spec.actions, v.verdict).type
-        record_content(policy, outcome, trace, job.messages, answer_text(job.answer))
+        if policy.spec.telemetry.record_content:  # else nothing is recorded: no answer text
+            record_content(policy, outcome, trace, job.messages, answer_text(job.answer))
         for ref in job.candidates:
             outcome.candidates.append(await self.candidate(job, ref, trace, scope, budget))
         return outcome
