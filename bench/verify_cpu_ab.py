@@ -1,7 +1,7 @@
 """CPU per verification of two checkouts, alternated pass by pass (a loaded box slows both).
 
     .venv/bin/python bench/verify_cpu_ab.py OLD_CHECKOUT . [--passes 24]
-        [--policy inline|shadow] [--cold]
+        [--policy inline|shadow] [--cold] [--record]
 
 The traffic of ``bench/profile_rag_verify.py`` (40 HaluEval news cases: a ~700-word
 article as ``<context>``, its ~55-word summary as the answer), verified in one process
@@ -11,7 +11,9 @@ beside it): ``inline`` is the ``grounding`` policy alone, ``shadow`` the ``defau
 policy with its candidate. A pass verifies every case once (CPU time); the checkouts
 take turns, alternating which goes first, and the ratio new/old is taken per pair of
 passes, so load that changes over the run slows both alike. ``--cold``: no context
-index cache hits (each verification indexes its context).
+index cache hits (each verification indexes its context). ``--record`` (shadow): the
+job's record is closed and built too, as a pool worker does for the audit
+(``Outcome.finish``, ``Outcome.to_dict``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from pathlib import Path
 CHILD = r'''
 import asyncio, sys, time
 root, which, cold = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+record = len(sys.argv) > 4 and sys.argv[4] == "1"
 sys.path.insert(0, root); sys.path.insert(0, root + "/bench")
 import profile_rag_verify as P
 from gateway.text import index as I
@@ -45,7 +48,10 @@ async def main():
             if which == "inline":
                 await verifier.verify(job.with_policy(gref), policy=grounding, trace=trace)
             else:
-                await verifier.run(job, trace, P.Outcome.for_job(job))
+                outcome = await verifier.run(job, trace, P.Outcome.for_job(job))
+                if record:
+                    outcome.finish()
+                    outcome.to_dict()
         for job in work:
             await one(job)
         for _ in sys.stdin:
@@ -66,10 +72,12 @@ def main() -> None:
     ap.add_argument("--passes", type=int, default=24)
     ap.add_argument("--policy", choices=("inline", "shadow"), default="inline")
     ap.add_argument("--cold", action="store_true")
+    ap.add_argument("--record", action="store_true",
+                    help="shadow: also close and build the job's audit record")
     args = ap.parse_args()
     roots = [str(args.old.resolve()), str(args.new.resolve())]
     procs = [subprocess.Popen([sys.executable, "-c", CHILD, r, args.policy,
-                               "1" if args.cold else "0"],
+                               "1" if args.cold else "0", "1" if args.record else "0"],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
              for r in roots]
     got: list[list[float]] = [[], []]
@@ -88,7 +96,8 @@ def main() -> None:
             p.wait()
     old, new = got
     ratio = statistics.median(b / a for a, b in zip(old, new, strict=True))
-    print(f"{args.policy} {'cold' if args.cold else 'warm'}, ms CPU per verification, "
+    print(f"{args.policy}{' + record' if args.record else ''} "
+          f"{'cold' if args.cold else 'warm'}, ms CPU per verification, "
           f"median (min) of {args.passes} passes: old {statistics.median(old):.3f} "
           f"({min(old):.3f}), new {statistics.median(new):.3f} ({min(new):.3f}); "
           f"new/old per pair {ratio:.3f}")

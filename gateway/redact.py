@@ -48,6 +48,16 @@ _EMAIL = re.compile(r"\b[A-Za-z0-9._%+\-]+@[A-Za-z0-9.\-]+\.[A-Za-z]{2,}\b")
 
 def redact_secrets(text: str) -> str:
     """Default redaction hook: masks API keys, bearer tokens and e-mail addresses."""
+    if text.isascii() and "@" not in text:
+        # Every match of _SECRET holds one of these (in any case) and every e-mail an
+        # "@": without them neither pattern can match, and the text is returned as
+        # is without the scan (~15 us for a layer's explanation; several per record).
+        # ASCII only: case-insensitive matching also pairs "k" with the Kelvin sign,
+        # "s" with a long s and "i" with a dotless i, which lower() does not.
+        low = text.lower()
+        if "k-" not in low and "api" not in low and "bearer" not in low \
+                and "authorization" not in low:
+            return text
     return _EMAIL.sub("[EMAIL]", _SECRET.sub("[REDACTED]", text))
 
 

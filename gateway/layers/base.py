@@ -45,10 +45,11 @@ layer runs in its own task under its timeout.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from types import TracebackType
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
@@ -234,18 +235,29 @@ class JudgeUsage:
 _USAGE: ContextVar[JudgeUsage | None] = ContextVar("verity_judge_usage", default=None)
 
 
-@contextmanager
-def metered(allowance: float | None = None) -> Iterator[JudgeUsage]:
+class _Metered:
+    """The block :func:`metered` returns (a class: no generator per layer run)."""
+
+    __slots__ = ("_token", "usage")
+
+    def __init__(self, allowance: float | None) -> None:
+        self.usage = JudgeUsage(allowance=allowance)
+
+    def __enter__(self) -> JudgeUsage:
+        self._token = _USAGE.set(self.usage)
+        return self.usage
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        _USAGE.reset(self._token)
+
+
+def metered(allowance: float | None = None) -> AbstractContextManager[JudgeUsage]:
     """Count the judge calls made inside (by this task and the tasks it starts):
     the pipeline wraps each layer run in it; :func:`judge_usage` is where a layer's
     judge plumbing (``gateway.layers._judged.JudgeTally``) reports each call.
     ``allowance``: see :attr:`JudgeUsage.allowance`."""
-    usage = JudgeUsage(allowance=allowance)
-    token = _USAGE.set(usage)
-    try:
-        yield usage
-    finally:
-        _USAGE.reset(token)
+    return _Metered(allowance)
 
 
 def judge_usage() -> JudgeUsage | None:
@@ -272,21 +284,30 @@ def reply_served(judge: ForgetsReplies, key: str) -> None:
         served.append((judge, key))
 
 
-@contextmanager
-def uncache_on_error() -> Iterator[None]:
+class _Uncaching:
+    """The block :func:`uncache_on_error` returns (a class: no generator per layer run)."""
+
+    __slots__ = ("_token",)
+
+    def __enter__(self) -> None:
+        self._token = _SERVED.set([])
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        try:
+            if exc_type is not None:
+                for judge, key in _SERVED.get() or ():
+                    judge.forget(key)
+        finally:
+            _SERVED.reset(self._token)
+
+
+def uncache_on_error() -> AbstractContextManager[None]:
     """Run a layer: if it raises, the temperature-0 replies it got (fresh or from the
     cache) leave the cache. A reply the layer could not use ("level": "contradicted")
     would otherwise come back for every identical request until evicted. The
     pipeline wraps every layer run in it, beside :func:`metered`."""
-    token = _SERVED.set([])
-    try:
-        yield
-    except BaseException:
-        for judge, key in _SERVED.get() or ():
-            judge.forget(key)
-        raise
-    finally:
-        _SERVED.reset(token)
+    return _Uncaching()
 
 
 @dataclass(frozen=True, slots=True)

@@ -115,7 +115,8 @@ async def act(engine: VerityEngine, r: PolicyRequest, completion: dict[str, Any]
     if calls and len(applied.history) == len(calls) + 1:
         for entry, rid in zip(applied.history, [completion.get("id"), *calls], strict=True):
             entry["response_id"] = rid
-    record_content(policy, outcome, x.trace, x.messages, fmt.answer_text(delivered))
+    if spec.telemetry.record_content:  # else nothing is recorded: no answer text
+        record_content(policy, outcome, x.trace, x.messages, fmt.answer_text(delivered))
     return applied
 
 

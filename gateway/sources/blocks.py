@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterator
 from functools import lru_cache
 
-__all__ = ["find_blocks", "strip_blocks"]
+__all__ = ["find_blocks", "split_blocks", "strip_blocks"]
 
 _ATTR = re.compile(r"""([A-Za-z_][\w.-]*)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]+))""")
 
@@ -42,6 +42,8 @@ def _same_pattern(n: int) -> re.Pattern[str]:
 def _same(opened: str, closed: str) -> bool:
     """Whether ``closed`` matches ``opened`` as the backreference ``\\1`` would (``re``'s
     case-insensitive comparison of a group, narrower than a case-insensitive literal)."""
+    if closed == opened:  # a group always matches its own text
+        return True
     return _same_pattern(len(opened)).fullmatch(opened + closed) is not None
 
 
@@ -67,16 +69,34 @@ def _blocks(text: str, tags: tuple[str, ...]) -> Iterator[tuple[re.Match[str], r
         pos = close.end()
 
 
+def _block(text: str, m: re.Match[str], close: re.Match[str]) -> tuple[str, dict[str, str], str]:
+    attrs = {a.group(1).lower(): a.group(2) or a.group(3) or a.group(4) or ""
+             for a in _ATTR.finditer(m.group(2) or "")}
+    return m.group(1).lower(), attrs, text[m.end():close.start()].strip()
+
+
 def find_blocks(text: str, tags: tuple[str, ...]) -> list[tuple[str, dict[str, str], str]]:
     """Return ``(tag, attrs, body)`` for every block; body stripped."""
     if not tags or "<" not in text:
         return []
-    out = []
+    return [_block(text, m, close) for m, close in _blocks(text, tags)]
+
+
+def split_blocks(text: str,
+                 tags: tuple[str, ...]) -> tuple[list[tuple[str, dict[str, str], str]], str]:
+    """``(find_blocks(text, tags), strip_blocks(text, tags))`` in one scan (a system
+    message's blocks and the rest of it)."""
+    if not tags or "<" not in text:
+        return [], text
+    found: list[tuple[str, dict[str, str], str]] = []
+    parts: list[str] = []
+    pos = 0
     for m, close in _blocks(text, tags):
-        attrs = {a.group(1).lower(): a.group(2) or a.group(3) or a.group(4) or ""
-                 for a in _ATTR.finditer(m.group(2) or "")}
-        out.append((m.group(1).lower(), attrs, text[m.end():close.start()].strip()))
-    return out
+        found.append(_block(text, m, close))
+        parts.append(text[pos:m.start()])
+        pos = close.end()
+    parts.append(text[pos:])
+    return found, "".join(parts)
 
 
 def strip_blocks(text: str, tags: tuple[str, ...]) -> str:

@@ -109,10 +109,13 @@ def extract_context(
 
     Never raises on a message's shape: one that is not an object, or has no text, adds
     nothing (the proxy rejects the invalid shapes before a policy sees them)."""
-    from gateway.sources.blocks import find_blocks  # local: keeps import cost off pass-through
+    # local: keeps import cost off pass-through
+    from gateway.sources.blocks import find_blocks, split_blocks
 
     docs: list[Document] = []
     n = 0
+    sources, tags = spec.sources, spec.block_tags
+    want_blocks, want_system = "blocks" in sources, "system" in sources
     for message in messages:
         if not isinstance(message, Mapping):
             continue
@@ -120,18 +123,20 @@ def extract_context(
         text = message_text(message)
         if not text:
             continue
-        blocks = find_blocks(text, spec.block_tags) if "blocks" in spec.sources else []
+        system = role in ("system", "developer")
+        rest = text
+        blocks: list[tuple[str, dict[str, str], str]] = []
+        if want_blocks and system and want_system:  # its blocks and the rest: one scan
+            blocks, rest = split_blocks(text, tags)
+        elif want_blocks:
+            blocks = find_blocks(text, tags)
         for tag, attrs, body in blocks:
             n += 1
             docs.append(Document(id=attrs.get("id") or f"{tag}-{n}", text=body,
                                  kind="block", attrs=attrs))
-        if role in ("system", "developer") and "system" in spec.sources:
-            # A system message made only of blocks is not counted twice.
-            rest = text
-            if blocks:
-                from gateway.sources.blocks import strip_blocks
-
-                rest = strip_blocks(text, spec.block_tags)
+        if system and want_system:
+            # A system message made only of blocks is not counted twice (``rest``: the
+            # text without its blocks).
             if rest.strip():
                 n += 1
                 docs.append(Document(id=f"system-{n}", text=rest, kind="system"))

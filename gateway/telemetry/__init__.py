@@ -84,7 +84,7 @@ from __future__ import annotations
 import os
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -216,14 +216,13 @@ class RequestTrace:
         """The trace to verify ``policy`` with: its ``verify`` spans name the policy."""
         return self
 
-    @contextmanager
-    def candidate(self, policy: str) -> Iterator[RequestTrace]:
+    def candidate(self, policy: str) -> AbstractContextManager[RequestTrace]:
         """Around candidate ``policy``'s evaluation: yields the trace to verify it with."""
-        yield self
+        return _Yields(self)
 
-    @contextmanager
-    def layer(self, name: str) -> Iterator[LayerSpan]:
-        yield _NOOP_LAYER
+    def layer(self, name: str) -> AbstractContextManager[LayerSpan]:
+        """Around one verification layer: yields its span."""
+        return _NOOP_LAYER_BLOCK  # no generator per layer on the no-op trace
 
     @contextmanager
     def attempt(self, number: int, action: str = "regenerate") -> Iterator[None]:
@@ -245,8 +244,26 @@ class RequestTrace:
         pass
 
 
+class _Yields(AbstractContextManager[Any]):
+    """A block that yields ``value`` and does nothing else (the no-op trace's blocks,
+    cheaper than a generator per block)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __enter__(self) -> Any:
+        return self.value
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        return None
+
+
 _NOOP_UPSTREAM = UpstreamTrace()
 _NOOP_LAYER = LayerSpan()
+_NOOP_LAYER_BLOCK = _Yields(_NOOP_LAYER)
 _NOOP_PREPARE = PrepareSpan()
 _NOOP_TRACE = RequestTrace()
 

@@ -87,8 +87,21 @@ class VerificationJob:
 
     def with_answer(self, answer: Mapping[str, Any]) -> VerificationJob:
         """The same job for another answer (a regenerate attempt's)."""
-        return dataclasses.replace(self, answer=answer)
+        return self._with(answer=answer)
 
     def with_policy(self, policy: PolicyRef) -> VerificationJob:
         """The same answer for another policy (a candidate's)."""
-        return dataclasses.replace(self, policy=policy, candidates=())
+        return self._with(policy=policy, candidates=())
+
+    def _with(self, **changes: Any) -> VerificationJob:
+        """``dataclasses.replace(self, **changes)`` without its per-field checks (half
+        the cost; every field is an ``__init__`` field and nothing runs after
+        ``__init__``, which ``tests/verify/test_job.py`` holds)."""
+        new = object.__new__(VerificationJob)
+        put = object.__setattr__
+        for name in _FIELDS:
+            put(new, name, changes[name] if name in changes else getattr(self, name))
+        return new
+
+
+_FIELDS = tuple(f.name for f in dataclasses.fields(VerificationJob))

@@ -133,9 +133,11 @@ class LayerOutcome:
         """The wire form. ``content``: the policy's redaction when it records content
         (failed claims are kept, through it); None withholds them (count only)."""
         text = content or redact_secrets
+        score, raw, claims = self.score, self.raw_score, self.failed_claims
+        # Written out (no ``**`` merge): several per record.
         return {
-            "key": self.key, "name": self.name, "score": _round(self.score),
-            "raw_score": _round(self.raw_score), "passed": self.passed,
+            "key": self.key, "name": self.name,
+            "score": _round(score), "raw_score": _round(raw), "passed": self.passed,
             "latency_ms": round(self.latency_ms, 3), "label": self.label,
             "explanation": text(self.explanation) if self.explanation else self.explanation,
             "error": text(self.error) if self.error else self.error,
@@ -143,7 +145,8 @@ class LayerOutcome:
             "cache_hit": self.cache_hit, "judge_calls": self.judge_calls, "cost": self.cost,
             "judge_input_tokens": self.judge_input_tokens,
             "judge_output_tokens": self.judge_output_tokens,
-            **_claims(self.failed_claims, content), "skipped": self.skipped,
+            "failed_claims": [content(c) for c in claims] if content is not None else [],
+            "failed_claim_count": len(claims), "skipped": self.skipped,
             "credit_score": self.credit_score, "weight": self.weight,
         }
 
@@ -357,4 +360,6 @@ def _upstream(used: Mapping[str, Any] | None) -> dict[str, Any] | None:
 
 
 def _round(value: float | None) -> float | None:
-    return None if value is None else round(value, 6)
+    if value is None or (type(value) is float and value.is_integer()):
+        return value  # 1.0 and 0.0 are common: round() is slow and gives them back as is
+    return round(value, 6)

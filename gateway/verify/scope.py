@@ -97,6 +97,30 @@ def _same_corpus(a: Mapping[str, str], b: Mapping[str, str]) -> bool:
     return a is b or (not a and not b)
 
 
+_EQUAL: dict[tuple[int, int], tuple[object, object, bool]] = {}
+"""``a == b`` of two policy settings objects, by identity (the objects are kept, so
+an id is not reused while its entry lives)."""
+_EQUAL_MAX = 1024
+
+
+def _equal(a: object, b: object) -> bool:
+    """``a == b`` for two frozen settings models of loaded policies (a ``ContextSpec``,
+    a layer's config): a policy's and its candidate's are compared for every job, and
+    pydantic's ``==`` walks every field; the answer for the same two objects is kept
+    (a loaded policy's settings are never changed: a reload makes new objects)."""
+    if a is b:
+        return True
+    key = (id(a), id(b))
+    hit = _EQUAL.get(key)
+    if hit is not None and hit[0] is a and hit[1] is b:
+        return hit[2]
+    same = a == b
+    if len(_EQUAL) >= _EQUAL_MAX:  # policies reloaded many times: start again
+        _EQUAL.clear()
+    _EQUAL[key] = (a, b, same)
+    return same
+
+
 class JobScope:
     """The work the verifications of one job share (see the module docstring)."""
 
@@ -110,7 +134,7 @@ class JobScope:
                 corpus: Mapping[str, str]) -> BoundedContext:
         """The bounded context for ``spec`` and ``corpus``, extracted on first use."""
         for s, c, bounded in self._contexts:
-            if _same_corpus(c, corpus) and s == spec:
+            if _same_corpus(c, corpus) and _equal(s, spec):
                 return bounded
         bounded = bounded_context(messages, spec, corpus)
         self._contexts.append((spec, corpus, bounded))
@@ -121,7 +145,7 @@ class JobScope:
         """The result of a ``cls`` layer configured as ``config`` that already ran on
         this context (the same object) and answer, if any."""
         for c, cfg, ctx, text, result in self._results:
-            if c is cls and ctx is context and text == answer and cfg == config:
+            if c is cls and ctx is context and text == answer and _equal(cfg, config):
                 return result
         return None
 

@@ -102,11 +102,12 @@ class Verifier:
         """Verify ``job.answer`` (choice 0) with the job's policy.
 
         ``policy`` is that policy when the caller holds it already (inline: the
-        selected one); else it is resolved from the job (``LookupError`` when its
-        version is not known). ``trace`` gets the ``verify`` spans (none without it);
-        ``budget`` is shared by every attempt of one request (a fresh one per call
-        without it); ``scope`` is the job's shared work (its context and model-free
-        layer results, reused by its candidates: :mod:`gateway.verify.scope`).
+        selected one; a candidate: the candidate, with the live job); else it is
+        resolved from the job (``LookupError`` when its version is not known).
+        ``trace`` gets the ``verify`` spans (none without it); ``budget`` is shared by
+        every attempt of one request (a fresh one per call without it); ``scope`` is
+        the job's shared work (its context and model-free layer results, reused by its
+        candidates: :mod:`gateway.verify.scope`).
         """
         if policy is None:
             policy = self.policy(job.policy)
@@ -159,7 +160,8 @@ class Verifier:
         v = await self.verify(job, policy=policy, trace=trace, budget=budget, scope=scope)
         outcome.record(v)
         outcome.action = band_action(policy.spec.actions, v.verdict).type
-        record_content(policy, outcome, trace, job.messages, answer_text(job.answer))
+        if policy.spec.telemetry.record_content:  # else nothing is recorded: no answer text
+            record_content(policy, outcome, trace, job.messages, answer_text(job.answer))
         for ref in job.candidates:
             outcome.candidates.append(await self.candidate(job, ref, trace, scope, budget))
         return outcome
@@ -206,8 +208,10 @@ class Verifier:
             # A span of its own: its verify spans are told apart from the live policy's
             # (and its decision is counted beside the live policy's name).
             with trace.for_policy(job.policy.name).candidate(cand.name) as ctrace:
-                v = await self.verify(job.with_policy(ref), policy=cand, trace=ctrace,
-                                      budget=budget, scope=scope)
+                # The job as is: with ``policy`` given, verify reads the answer, messages
+                # and request fields of the job, never its policy (no copy per candidate).
+                v = await self.verify(job, policy=cand, trace=ctrace, budget=budget,
+                                      scope=scope)
                 out = CandidateOutcome(cand.name, cand.version, verdict=v.verdict,
                                        score=v.score,
                                        action=band_action(cand.spec.actions, v.verdict).type,

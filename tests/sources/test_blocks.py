@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from gateway.sources.blocks import find_blocks, strip_blocks
+from gateway.sources.blocks import find_blocks, split_blocks, strip_blocks
 
 TAGS = ("context", "document", "source")
 
@@ -34,6 +34,7 @@ def _check(text: str, tags: tuple[str, ...] = TAGS) -> None:
     found, stripped = _expected(text, tags)
     assert find_blocks(text, tags) == found
     assert strip_blocks(text, tags) == stripped
+    assert split_blocks(text, tags) == (found, stripped)
 
 
 @pytest.mark.parametrize("text", [
@@ -74,3 +75,4 @@ def test_random_texts_give_the_reference_blocks() -> None:
 def test_no_tags_finds_nothing() -> None:
     assert find_blocks("<context>x</context>", ()) == []
     assert strip_blocks("<context>x</context>", ()) == "<context>x</context>"
+    assert split_blocks("<context>x</context>", ()) == ([], "<context>x</context>")

@@ -139,3 +139,25 @@ def test_a_pickled_job_verified_in_another_process_gives_the_gateways_record(
     assert {layer["key"] for layer in record["layers"]} == {"grounding", "claims", "keyword"}
     assert [c["name"] for c in record["candidates"]] == ["cand"]
     assert record["content"]["output"] == reply.choices[0].message.content
+
+
+def test_with_policy_and_with_answer_are_dataclasses_replace() -> None:
+    """``_with`` copies the fields itself: it must give what ``dataclasses.replace``
+    gives, which holds while every field is an ``__init__`` field and no
+    ``__post_init__`` exists (a new field of another kind needs ``_with`` changed)."""
+    import dataclasses
+
+    assert all(f.init for f in dataclasses.fields(VerificationJob))
+    assert not hasattr(VerificationJob, "__post_init__")
+    job = VerificationJob(messages=MESSAGES, answer={"id": "a"}, policy=PolicyRef("p", "1"),
+                          audit_id="x" * 32, mode="shadow", model="m", tenant="t",
+                          candidates=(PolicyRef("c", "2"),), metadata={"k": "v"},
+                          note="n", t0=1.5)
+    other = PolicyRef("q", "3")
+    assert job.with_policy(other) == dataclasses.replace(job, policy=other, candidates=())
+    assert job.with_answer({"id": "b"}) == dataclasses.replace(job, answer={"id": "b"})
+    copied = job.with_policy(other)
+    assert all(getattr(copied, f.name) is getattr(job, f.name)
+               for f in dataclasses.fields(job) if f.name not in ("policy", "candidates"))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        copied.mode = "inline"  # type: ignore[misc]

@@ -51,3 +51,19 @@ def test_a_job_extracts_one_context_per_spec_and_corpus() -> None:
     assert scope.context(MESSAGES, _spec(), corpus) is first  # an equal spec: shared
     assert scope.context(MESSAGES, _spec(max_chars=10), corpus) is not first
     assert scope.context(MESSAGES, spec, {"other": "text"}) is not first
+
+
+def test_settings_compared_by_value_whatever_was_asked_before() -> None:
+    """The kept answers of ``_equal`` are those of ``==``, for each pair of objects."""
+    from gateway.verify import scope as scope_module
+
+    a, a2, b = _spec(max_chars=10), _spec(max_chars=10), _spec(max_chars=11)
+    for _ in range(2):  # the second round answers from what was kept
+        assert scope_module._equal(a, a2) and scope_module._equal(a2, a)
+        assert not scope_module._equal(a, b) and not scope_module._equal(b, a2)
+        assert scope_module._equal(b, b)
+    specs = [_spec(max_chars=n % 7 + 1) for n in range(scope_module._EQUAL_MAX + 50)]
+    for x, y in zip(specs, specs[1:] + specs[:1], strict=True):  # past the bound
+        assert scope_module._equal(x, y) == (x == y)
+    assert len(scope_module._EQUAL) <= scope_module._EQUAL_MAX
+    assert not scope_module._equal(a, b) and scope_module._equal(a, a2)
