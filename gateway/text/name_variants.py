@@ -19,9 +19,10 @@ context lacks.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Callable, Iterable
 
-__all__ = ["name_variant", "near_spelling", "numeral_value"]
+__all__ = ["name_variant", "near_spelling", "numeral_value", "spelled_alike"]
 
 MIN_WORDS = 2
 """Both names have at least this many comparable words."""
@@ -29,6 +30,9 @@ SAME_PREFIX = 4
 """Two words that share this many first letters are spellings or inflections of one."""
 MAX_EDITS = 2
 """Two words this many edits apart (or fewer) are spellings of one ("Scoot", "Scott")."""
+SPELLING_MIN = 5
+"""A word of a name spelt another way (:func:`spelled_alike`) has at least this many
+letters: one letter changes a short word into another ("Hogs", "Dogs")."""
 
 
 _CARDINALS = ("one two three four five six seven eight nine ten eleven twelve thirteen "
@@ -61,21 +65,60 @@ def numeral_value(word: str) -> int | None:
     return total
 
 
-def near_spelling(a: str, b: str) -> bool:
-    """Whether two lower-case words may be spellings or inflections of one word."""
-    if a[:SAME_PREFIX] == b[:SAME_PREFIX]:
-        return True
-    if abs(len(a) - len(b)) > MAX_EDITS:
+_LIGATURES = str.maketrans({"æ": "ae", "œ": "oe", "ø": "o", "ß": "ss", "ł": "l", "đ": "d"})
+
+
+def fold(word: str) -> str:
+    """A lower-case word without accents or ligatures ("æon" -> "aeon", "söderling" ->
+    "soderling")."""
+    if word.isascii():
+        return word
+    decomposed = unicodedata.normalize("NFKD", word.translate(_LIGATURES))
+    return "".join(c for c in decomposed if not unicodedata.combining(c))
+
+
+def _edits_at_most(a: str, b: str, limit: int) -> bool:
+    if abs(len(a) - len(b)) > limit:
         return False
     prev = list(range(len(b) + 1))
     for i, ca in enumerate(a, 1):
         cur = [i]
         for j, cb in enumerate(b, 1):
             cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
-        if min(cur) > MAX_EDITS:
+        if min(cur) > limit:
             return False
         prev = cur
-    return prev[-1] <= MAX_EDITS
+    return prev[-1] <= limit
+
+
+def near_spelling(a: str, b: str) -> bool:
+    """Whether two lower-case words may be spellings or inflections of one word (accents
+    and ligatures aside; one inside the other, "aeon" in a glued "fluxæon", counts)."""
+    if a[:SAME_PREFIX] == b[:SAME_PREFIX]:
+        return True
+    a, b = fold(a), fold(b)
+    if a[:SAME_PREFIX] == b[:SAME_PREFIX]:
+        return True
+    short, long_ = (a, b) if len(a) <= len(b) else (b, a)
+    if len(short) >= SAME_PREFIX and short in long_:
+        return True
+    return _edits_at_most(a, b, MAX_EDITS)
+
+
+def spelled_alike(key: frozenset[str], other: frozenset[str]) -> bool:
+    """Whether two name keys of the same words but one are one edit apart in that word,
+    of at least ``SPELLING_MIN`` letters and the same first letter ("Scarlett Letter",
+    "Scarlet Letter"; accents and ligatures aside): one name spelt two ways, not a
+    substitute."""
+    if len(key) != len(other) or len(key) < MIN_WORDS:
+        return False
+    new, old = key - other, other - key
+    if len(new) != 1:
+        return False
+    (a,), (b,) = new, old
+    a, b = fold(a), fold(b)
+    return (min(len(a), len(b)) >= SPELLING_MIN and a[0] == b[0]
+            and _edits_at_most(a, b, 1))
 
 
 def name_variant(key: frozenset[str], others: Iterable[frozenset[str]],

@@ -173,6 +173,48 @@ def test_a_name_that_varies_one_word_of_the_contexts_is_substituted() -> None:
     assert ok.label != "contradicted" and ok.passed, ok.explanation
 
 
+FILMS = ("Cedar Hollow is directed by Ines Marlow. Cedar Hollow has genre War film. "
+         "Ines Marlow directed The Glass Harbour. The Scarlet Orchard is written by Ines Marlow")
+FILM_CHAT = ("[Human]: I liked Cedar Hollow. [Assistant]: It is a good one. "
+             "[Human]: What else is there?")
+
+
+@pytest.mark.parametrize(("answer", "wrong"), [
+    # the context name named too: the variant is another thing, not its replacement
+    ("Cedar Hollow, set in the Cedar Mountains, is directed by Ines Marlow.", False),
+    # ... unless the answer denies it
+    ("It was directed by Ines Marlow, and the film is Cedar Valley, not Cedar Hollow.", True),
+    ("Ines Marlow also directed Cedar Valley.", True),
+    # one name spelt another way is no substitute; a short word one letter off is
+    ("The Scarlett Orchard was written by Ines Marlow.", False),
+    ("The Scarlet Orchid was written by Ines Marlow.", True),
+])
+def test_variants_and_spellings_in_a_conversation(answer: str, wrong: bool) -> None:
+    res = run(answer, FILMS, FILM_CHAT, shape_scale={"conversation": 0.16})
+    assert res.details["shape"] == "conversation"
+    assert (res.label == "contradicted") == wrong, res.evidence[0].reason
+
+
+@pytest.mark.parametrize(("answer", "wrong"), [
+    ("No, I didn't see The Glass Harbour, I don't like war films.", False),
+    ("No I did not. It also starred Ines Marlow, didn't it?", False),
+    ("No, Ines Marlow did not direct The Glass Harbour.", True),
+    ("I don't think Ines Marlow directed The Glass Harbour.", True),
+])
+def test_the_speakers_own_negation_is_no_flip(answer: str, wrong: bool) -> None:
+    res = run(answer, FILMS, FILM_CHAT, shape_scale={"conversation": 0.16})
+    assert (res.label == "contradicted") == wrong, [e.reason for e in res.evidence]
+
+
+def test_a_year_the_answer_also_states_is_no_conflict() -> None:
+    context = "Lena Ortiz competed at the 2012 Summer Olympics in London."
+    chat = "[Human]: Did Lena Ortiz go to the Olympics? "
+    both = run("She competed at the 2008 and 2012 Summer Olympics.", context, chat)
+    one = run("She competed at the 2008 Summer Olympics.", context, chat)
+    assert both.label != "contradicted"
+    assert one.label == "contradicted"
+
+
 OPINION_ARTICLE = " ".join([
     "Investigators at the journalism school reviewed the magazine's campus story.",
     "They found major lapses in reporting, editing and fact-checking.",

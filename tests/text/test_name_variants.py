@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.text.name_variants import name_variant, near_spelling, numeral_value
+from gateway.text.name_variants import fold, name_variant, near_spelling, numeral_value, spelled_alike
 from gateway.text.names import name_key
 
 CONTEXT = ["Second World War", "Henry VIII", "Tom Cruise", "Kansas City Chiefs", "AFC South", "Maria Ortega", "Romance Film"]
@@ -47,3 +47,20 @@ def test_numeral_value() -> None:
     assert [numeral_value(w) for w in ("two", "second", "2", "2nd", "ii", "viii", "xliv")] == [
         2, 2, 2, 2, 2, 8, 44]
     assert numeral_value("hanks") is None and numeral_value("civil") is None
+
+
+def test_accents_ligatures_and_glued_words_are_spellings() -> None:
+    assert fold("æon") == "aeon" and fold("söderling") == "soderling" and fold("flux") == "flux"
+    assert near_spelling("aeon", "fluxæon")          # "Æon Flux" glued to the word before
+    assert not near_spelling("aeon", "flux") and not near_spelling("aeon", "fluxion")
+
+
+def test_spelled_alike_is_one_edit_in_one_long_enough_word() -> None:
+    def alike(a: str, b: str) -> bool:
+        return spelled_alike(name_key(a), name_key(b))
+    assert alike("The Scarlett Letter", "The Scarlet Letter")
+    assert alike("Maria Ortego", "Maria Ortega") and alike("Jose Müller", "Jose Muller")
+    assert not alike("Wild Dogs", "Wild Hogs")          # a short word: another word
+    assert not alike("Tom Hanks", "Tom Cruise") and not alike("Ann Ortega", "Maria Ortega")
+    assert not alike("Paul Walker", "Paul Talker")       # another first letter
+    assert not alike("Scarlet", "Scarlett")              # one word: not compared
