@@ -7,9 +7,14 @@ requests). Everything in it is computed per sentence when first asked for:
 - :meth:`~ContextFacts.measures` — the sentence's numbers as
   :class:`~gateway.text.measures.Measure` (unit, dimension, qualifier);
 - :meth:`~ContextFacts.by_dim` — every measure of the context by dimension, for
-  "is this quantity stated anywhere, in any unit";
+  "is this quantity stated anywhere, in any unit"; :meth:`~ContextFacts.same_base`
+  looks first in the sentences stating that number, so an answer whose values are all
+  stated never has every measure of the context read;
 - :meth:`~ContextFacts.names` — its names (entity candidates, plus a sentence-opening
-  word the context writes as a name elsewhere, :func:`gateway.text.names.proper_words`);
+  word the context writes as a name elsewhere, :func:`gateway.text.names.proper_words`,
+  asked word by word: :class:`~gateway.text.names.ProperWords`);
+- :meth:`~ContextFacts.words_of_stem` — the context's words with a given stem (for
+  negation prefixes and stem IDF), found per stem in the sorted vocabulary;
 - :meth:`~ContextFacts.slots` — each measure, date and name with its frame
   (:mod:`gateway.text.frames`);
 - :meth:`~ContextFacts.idf` — the IDF weight of a frame key.
@@ -354,13 +359,16 @@ class ContextFacts:
         every stem some answer happened to use)."""
         got = self._stem_words.get(key)
         if got is None:
-            words = self._sorted_vocab
-            if words is None:
-                words = self._sorted_vocab = sorted(self.index.vocab - STOPWORDS)
-            got = words_with_stem(key, words)
+            got = words_with_stem(key, self._vocab_sorted())
             if got:
                 self._stem_words[key] = got
         return got
+
+    def _vocab_sorted(self) -> list[str]:
+        words = self._sorted_vocab
+        if words is None:
+            words = self._sorted_vocab = sorted(self.index.vocab - STOPWORDS)
+        return words
 
     def idf(self, key: str) -> float:
         """IDF of a frame key (values and dates: ``VALUE_IDF``)."""
@@ -374,6 +382,7 @@ class ContextFacts:
         self._by_value()
         self.dated()
         bool(self.proper())
+        self._vocab_sorted()
 
 
 def _near(x: float) -> float:
