@@ -140,6 +140,7 @@ class ContextFacts:
         self._cues: dict[int, FlipCues] = {}
         self._by_base: dict[tuple[str, float], list[Measure]] | None = None
         self._by_number: dict[float, list[int]] | None = None
+        self._same_base: dict[tuple[str, float], list[Measure]] = {}
         self._sentence_stems: dict[int, frozenset[str]] = {}
         self._name_keys: dict[int, list[frozenset[str]]] = {}
         self._stem_words: dict[str, list[str]] = {}
@@ -209,14 +210,20 @@ class ContextFacts:
         others."""
         if self._by_base is not None or self._by_dim is not None:
             return self._by_value().get((base_dim, base), [])
+        got = self._same_base.get((base_dim, base))
+        if got is not None:
+            return got
         by = self._by_number
         if by is None:
             by = self._by_number = self._numbers_stated()
         sids: set[int] = set()
         for f in (1.0, *factors_of(base_dim)):
             sids.update(by.get(_near(base / f), ()))
-        return [m for sid in sorted(sids) for m in self.measures(sid)
-                if m.base == base and m.base_dim == base_dim]
+        got = [m for sid in sorted(sids) for m in self.measures(sid)
+               if m.base == base and m.base_dim == base_dim]
+        if got:  # the context's own values only: a cached index must not grow per answer
+            self._same_base[(base_dim, base)] = got
+        return got
 
     def _numbers_stated(self) -> dict[float, list[int]]:
         """Each number (rounded to 9 significant digits) and year the context states ->

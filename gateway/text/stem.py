@@ -94,11 +94,12 @@ _TABLE_FORMS = _table_forms()
 
 def words_with_stem(key: str, words: Sequence[str]) -> list[str]:
     """The words of ``words`` (sorted, lower case) whose :func:`stem` is ``key``, in order,
-    found without stemming every word: a suffix rule keeps the word's beginning and adds
-    at most two letters (``"y"``, ``"at"``, ``"iz"``), and dropping a doubled or final
-    letter removes at most two, so such a word starts with ``key`` less its last two
-    letters; the others come from the tables (``"went"`` -> ``"go"``)."""
-    prefix = key[:max(0, len(key) - 2)]
+    found without stemming every word: a stem is a beginning of its word (a suffix cut,
+    a doubled or final letter dropped) plus what a suffix rule puts back (``"y"``,
+    ``"at"``, ``"iz"``, and nothing is dropped after those), so such a word starts with
+    ``key`` less that ending; the others come from the tables (``"went"`` -> ``"go"``)."""
+    prefix = key[:-2] if key.endswith(("at", "iz")) else key[:-1] if key.endswith("y") \
+        else key
     out: list[str] = []
     i = bisect_left(words, prefix)
     n = len(words)
