@@ -107,6 +107,10 @@ def _proper_fast(text: str) -> frozenset[str]:
 _LOWER_ASCII = frozenset("abcdefghijklmnopqrstuvwxyz")
 
 
+_MAX_KNOWN = 1000
+"""Words a :class:`ProperWords` remembers its answer for."""
+
+
 class ProperWords:
     """:func:`proper_words` of some texts (their union), asked word by word: ``w in
     proper`` and ``bool(proper)`` answer as the set would, each word looked up in the
@@ -130,9 +134,9 @@ class ProperWords:
         if got is None:
             got = any(word in s for s in self._sets) or \
                 any(_written_proper(t, word) for t in self._texts)
-            # Only the context's own capitalized words are kept: a cached context must
-            # not grow with every word some answer opens a sentence with.
-            if got or any(word[:1].upper() + word[1:] in t for t in self._texts):
+            # At most _MAX_KNOWN answers kept: a cached context must not grow with every
+            # word some answer opens a sentence with.
+            if len(self._known) < _MAX_KNOWN:
                 self._known[word] = got
         return got
 
