@@ -7,9 +7,14 @@ requests). Everything in it is computed per sentence when first asked for:
 - :meth:`~ContextFacts.measures` — the sentence's numbers as
   :class:`~gateway.text.measures.Measure` (unit, dimension, qualifier);
 - :meth:`~ContextFacts.by_dim` — every measure of the context by dimension, for
-  "is this quantity stated anywhere, in any unit";
+  "is this quantity stated anywhere, in any unit"; :meth:`~ContextFacts.same_base`
+  looks first in the sentences stating that number, so an answer whose values are all
+  stated never has every measure of the context read;
 - :meth:`~ContextFacts.names` — its names (entity candidates, plus a sentence-opening
-  word the context writes as a name elsewhere, :func:`gateway.text.names.proper_words`);
+  word the context writes as a name elsewhere, :func:`gateway.text.names.proper_words`,
+  asked word by word: :class:`~gateway.text.names.ProperWords`);
+- :meth:`~ContextFacts.words_of_stem` — the context's words with a given stem (for
+  negation prefixes and stem IDF), found per stem in the sorted vocabulary;
 - :meth:`~ContextFacts.slots` — each measure, date and name with its frame
   (:mod:`gateway.text.frames`);
 - :meth:`~ContextFacts.idf` — the IDF weight of a frame key.
@@ -27,7 +32,7 @@ from math import log
 from gateway.text.frames import Filler, Slot, make_slots
 from gateway.text.index import TextIndex
 from gateway.text.measures import COUNT, Measure, sentence_measures, years_as_measures
-from gateway.text.names import name_key, names_in, proper_words
+from gateway.text.names import ProperWords, name_key, names_in
 from gateway.text.polarity import (
     Clause,
     FlipCues,
@@ -37,8 +42,9 @@ from gateway.text.polarity import (
     polar,
 )
 from gateway.text.quantities import DateRef, Quantity
-from gateway.text.stem import stem
+from gateway.text.stem import stem, words_with_stem
 from gateway.text.tokens import STOPWORDS, Span, entity_candidates, tokenize
+from gateway.text.units import factors_of
 
 __all__ = ["KEY", "ContextFacts", "Fact", "context_facts", "date_key", "measure_key",
            "sentence_slots"]
@@ -121,7 +127,7 @@ class ContextFacts:
 
     def __init__(self, index: TextIndex) -> None:
         self.index = index
-        self._proper: frozenset[str] | None = None
+        self._proper: ProperWords | None = None
         self._measures: dict[int, list[Measure]] = {}
         self._by_dim: dict[str, list[tuple[int, Measure]]] | None = None
         self._names: dict[int, list[Span]] = {}
@@ -133,15 +139,19 @@ class ContextFacts:
         self._polar: dict[int, bool] = {}
         self._cues: dict[int, FlipCues] = {}
         self._by_base: dict[tuple[str, float], list[Measure]] | None = None
+        self._by_number: dict[float, list[int]] | None = None
+        self._same_base: dict[tuple[str, float], list[Measure]] = {}
         self._sentence_stems: dict[int, frozenset[str]] = {}
         self._name_keys: dict[int, list[frozenset[str]]] = {}
-        self._stem_tokens: dict[str, list[str]] | None = None
+        self._stem_words: dict[str, list[str]] = {}
+        self._sorted_vocab: list[str] | None = None
         self._bases = [d.base for d in index.docs]
 
-    def proper(self) -> frozenset[str]:
-        """Words the context only writes capitalized (names), see ``proper_words``."""
+    def proper(self) -> ProperWords:
+        """Words the context only writes capitalized (names), see ``proper_words``: asked
+        word by word (:class:`~gateway.text.names.ProperWords`)."""
         if self._proper is None:
-            self._proper = frozenset().union(*(proper_words(d.text) for d in self.index.docs))
+            self._proper = ProperWords([d.text for d in self.index.docs])
         return self._proper
 
     def _offset(self, sid: int) -> int:
@@ -189,9 +199,41 @@ class ContextFacts:
         return self._by_dim
 
     def same_base(self, base_dim: str, base: float) -> list[Measure]:
-        """The context's measures of ``base_dim`` whose value in base units is exactly
-        ``base`` (where a match is most likely: looked at before the whole dimension)."""
-        return self._by_value().get((base_dim, base), [])
+        """Measures of ``base_dim`` whose value in base units is exactly ``base``: where a
+        match is most likely, looked at before the whole dimension (:meth:`by_dim`).
+
+        Until something reads every measure of the context, only those of the sentences
+        that state a number which is ``base`` in one of the dimension's units (``30`` for
+        30 years in seconds), or that year, are read: a subset of them (a rate, a unit
+        the table lacks, a value without digits are left to the whole dimension), so
+        most answers whose values are all stated never make the context read the
+        others."""
+        if self._by_base is not None or self._by_dim is not None:
+            return self._by_value().get((base_dim, base), [])
+        got = self._same_base.get((base_dim, base))
+        if got is not None:
+            return got
+        by = self._by_number
+        if by is None:
+            by = self._by_number = self._numbers_stated()
+        sids: set[int] = set()
+        for f in (1.0, *factors_of(base_dim)):
+            sids.update(by.get(_near(base / f), ()))
+        got = [m for sid in sorted(sids) for m in self.measures(sid)
+               if m.base == base and m.base_dim == base_dim]
+        if got:  # the context's own values only: a cached index must not grow per answer
+            self._same_base[(base_dim, base)] = got
+        return got
+
+    def _numbers_stated(self) -> dict[float, list[int]]:
+        """Each number (rounded to 9 significant digits) and year the context states ->
+        the ids of the sentences stating it."""
+        by: dict[float, list[int]] = {}
+        for sid, (numbers, dates) in self.index.facts().by_sentence.items():
+            for v in [q.value for q in numbers] + [float(d.year) for d in dates
+                                                   if d.year is not None]:
+                by.setdefault(_near(v), []).append(sid)
+        return by
 
     def _by_value(self) -> dict[tuple[str, float], list[Measure]]:
         if self._by_base is None:
@@ -255,8 +297,7 @@ class ContextFacts:
         if got is not None:
             return not stems.isdisjoint(got)
         tokens = self.index.sentences[sid].tokens
-        by = self._stems()
-        return any(t in tokens for s in stems for t in by.get(s, ()))
+        return any(t in tokens for s in stems for t in self.words_of_stem(s))
 
     def polar(self, sid: int) -> bool:
         """Whether sentence ``sid`` has a negation, negating prefix or direction word."""
@@ -312,20 +353,29 @@ class ContextFacts:
         got = self._stem_idf.get(key)
         if got is None:
             n = len(self.index.sentences)
-            df = max((len(self.index.posting(t)) for t in self._stems().get(key, ())),
+            df = max((len(self.index.posting(t)) for t in self.words_of_stem(key)),
                      default=0)
             got = self._stem_idf[key] = log((n + 1) / max(1, df)) + 1.0
         return got
 
-    def _stems(self) -> dict[str, list[str]]:
-        """Stem -> the context's words with that stem (built once)."""
-        if self._stem_tokens is None:
-            by: dict[str, list[str]] = {}
-            for tok in self.index.vocab:
-                if tok not in STOPWORDS:
-                    by.setdefault(stem(tok), []).append(tok)
-            self._stem_tokens = by
-        return self._stem_tokens
+    def words_of_stem(self, key: str) -> list[str]:
+        """The context's words with stem ``key`` (function words aside), found in its
+        sorted vocabulary (:func:`~gateway.text.stem.words_with_stem`) when first asked:
+        an answer asks for a few dozen stems, stemming the whole vocabulary cost more.
+        Memoized only when the context has such words (a cached index must not grow with
+        every stem some answer happened to use)."""
+        got = self._stem_words.get(key)
+        if got is None:
+            got = words_with_stem(key, self._vocab_sorted())
+            if got:
+                self._stem_words[key] = got
+        return got
+
+    def _vocab_sorted(self) -> list[str]:
+        words = self._sorted_vocab
+        if words is None:
+            words = self._sorted_vocab = sorted(self.index.vocab - STOPWORDS)
+        return words
 
     def idf(self, key: str) -> float:
         """IDF of a frame key (values and dates: ``VALUE_IDF``)."""
@@ -338,8 +388,14 @@ class ContextFacts:
         self.by_dim()
         self._by_value()
         self.dated()
-        self.proper()
-        self._stems()
+        bool(self.proper())
+        self._vocab_sorted()
+
+
+def _near(x: float) -> float:
+    """``x`` to 9 significant digits: a number and its value converted to base units and
+    back compare equal."""
+    return float(f"{x:.9g}")
 
 
 def _shift(d: DateRef, off: int) -> DateRef:

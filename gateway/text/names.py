@@ -20,7 +20,8 @@ from functools import lru_cache
 
 from gateway.text.tokens import OPENERS, PLACES, STOPWORDS, Span, entity_candidates, tokenize
 
-__all__ = ["acronym_of", "name_class", "name_key", "names_in", "proper_words", "same_name"]
+__all__ = ["ProperWords", "acronym_of", "name_class", "name_key", "names_in", "proper_words",
+           "same_name"]
 
 _CAP_OR_LOW = re.compile(r"(?<![\w’'-])(?:([A-Z][a-zà-ÿ]+(?:-[A-Z]?[a-zà-ÿ]+)?)|([a-zà-ÿ]{3,}))\b")
 """A capitalized word (group 1: "Helix", "Jean-Pierre") or a lower-case word of three
@@ -103,7 +104,97 @@ def _proper_fast(text: str) -> frozenset[str]:
     return frozenset(out)
 
 
-def names_in(sentence: str, entities: Sequence[Span], proper: frozenset[str]) -> list[Span]:
+_LOWER_ASCII = frozenset("abcdefghijklmnopqrstuvwxyz")
+
+
+_MAX_KNOWN = 1000
+"""Words a :class:`ProperWords` remembers its answer for."""
+
+
+class ProperWords:
+    """:func:`proper_words` of some texts (their union), asked word by word: ``w in
+    proper`` and ``bool(proper)`` answer as the set would, each word looked up in the
+    texts when first asked (a context is asked about a few sentence openers, not about
+    its hundreds of capitalized words). A text with "÷" or longer than
+    ``_MAX_FAST_CHARS`` is scanned whole, as :func:`proper_words` does."""
+
+    __slots__ = ("_any", "_known", "_sets", "_texts")
+
+    def __init__(self, texts: Sequence[str]) -> None:
+        self._texts = [t for t in texts if "\u00f7" not in t and len(t) <= _MAX_FAST_CHARS]
+        self._sets = [proper_words(t) for t in texts
+                      if "\u00f7" in t or len(t) > _MAX_FAST_CHARS]
+        self._known: dict[str, bool] = {}
+        self._any: bool | None = None
+
+    def __contains__(self, word: object) -> bool:
+        if not isinstance(word, str):
+            return False
+        got = self._known.get(word)
+        if got is None:
+            got = any(word in s for s in self._sets) or \
+                any(_written_proper(t, word) for t in self._texts)
+            # At most _MAX_KNOWN answers kept: a cached context must not grow with every
+            # word some answer opens a sentence with.
+            if len(self._known) < _MAX_KNOWN:
+                self._known[word] = got
+        return got
+
+    def __bool__(self) -> bool:
+        if self._any is None:
+            self._any = any(self._sets) or any(self._has_any(t) for t in self._texts)
+        return self._any
+
+    def _has_any(self, text: str) -> bool:
+        """Whether the words are not all missing: ``text``'s capitalized words looked up
+        in text order until one is a name (past ``_MAX_LOOKUPS`` of them, ``text`` is
+        scanned)."""
+        seen: set[str] = set()
+        for cap in _CAP.finditer(text):
+            w = cap.group(0).lower()
+            if w in seen or w in OPENERS or w in STOPWORDS:
+                continue
+            if len(seen) >= _MAX_LOOKUPS:
+                return bool(_proper_scan(text))
+            seen.add(w)
+            if w in self:
+                return True
+        return False
+
+
+def _written_proper(text: str, w: str) -> bool:
+    """``w in _proper_fast(text)`` for a text without "÷", finding only ``w``: a match of
+    ``_CAP`` whose lower case is ``w`` is ``w`` with a capital first letter (and, after
+    its hyphen, maybe a second one), so only those spellings are looked for; then, as in
+    :func:`_proper_fast`, no lower-case word ``w`` may start at any of its occurrences."""
+    if w in OPENERS or w in STOPWORDS or w[:1] not in _LOWER_ASCII:
+        return False
+    first = w[0].upper() + w[1:]
+    spellings = [first]
+    hyphen = w.find("-")
+    if 0 <= hyphen < len(w) - 1 and w[hyphen + 1] in _LOWER_ASCII:
+        spellings.append(first[:hyphen + 1] + w[hyphen + 1].upper() + w[hyphen + 2:])
+    if not any(_found_at(text, s, _CAP) for s in spellings):
+        return False
+    if len(w) < 3 or "-" in w:  # never a match of the second branch
+        return True
+    return not _found_at(text, w, _LOW_AT)
+
+
+def _found_at(text: str, word: str, pattern: re.Pattern[str]) -> bool:
+    """Whether ``pattern`` matches exactly ``word`` at one of its occurrences in ``text``
+    (the pattern's look-behind sees the character before it)."""
+    p = text.find(word)
+    while p >= 0:
+        m = pattern.match(text, p)
+        if m is not None and m.end() - p == len(word):
+            return True
+        p = text.find(word, p + 1)
+    return False
+
+
+def names_in(sentence: str, entities: Sequence[Span],
+             proper: frozenset[str] | ProperWords) -> list[Span]:
     """``entities`` (the sentence's entity candidates) plus an opening capitalized word
     that the context writes as a name (``proper``) or that names a place."""
     m = _FIRST.match(sentence)

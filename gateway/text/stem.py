@@ -10,11 +10,13 @@ under-stemming only loses a match. Memoized; pure.
 
 from __future__ import annotations
 
+from bisect import bisect_left
+from collections.abc import Sequence
 from functools import lru_cache
 
-from gateway.text.tokens import irregular_group
+from gateway.text.tokens import _IRREGULAR, irregular_group
 
-__all__ = ["stem"]
+__all__ = ["stem", "words_with_stem"]
 
 # Longest first within each rule; (suffix, minimum stem length left, replacement).
 _SUFFIXES: tuple[tuple[str, int, str], ...] = (
@@ -74,3 +76,44 @@ def stem(word: str) -> str:
     if len(w) > 3 and w.endswith("e"):
         w = w[:-1]
     return w
+
+
+def _table_forms() -> dict[str, tuple[str, ...]]:
+    """Stem -> the words a table gives it (irregular forms, "daily" -> "day"): the only
+    words whose stem is not a prefix of them, give or take its last two letters."""
+    by: dict[str, list[str]] = {}
+    for form, group in _IRREGULAR.items():
+        by.setdefault(group.split(None, 1)[0], []).append(form)
+    for form, key in _IRREGULAR_EXTRA.items():
+        by.setdefault(key, []).append(form)
+    return {key: tuple(dict.fromkeys(forms)) for key, forms in by.items()}
+
+
+_TABLE_FORMS = _table_forms()
+
+
+def words_with_stem(key: str, words: Sequence[str]) -> list[str]:
+    """The words of ``words`` (sorted, lower case) whose :func:`stem` is ``key``, in order,
+    found without stemming every word: a stem is a beginning of its word (a suffix cut,
+    a doubled or final letter dropped) plus what a suffix rule puts back (``"y"``,
+    ``"at"``, ``"iz"``, and nothing is dropped after those), so such a word starts with
+    ``key`` less that ending; the others come from the tables (``"went"`` -> ``"go"``)."""
+    prefix = key[:-2] if key.endswith(("at", "iz")) else key[:-1] if key.endswith("y") \
+        else key
+    out: list[str] = []
+    i = bisect_left(words, prefix)
+    n = len(words)
+    while i < n and words[i].startswith(prefix):
+        w = words[i]
+        if stem(w) == key:
+            out.append(w)
+        i += 1
+    extra = _TABLE_FORMS.get(key)
+    if extra:
+        for form in extra:
+            if not form.startswith(prefix) and stem(form) == key:
+                j = bisect_left(words, form)
+                if j < n and words[j] == form:
+                    out.append(form)
+        out.sort()
+    return out

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["Unit", "read_unit", "unit_named"]
+__all__ = ["Unit", "factors_of", "read_unit", "unit_named"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +153,15 @@ for _dim, _factor, _name, _fuzzy, _symbols, _words in _TABLE:
 _SYMBOLS["%"] = _WORDS["percent"]
 
 _TIME_UNITS = {u.name: u for u in _WORDS.values() if u.dim == "time"}
+_FACTORS: dict[str, tuple[float, ...]] = {
+    dim: tuple(sorted({row[1] for row in _TABLE if row[0] == dim}))
+    for dim in dict.fromkeys(row[0] for row in _TABLE)}
+
+
+def factors_of(dim: str) -> tuple[float, ...]:
+    """The factors of the table's units of ``dim`` (``"time"``: 0.001, 1, 60, 3600, …),
+    ascending; empty for a dimension it has no units of."""
+    return _FACTORS.get(dim, ())
 
 # Words allowed between a number and its unit ("5 business days", "3 calendar months").
 _MODIFIERS = frozenset(

@@ -1,0 +1,94 @@
+"""Instructions per verification of two checkouts, counted by valgrind: a loaded box
+cannot move them (CPU time on a shared 2-core box scatters by ±20 % between passes).
+
+    .venv/bin/python bench/verify_instructions.py OLD_CHECKOUT . [--policy inline|shadow]
+        [--cold] [--passes 2]
+
+The traffic of ``bench/verify_cpu_ab.py`` (40 HaluEval news cases, ``inline``: the
+``grounding`` policy alone, ``shadow``: ``default`` with its candidate; ``--cold``: no
+context index cache hits). Each checkout runs twice under ``valgrind --tool=cachegrind``
+(``PYTHONHASHSEED=0``): once with one warm-up pass over the cases and once with
+``--passes`` more; the difference in instructions executed, divided by the
+verifications it adds, is the count per verification (start-up and warm-up cancel
+out). Needs ``valgrind`` (``apt-get install valgrind``); about a minute per run, the
+two runs of a checkout in parallel. Instructions are not time (a cache miss costs more
+than an add), but a change that removes work shows up here whatever else the box does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+CHILD = r'''
+import asyncio, sys
+root, which, cold, k = sys.argv[1], sys.argv[2], sys.argv[3] == "1", int(sys.argv[4])
+sys.path.insert(0, root); sys.path.insert(0, root + "/bench")
+import profile_rag_verify as P
+from gateway.text import index as I
+if cold:
+    I.IndexCache.get = lambda self, docs: I.build_index(docs)
+async def main():
+    settings = P.load_settings(environ={}, overrides={"policies_dir": str(P.REPO / "policies")})
+    async with P.open_runtime(settings) as runtime:
+        verifier = P.Verifier(runtime)
+        pol = runtime.policies.policies
+        default, grounding = pol["default"], pol["grounding"]
+        ref = P.PolicyRef(default.name, default.version)
+        cand = tuple(P.PolicyRef(pol[c].name, pol[c].version) for c in default.spec.candidates)
+        work = P.jobs(40, ref, cand)
+        gref = P.PolicyRef(grounding.name, grounding.version)
+        trace = P.RequestTrace()
+        async def one(job):
+            if which == "inline":
+                await verifier.verify(job.with_policy(gref), policy=grounding, trace=trace)
+            else:
+                await verifier.run(job, trace, P.Outcome.for_job(job))
+        for _ in range(1 + k):
+            for job in work:
+                await one(job)
+asyncio.run(main())
+'''
+CASES = 40
+
+
+def instructions(root: str, policy: str, cold: bool, passes: int) -> int:
+    """Instructions valgrind counts for one child run."""
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    out = subprocess.run(
+        ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
+         sys.executable, "-c", CHILD, root, policy, "1" if cold else "0", str(passes)],
+        capture_output=True, text=True, env=env, check=True)
+    m = re.search(r"I\s+refs:\s+([\d,]+)", out.stderr)
+    if m is None:
+        raise RuntimeError(out.stderr[-2000:])
+    return int(m.group(1).replace(",", ""))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("old", type=Path)
+    ap.add_argument("new", type=Path)
+    ap.add_argument("--policy", choices=("inline", "shadow"), default="inline")
+    ap.add_argument("--cold", action="store_true")
+    ap.add_argument("--passes", type=int, default=2)
+    args = ap.parse_args()
+    per: list[float] = []
+    for root in (str(args.old.resolve()), str(args.new.resolve())):
+        with ThreadPoolExecutor(2) as pool:
+            runs = [pool.submit(instructions, root, args.policy, args.cold, k)
+                    for k in (0, args.passes)]
+            base, more = (r.result() for r in runs)
+        per.append((more - base) / (args.passes * CASES))
+    old, new = per
+    print(f"{args.policy} {'cold' if args.cold else 'warm'}: million instructions per "
+          f"verification: old {old / 1e6:.2f}, new {new / 1e6:.2f}; new/old {new / old:.3f}")
+
+
+if __name__ == "__main__":
+    main()
