@@ -25,26 +25,12 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from _verify_child import RUNTIME_SETUP
+
 CHILD = r'''
 import asyncio, sys
 root, which, cold, k = sys.argv[1], sys.argv[2], sys.argv[3] == "1", int(sys.argv[4])
-sys.path.insert(0, root); sys.path.insert(0, root + "/bench")
-import profile_rag_verify as P
-from gateway.text import index as I
-if cold:
-    I.IndexCache.get = lambda self, docs: I.build_index(docs)
-async def main():
-    settings = P.load_settings(environ={}, overrides={"policies_dir": str(P.REPO / "policies")})
-    async with P.open_runtime(settings) as runtime:
-        verifier = P.Verifier(runtime)
-        pol = runtime.policies.policies
-        default, grounding = pol["default"], pol["grounding"]
-        ref = P.PolicyRef(default.name, default.version)
-        cand = tuple(P.PolicyRef(pol[c].name, pol[c].version) for c in default.spec.candidates)
-        work = P.jobs(40, ref, cand)
-        gref = P.PolicyRef(grounding.name, grounding.version)
-        trace = P.RequestTrace()
-        async def one(job):
+''' + RUNTIME_SETUP + r'''        async def one(job):
             if which == "inline":
                 await verifier.verify(job.with_policy(gref), policy=grounding, trace=trace)
             else:

@@ -8,27 +8,14 @@ its bounds and refuses non-loopback targets.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import sys
 from collections.abc import Iterator
-from pathlib import Path
-from types import ModuleType
 
 import pytest
+from bench_modules import BENCH  # noqa: E402
+from bench_modules import load_bench as _load
 
 from gateway.testing.servers import ServerThread
-
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-
-
-def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
 
 loadgen = _load("loadgen")
 mock_upstream = _load("mock_upstream")

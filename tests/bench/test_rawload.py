@@ -10,32 +10,16 @@ streaming) and with both clients.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import socket
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
-from types import ModuleType
 
 import openai
 import pytest
+from bench_modules import load_bench as _load
 
 from gateway.testing.servers import ServerThread
-
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-sys.path.insert(0, str(BENCH))
-
-
-def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
 
 loadgen = _load("loadgen")
 mock_upstream = _load("mock_upstream")

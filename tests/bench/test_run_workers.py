@@ -3,26 +3,11 @@ and counting a process's connections. No gateway is started and nothing is timed
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import socket
-import sys
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-sys.path.insert(0, str(BENCH))
-
-
-def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
+from bench_modules import load_bench as _load
 
 rw = _load("run_workers")
 
