@@ -82,16 +82,12 @@ def check_answer(
     if question is not None:
         asked = " ".join(s.text for s in question.sentences)
         why = check_stance(checks[0], asked, ctx, cfg)
+        if why is None and cfg.comparisons and checks[0].status != "contradicted":
+            why = comparison_conflict(asked, lambda: (s.text for s in ctx.sentences), answer)
         if why is not None:
             checks[0].status = "contradicted"
             checks[0].premise = why
             checks[0].risk = min(1.0, checks[0].risk + cfg.contradiction_weight)
-        if cfg.comparisons and checks[0].status != "contradicted":
-            wrong = comparison_conflict(asked, lambda: (s.text for s in ctx.sentences), answer)
-            if wrong is not None:
-                checks[0].status = "contradicted"
-                checks[0].premise = wrong
-                checks[0].risk = min(1.0, checks[0].risk + cfg.contradiction_weight)
     words = sum(c.weight for c in checks)
     entities = sum(c.n_entities for c in checks)
     values = sum(c.n_values for c in checks)
