@@ -14,7 +14,7 @@ read them through a consumer group, verify them with a runtime of their own
 - :mod:`~gateway.fleet.stream` — the stream commands both sides share (the group, its
   backlog, delivery counts, trimming) and reading Redis' replies.
 - :mod:`~gateway.fleet.publisher` — :class:`~gateway.fleet.publisher.RedisRunner`, the
-  relay's :class:`~gateway.verify.queue.JobRunner`: ``submit`` never waits; a bounded
+  relay's :class:`~gateway.verify.runner.JobRunner`: ``submit`` never waits; a bounded
   buffer is published in the background; Redis down, slow or backed up → the job is
   shed, counted and recorded as not verified.
 - :mod:`~gateway.fleet.ledger` — exactly one record per job: the commit claim

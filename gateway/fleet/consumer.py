@@ -49,8 +49,8 @@ from gateway.telemetry import RequestTrace, Telemetry
 from gateway.verify.actions import band_action
 from gateway.verify.job import VerificationJob
 from gateway.verify.outcome import CandidateOutcome, Outcome
-from gateway.verify.queue import candidates_result
 from gateway.verify.record import Recorder
+from gateway.verify.runner import candidates_result
 from gateway.verify.runtime import Runtime
 from gateway.verify.verifier import ABANDONED, Verifier, abandoned
 

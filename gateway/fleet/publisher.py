@@ -18,9 +18,9 @@ full — when:
   holds a value JSON cannot carry (the publisher never stops on one job);
 - ``closed`` / ``cancelled``: shutdown (still buffered after ``shadow.drain_seconds``).
 
-That is the :class:`~gateway.verify.queue.JobRunner` contract as the process pool keeps
+That is the :class:`~gateway.verify.runner.JobRunner` contract as the process pool keeps
 it: every job ends in exactly one record with a ``shadow`` field
-(``gateway.verify.queue.shadow_info``) — here ``result: dropped`` (``cancelled`` at
+(``gateway.verify.runner.shadow_info``) — here ``result: dropped`` (``cancelled`` at
 shutdown) for a shed job, counted in ``shadow.settled``; a published job's record and
 count are the ``gateway worker``'s (:mod:`gateway.fleet.consumer`).
 
@@ -48,8 +48,9 @@ from gateway.settings import RedisConfig, Settings
 from gateway.telemetry import Telemetry
 from gateway.verify.job import VerificationJob
 from gateway.verify.outcome import CandidateOutcome, Outcome
-from gateway.verify.queue import SampleMeter, shadow_info
+from gateway.verify.queue import SampleMeter
 from gateway.verify.record import Recorder
+from gateway.verify.runner import shadow_info
 from gateway.verify.verifier import Verifier
 
 if TYPE_CHECKING:

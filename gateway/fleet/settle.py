@@ -31,8 +31,9 @@ from gateway.settings import RedisConfig
 from gateway.telemetry import RequestTrace, Telemetry
 from gateway.verify.job import VerificationJob
 from gateway.verify.outcome import CandidateOutcome, Outcome, utc_now
-from gateway.verify.queue import SampleMeter, shadow_info
+from gateway.verify.queue import SampleMeter
 from gateway.verify.record import Recorder
+from gateway.verify.runner import shadow_info
 from gateway.verify.verifier import Verifier
 
 if TYPE_CHECKING:

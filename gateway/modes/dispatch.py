@@ -59,8 +59,9 @@ from gateway.settings import Settings
 from gateway.telemetry import RequestTrace, Telemetry
 from gateway.types import RequestInfo
 from gateway.verify.outcome import Outcome
-from gateway.verify.queue import JobRunner, LocalRunner, ShadowQueue
+from gateway.verify.queue import ShadowQueue
 from gateway.verify.record import Recorder
+from gateway.verify.runner import JobRunner, LocalRunner
 from gateway.verify.runtime import Runtime
 from gateway.verify.verifier import Verifier
 

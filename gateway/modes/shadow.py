@@ -21,7 +21,7 @@ from gateway.modes.request import PolicyRequest
 from gateway.modes.unverified import not_answer, not_stream
 from gateway.verify.job import PolicyRef
 from gateway.verify.outcome import Outcome
-from gateway.verify.queue import record_shed
+from gateway.verify.runner import record_shed
 from gateway.wire.messages import maybe_json
 
 if TYPE_CHECKING:

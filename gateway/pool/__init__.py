@@ -3,7 +3,7 @@
 
 ``pool.workers`` (default: the cores the relay does not need) worker processes
 verify shadow jobs, candidates and large inline verifications; ``0`` keeps every
-job on the relay's event loop (``gateway.verify.queue.LocalRunner``).
+job on the relay's event loop (``gateway.verify.runner.LocalRunner``).
 """
 
 from gateway.pool.runner import ProcessRunner, default_workers

@@ -1,4 +1,4 @@
-"""The relay's side of the verification pool: a :class:`~gateway.verify.queue.JobRunner`
+"""The relay's side of the verification pool: a :class:`~gateway.verify.runner.JobRunner`
 whose jobs run in worker processes, and inline verifications awaited from them.
 
 :class:`ProcessRunner` keeps the shadow queue (``gateway.verify.queue.ShadowQueue``,
@@ -48,8 +48,9 @@ from gateway.verify.actions import band_action
 from gateway.verify.job import JobKind, VerificationJob
 from gateway.verify.outcome import CandidateOutcome, Outcome, Verification
 from gateway.verify.pipeline import Budget
-from gateway.verify.queue import NOT_VERIFIED, ShadowJob, ShadowQueue, record_shed, shadow_info
+from gateway.verify.queue import ShadowJob, ShadowQueue
 from gateway.verify.record import Recorder
+from gateway.verify.runner import NOT_VERIFIED, record_shed, shadow_info
 from gateway.verify.verifier import ABANDONED, Verifier, abandoned
 
 __all__ = ["OFFLOAD_SECONDS", "ProcessRunner", "default_workers"]

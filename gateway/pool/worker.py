@@ -56,8 +56,8 @@ from gateway.verify.actions import band_action
 from gateway.verify.job import VerificationJob
 from gateway.verify.outcome import CandidateOutcome, Outcome, Verification
 from gateway.verify.pipeline import Budget
-from gateway.verify.queue import candidates_result
 from gateway.verify.record import Recorder
+from gateway.verify.runner import candidates_result
 from gateway.verify.runtime import Runtime
 from gateway.verify.verifier import ABANDONED, Verifier, abandoned
 

@@ -24,7 +24,7 @@ import pytest
 
 from gateway.telemetry import TraceLink
 from gateway.verify.job import PolicyRef, VerificationJob
-from gateway.verify.queue import LocalRunner
+from gateway.verify.runner import LocalRunner
 from serving import ServedGateway
 
 ROOT = Path(__file__).resolve().parents[2]
