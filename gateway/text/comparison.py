@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
+from itertools import islice
 
 __all__ = ["comparison_conflict"]
 
@@ -110,7 +111,7 @@ def comparison_conflict(question: str, context_sentences: Callable[[], Iterable[
     if direction is None:
         return None
     first, second = m.group(1).strip(" \"'"), m.group(2).strip(" \"'")
-    sentences = [part for i, s in enumerate(context_sentences()) if i < MAX_SENTENCES
+    sentences = [part for s in islice(context_sentences(), MAX_SENTENCES)
                  for part in _SPLIT.split(s) if part.strip()]
     years = _year_of(first, sentences), _year_of(second, sentences)
     if years[0] is None or years[1] is None or years[0] == years[1]:
