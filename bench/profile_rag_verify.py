@@ -15,7 +15,11 @@ as ``<context>`` in the system message, its ~55-word summary as the answer) beco
 - the same with the job's shared work switched off (``--no-share``: each policy runs
   its layers from scratch — no layer result reused, and no ``grounding`` layer reading
   another's sentence cores (``AnswerShare``); the context is still extracted once);
-- ``grounding inline`` — the ``grounding`` policy alone (``Verifier.verify``).
+- ``grounding inline`` — the ``grounding`` policy alone (``Verifier.verify``);
+- with ``--prepared`` also ``grounding inline, prepared`` — the same with the
+  context-side preparation an inline request starts while the upstream answers
+  (``Preparations.start``, then ``Verifier.verify``): the CPU of a served inline
+  request's verification, preparation included.
 
 Every case is verified ``--rounds`` times; CPU per verification is
 ``time.process_time`` over all of them (the layers' cross-request caches see each
@@ -23,7 +27,10 @@ article ``--rounds`` times, as a cache does in production for repeated contexts)
 less sensitive to a loaded box, the sum over cases of each case's fastest round.
 ``--cold``: the context index cache (``grounding``'s ``index_cache_chars``) never
 hits, so every verification indexes its context (a document seen for the first time);
-within one job the policy and its candidate still share it.
+within one job the policy and its candidate still share it. ``--gc``: also the
+cyclic garbage collector's collections and CPU per verification (part of the row's
+CPU; this process does not ``gc.freeze()`` its start-up objects as a served gateway
+does, so a full collection here walks more than there).
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import gc
 import pstats
 import sys
 import time
@@ -45,7 +53,7 @@ sys.path.insert(0, str(REPO))
 from gateway.layers._grounding_answer import AnswerShare  # noqa: E402
 from gateway.runtime import open_runtime  # noqa: E402
 from gateway.settings import load_settings  # noqa: E402
-from gateway.telemetry import RequestTrace  # noqa: E402
+from gateway.telemetry import PrepareSpan, RequestTrace  # noqa: E402
 from gateway.text import index as index_module  # noqa: E402
 from gateway.verify import scope as scope_module  # noqa: E402
 from gateway.verify.job import PolicyRef, VerificationJob  # noqa: E402
@@ -68,7 +76,27 @@ def jobs(cases: int, live: PolicyRef, candidates: tuple[PolicyRef, ...]) -> list
         candidates=candidates) for i, r in enumerate(news)]
 
 
+class GcClock:
+    """CPU time spent in the cyclic garbage collector (``gc.callbacks``), since ``reset``."""
+
+    def __init__(self) -> None:
+        self.seconds, self.collections, self._start = 0.0, 0, 0.0
+        gc.callbacks.append(self._on)
+
+    def reset(self) -> GcClock:
+        self.seconds, self.collections = 0.0, 0
+        return self
+
+    def _on(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._start = time.process_time()
+        else:
+            self.seconds += time.process_time() - self._start
+            self.collections += 1
+
+
 async def measure(args: argparse.Namespace) -> None:
+    gc_clock = GcClock() if args.gc else None
     if args.cold:  # every look-up a miss: the index is built inside each verification
         index_module.IndexCache.get = (  # type: ignore[method-assign]
             lambda self, docs: index_module.build_index(docs))
@@ -99,16 +127,21 @@ async def measure(args: argparse.Namespace) -> None:
                 await one(job)
             best = [float("inf")] * len(work)
             clock = time.process_time
+            gc_at = gc_clock.reset() if gc_clock else None
             t0 = clock()
             for _ in range(args.rounds):
                 for i, job in enumerate(work):
                     t = clock()
                     await one(job)
                     best[i] = min(best[i], clock() - t)
-            per = (clock() - t0) * 1000 / (args.rounds * len(work))
+            n = args.rounds * len(work)
+            per = (clock() - t0) * 1000 / n
             low = sum(best) * 1000 / len(work)
             print(f"{label:<34} {per:.3f} ms CPU per verification (mean; "
                   f"{low:.3f} summing each case's fastest round)", flush=True)
+            if gc_clock and gc_at is not None:
+                print(f"{'':<34} GC: {gc_clock.collections / n:.2f} collections, "
+                      f"{gc_clock.seconds * 1000 / n:.3f} ms per verification", flush=True)
 
         print(f"{len(work)} cases, {args.rounds} rounds; candidates {list(default.spec.candidates)}"
               f"{'; cold (no index cache hits)' if args.cold else ''}")
@@ -123,6 +156,16 @@ async def measure(args: argparse.Namespace) -> None:
             scope_module.JobScope.result = keep  # type: ignore[method-assign]
             AnswerShare.cores = keep_cores  # type: ignore[method-assign]
         await timed("grounding inline", inline_one)
+        if args.prepared:
+            async def prepared_one(job: VerificationJob) -> None:
+                job = job.with_policy(gref)
+                runtime.prepared.start(job.audit_id, grounding, job.messages, PrepareSpan())
+                try:
+                    await verifier.verify(job, policy=grounding, trace=trace)
+                finally:
+                    runtime.prepared.discard(job.audit_id)
+
+            await timed("grounding inline, prepared", prepared_one)
         if args.profile:
             prof = cProfile.Profile(time.process_time)
             prof.enable()
@@ -139,6 +182,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="print the N functions with the most own time (default shadow job)")
     p.add_argument("--cold", action="store_true",
                    help="no context index cache hits between requests")
+    p.add_argument("--gc", action="store_true",
+                   help="also print the cyclic garbage collector's share of each row")
+    p.add_argument("--prepared", action="store_true",
+                   help="also time inline grounding with its context preparation")
     asyncio.run(measure(p.parse_args(argv)))
     return 0
 

@@ -208,12 +208,12 @@ class GroundingLayer:
 
     def prepare(self, context: GroundingContext) -> None:
         """Index the context (numbers, dates and every word's posting included) before
-        the answer arrives."""
+        the answer arrives; the rest of its analysis waits for an answer to ask."""
         if context and context.text.strip():
             index = context_index(context, self._indexes)
             index.facts()
             index.prefetch_all()
-            context_facts(index).prepare()  # measures by dimension, dates, proper names
+            context_facts(index).prepare()  # proper names, the sorted vocabulary
 
     async def verify(self, inp: VerifyInput) -> LayerResult:
         cfg = self.config

@@ -109,6 +109,14 @@ _ARTICLE_UNIT = re.compile(
     r"takes|took|another|least|once|every)\s+(?:an?)\s+)"
     r"(\w+)(\s+and\s+a\s+half)?\b", re.IGNORECASE)
 _ARTICLE = re.compile(r"\b(?:half|an?|one)\b", re.IGNORECASE)
+_ARTICLE_NEXT = re.compile(r"(?:an?|one|half)\s+(?=(\w+))")
+"""On lower-cased ASCII text, the word after each "a", "an", "one" or "half" and its
+spaces: every word ``_ARTICLE_UNIT`` reads as a unit is one of them (a necessary test,
+5x cheaper than that pattern, which tries a score of openers at every word)."""
+_CLOCK_DIGITS = re.compile(r"\d(?:[:.]\d|\s*[ap]\.?m)", re.IGNORECASE)
+"""Where ``_CLOCK`` can match a digit time ("10:05", "10.05 pm", "2 pm"): on ASCII text
+(where ``IGNORECASE`` folds only ASCII letters) no match here and no "noon" or
+"midnight" means no clock time (a necessary test, 7x cheaper than the pattern)."""
 _ARTICLE_UNITS = unit_words(("time", "length", "mass", "volume"))
 """The units ``_ARTICLE_UNIT`` reads ("an *hour*", "half a *mile*"): without one of them
 among a sentence's words the pattern is not tried."""
@@ -227,6 +235,10 @@ def _inherit_ranges(text: str, out: list[Measure]) -> None:
 
 
 def _clocks(text: str) -> list[Measure]:
+    if text.isascii() and _CLOCK_DIGITS.search(text) is None:
+        low = text.lower()
+        if "noon" not in low and "midnight" not in low:
+            return []
     out = []
     for m in _CLOCK.finditer(text):
         if m.group(8):
@@ -259,7 +271,8 @@ def _extras(text: str, taken: Sequence[tuple[int, int]],
 
     low = text.lower()
     if (" a" in low or "half" in low or low.startswith(("a", "half", "one"))) and (
-            words is None or not _ARTICLE_UNITS.isdisjoint(words)):
+            words is None or not _ARTICLE_UNITS.isdisjoint(words)) and (
+            not text.isascii() or not _ARTICLE_UNITS.isdisjoint(_ARTICLE_NEXT.findall(low))):
         for m in _ARTICLE_UNIT.finditer(text):
             half, word, and_half = m.group(1), m.group(2), m.group(3)
             unit = unit_named(word.lower())

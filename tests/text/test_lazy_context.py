@@ -6,15 +6,17 @@ sentences that state it (``ContextFacts.same_base`` before ``by_dim``)."""
 
 from __future__ import annotations
 
+import gc
 import re
+import weakref
 from itertools import islice
 
 import pytest
 from corpus_texts import real_texts
 
 from gateway.text import names
-from gateway.text.context_facts import ContextFacts
-from gateway.text.index import build_index
+from gateway.text.context_facts import ContextFacts, context_facts
+from gateway.text.index import TextIndex, build_index
 from gateway.text.names import ProperWords, proper_words
 from gateway.text.stem import stem, words_with_stem
 from gateway.text.tokens import STOPWORDS, tokenize
@@ -121,3 +123,31 @@ def test_same_base_before_by_dim_is_a_subset_of_it() -> None:
         for dim, base in queries:
             assert lazy.same_base(dim, base) == eager.same_base(dim, base)
     assert checked > 500 and found > 0.9 * checked
+
+
+def test_an_index_and_its_context_facts_are_freed_without_the_cyclic_gc() -> None:
+    """``context_facts`` memoizes its findings on the index, not itself (it refers to the
+    index): the last reference dropped frees both at once (a reference cycle left every
+    context indexed for one request, or evicted from the cache, to the cyclic GC); while
+    held it is one object, and a later one shares what the first found."""
+    def indexes() -> int:
+        return sum(isinstance(o, TextIndex) for o in gc.get_objects())
+
+    gc.collect()
+    gc.disable()
+    try:
+        before = indexes()
+        index = build_index([("c", "The bridge is 330 m long. Gustave Eiffel opened it "
+                                   "in 1889, not 1890.")])
+        cf = context_facts(index)
+        assert cf.same_base("length", 330.0) and cf.names(1) and cf.slots(1)
+        assert cf.clauses(1) and context_facts(index) is cf
+        ref = weakref.ref(cf)
+        del cf
+        assert ref() is None and indexes() == before + 1
+        again = context_facts(index)
+        assert 1 in again._slots and again.slots(1)  # the first one's findings
+        del index, again
+        assert indexes() == before
+    finally:
+        gc.enable()
