@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import copy
+import os
 import uuid
 from pathlib import Path
 
 import orjson
+import pytest
 
 from gateway.audit.sink import JsonlAuditSink, MemoryAuditSink, NullAuditSink
-from gateway.verify.outcome import Outcome, new_audit_id
+from gateway.verify.outcome import AuditIds, Outcome, new_audit_id
 
 
 def _outcome() -> Outcome:
@@ -48,3 +51,24 @@ def test_audit_ids_are_unique_uuid4_hex() -> None:
     for audit_id in ids[:300]:
         u = uuid.UUID(hex=audit_id)
         assert u.hex == audit_id and u.version == 4 and u.variant == uuid.RFC_4122
+
+
+def test_pooled_audit_ids_are_unique_uuid4_hex() -> None:
+    ids_of = AuditIds()
+    ids = [ids_of() for _ in range(2000)]  # several draws of 256
+    assert len(set(ids)) == len(ids)
+    for audit_id in ids:
+        u = uuid.UUID(hex=audit_id)
+        assert u.hex == audit_id and u.version == 4 and u.variant == uuid.RFC_4122
+
+
+def test_pooled_audit_ids_are_not_repeated_by_a_forked_child(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    parent = AuditIds()
+    parent()
+    child = copy.copy(parent)  # what a fork leaves the child: the same bytes, same place
+    ours = [parent() for _ in range(5)]
+    pid = os.getpid()
+    monkeypatch.setattr(os, "getpid", lambda: pid + 1)
+    theirs = [child() for _ in range(5)]
+    assert not set(ours) & set(theirs)
