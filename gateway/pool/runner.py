@@ -40,6 +40,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import gateway.pool.worker as worker
+from gateway.audit.sink import EncodedRecord
 from gateway.pool.channel import THREADED_BYTES, Channel, WorkerDied
 from gateway.pool.relay_load import RelayLoad
 from gateway.settings import Settings
@@ -339,8 +340,8 @@ class ProcessRunner:
                 log.error("shadow job failed in the pool: %s", type(exc).__name__)
                 self._lost(job, "failed", 0.0, shadow_info("failed", sj))
                 return "failed"
-            done.record["shadow"] = shadow_info(done.result, sj, done.pid)
-            recorder.write(done.record)
+            recorder.write(EncodedRecord(done.line, {
+                "shadow": shadow_info(done.result, sj, done.pid)}))
             return done.result
 
         def dropped(why: str) -> None:  # never started

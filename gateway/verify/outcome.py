@@ -32,6 +32,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
+import orjson
+
+from gateway.audit.sink import scrub
 from gateway.redact import Redactor, redact_secrets
 
 if TYPE_CHECKING:
@@ -370,6 +373,23 @@ class Outcome:
         if self.shadow is not None:
             out["shadow"] = self.shadow
         return out
+
+    def audit_line(self) -> bytes:
+        """The audit record as one JSON line, without the newline (what the JSONL sink
+        writes, on its thread): :meth:`to_dict` with credential-named keys removed from
+        the mappings that come from elsewhere (:data:`_FOREIGN`); every other key of
+        the record is fixed here and names no credential, so the rest is not walked."""
+        out = self.to_dict()
+        for key in _FOREIGN:
+            value = out.get(key)
+            if value:
+                out[key] = scrub(value)
+        return orjson.dumps(out, default=str)
+
+
+_FOREIGN = ("upstream", "attempt_history", "content", "shadow")
+"""The record's fields whose keys the record does not fix (the front door's upstream
+calls, regenerate attempts, recorded content, a job's shadow info)."""
 
 
 def _claims(claims: list[str], content: Redactor | None) -> dict[str, Any]:
