@@ -45,8 +45,8 @@ from gateway.types import RequestInfo  # noqa: E402
 from gateway.verify.job import PolicyRef  # noqa: E402
 from gateway.verify.outcome import AuditIds  # noqa: E402
 from gateway.verify.queue import ShadowJob, ShadowQueue  # noqa: E402
-from gateway.verify.runner import record_shed  # noqa: E402
 from gateway.verify.record import Recorder  # noqa: E402
+from gateway.verify.runner import record_shed  # noqa: E402
 from gateway.verify.verifier import Verifier  # noqa: E402
 from gateway.wire.chat import CHAT_COMPLETIONS  # noqa: E402
 
