@@ -1,15 +1,15 @@
 """Two gateway trees side by side, at the same time: pass-through and shadow of each,
 four gateways on one mock, each under its own closed-loop load (issue 12).
 
-    .venv/bin/python bench/run_rag_shadow_ab.py --trees /tmp/main-copy,. [--concurrency 16]
+    .venv/bin/python bench/run_rag_shadow_ab.py --trees OTHER,. [--concurrency 16]
         [--duration 10] [--gateway-env GATEWAY_POOL__RELAY_BUSY=0.01 ...]
 
 ``bench/run_rag_shadow.py`` runs its configurations one after another: on a box
 other work shares, the load changes between two cells more than a change to the
 relay does. Here the four gateways (``passthrough`` — an empty policies directory —
 and ``shadow-pool`` — the tree's shipped ``policies/``, for each of the two
-``--trees``: checkouts such as a ``git archive main`` unpacked in a scratch
-directory) run at once on the RAG traffic of ``run_rag_shadow.py`` (50 ms mock
+``--trees``: checkouts, e.g. ``OTHER`` a ``git archive main`` unpacked in a scratch
+directory and ``.`` this one) run at once on the RAG traffic of ``run_rag_shadow.py`` (50 ms mock
 upstream, ``bench/mock_upstream.py --impl raw``), each with ``--concurrency``
 clients of the lean load generator: whatever else runs on the box slows all four
 alike. Per gateway: requests/s, client p50, the relay's CPU per request and its
