@@ -43,9 +43,10 @@ from gateway.settings import Settings  # noqa: E402
 from gateway.telemetry import create_telemetry  # noqa: E402
 from gateway.types import RequestInfo  # noqa: E402
 from gateway.verify.job import PolicyRef  # noqa: E402
+from gateway.verify.outcome import AuditIds  # noqa: E402
 from gateway.verify.queue import ShadowJob, ShadowQueue  # noqa: E402
-from gateway.verify.runner import record_shed  # noqa: E402
 from gateway.verify.record import Recorder  # noqa: E402
+from gateway.verify.runner import record_shed  # noqa: E402
 from gateway.verify.verifier import Verifier  # noqa: E402
 from gateway.wire.chat import CHAT_COMPLETIONS  # noqa: E402
 
@@ -85,13 +86,14 @@ async def measure(args: argparse.Namespace, audit: Path) -> dict[str, float]:
         selection = select_policy(runtime.policies.policies, info)
         assert selection is not None and selection.policy.spec.mode == "shadow"
         trace = telemetry.start_shadow(None)
+        ids = AuditIds()  # as the engine draws them
 
         def request() -> tuple[PolicyRequest, Any]:
             x = SimpleNamespace(messages=messages, fmt=CHAT_COMPLETIONS, info=info,
                                 served={"name": "default", "attempts": 1}, trace=trace,
                                 payload={"model": "bench", "messages": messages},
                                 stream=False)
-            r = PolicyRequest(x, selection)  # type: ignore[arg-type]
+            r = PolicyRequest(x, selection, ids())  # type: ignore[arg-type]
             outcome = r.new_outcome("shadow")
             outcome.upstream_status = 200
             outcome.response_id = completion["id"]

@@ -18,7 +18,9 @@ its worker processes, the mock and the load generator share the box's cores):
 
 Per cell: requests/s, client p50/p99, the relay process's CPU per request and its
 worker processes' (children), and from ``/readyz`` after the cell: jobs verified,
-abandoned, dropped — the verified share of the shadow sample.
+abandoned, dropped — the verified share of the shadow sample — and, as the load ended,
+the relay's own load (``shadow.relay``: busy share, saturated, jobs it shed in the
+cell; printed and in the JSON).
 """
 
 from __future__ import annotations
@@ -146,6 +148,7 @@ def cell(loop: Any, args: argparse.Namespace, name: str, latency: float, c: int,
         bodies=bodies))
     relay, workers = tree_cpu(gpid)
     busy, _steal = rp.system_cpu()
+    at_end = readyz(gport).get("shadow", {}).get("relay", {})  # the last second of load
     time.sleep(args.settle)  # let the queue finish what it took before reading it
     after = readyz(gport).get("shadow", {})
     n = res.completed or 1
@@ -162,10 +165,15 @@ def cell(loop: Any, args: argparse.Namespace, name: str, latency: float, c: int,
         settled = sum(delta.values())
         row["shadow"] = delta
         row["verified_share"] = round(delta.get("verified", 0) / settled, 3) if settled else None
+    if at_end:  # the relay's own load (gateway.pool.relay_load) as the load ended
+        row["relay_load"] = {"busy": at_end.get("busy"), "saturated": at_end.get("saturated"),
+                             "shed": at_end.get("shed", 0)
+                             - before.get("relay", {}).get("shed", 0)}
     print(f"  {latency:>4g} ms c={c:<3} {name:<12} {row['rps']:>8.1f} rps  p50 {row['p50_ms']} "
           f"p99 {row['p99_ms']} ms  relay {row['relay_cpu_ms_per_req']} + workers "
           f"{row['workers_cpu_ms_per_req']} ms/req  verified {row.get('verified_share')} "
-          f"{row.get('shadow', '')}  errors {row['errors']}", file=sys.stderr, flush=True)
+          f"{row.get('shadow', '')}  relay load {row.get('relay_load')}  errors {row['errors']}",
+          file=sys.stderr, flush=True)
     return row
 
 

@@ -6,10 +6,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Headers", "RequestInfo"]
+__all__ = ["Headers", "LowerCaseHeaders", "RequestInfo"]
 
 Headers = list[tuple[bytes, bytes]]
 """Raw HTTP headers as ASGI carries them: ``(name, value)`` byte pairs."""
+
+
+class LowerCaseHeaders(dict[str, str]):
+    """Decoded headers whose names are all lower-case (as ASGI gives them): policy
+    selection looks a name up directly, without trying other spellings."""
+
+    __slots__ = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,8 +47,8 @@ from gateway.audit.writer import AppendFile, SegmentWriter
 if TYPE_CHECKING:
     from gateway.settings import AuditConfig
 
-__all__ = ["AuditRecord", "AuditSink", "JsonlAuditSink", "MemoryAuditSink", "NullAuditSink",
-           "open_audit_sink", "scrub"]
+__all__ = ["AuditRecord", "AuditSink", "EncodedRecord", "JsonlAuditSink", "MemoryAuditSink",
+           "NullAuditSink", "encode", "open_audit_sink", "scrub"]
 
 log = logging.getLogger("gateway.audit")
 
@@ -61,7 +61,46 @@ class _Recordable(Protocol):
 
 
 AuditRecord = Mapping[str, Any] | _Recordable
-"""A record as handed to :meth:`AuditSink.write`: the mapping, or what builds it."""
+"""A record as handed to :meth:`AuditSink.write`: the mapping, or what builds it.
+What builds it may also offer ``audit_line() -> bytes``: the record already free of
+credential-named keys and encoded as one JSON object (no newline) — the JSONL sink
+then writes that instead of building, scrubbing and encoding the mapping (an
+``Outcome``, whose own fields are fixed; :class:`EncodedRecord`)."""
+
+
+class EncodedRecord:
+    """A record scrubbed and encoded elsewhere (a verification worker process: the relay
+    only appends it), plus ``extra`` fields the relay adds (a job's ``shadow``): the
+    JSONL sink splices them into the line, so the relay never decodes, walks or
+    re-encodes the record. ``line``: one JSON object as orjson writes it, none of
+    ``extra``'s keys in it."""
+
+    __slots__ = ("extra", "line")
+
+    def __init__(self, line: bytes, extra: Mapping[str, Any] | None = None) -> None:
+        self.line = line
+        self.extra = extra
+
+    def audit_line(self) -> bytes:
+        extra = self.extra
+        if not extra:
+            return self.line
+        added = orjson.dumps(scrub(extra), default=str)
+        if self.line == b"{}":
+            return added
+        return self.line[:-1] + b"," + added[1:]
+
+    def to_dict(self) -> dict[str, Any]:
+        record: dict[str, Any] = orjson.loads(self.line)
+        if self.extra:
+            record.update(scrub(self.extra))
+        return record
+
+
+def encode(record: Mapping[str, Any]) -> bytes:
+    """``record`` as an audit line (no newline) for :class:`EncodedRecord`: scrubbed of
+    credential-named keys, encoded like the JSONL sink does."""
+    return orjson.dumps(scrub(record), default=str)
 
 
 def as_mapping(record: AuditRecord) -> Mapping[str, Any]:
@@ -273,8 +312,9 @@ class JsonlAuditSink:
                     waiting.append(entry)
                 else:
                     try:
-                        lines.append(orjson.dumps(self._shapes.scrubbed(as_mapping(entry)),
-                                                  default=str) + b"\n")
+                        encoded = getattr(entry, "audit_line", None)
+                        lines.append((encoded() if encoded is not None else orjson.dumps(
+                            self._shapes.scrubbed(as_mapping(entry)), default=str)) + b"\n")
                     except Exception:  # the writer thread outlives a bad record
                         self.errors += 1
                         log.exception("audit record could not be encoded")

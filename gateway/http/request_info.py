@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gateway.http.auth import Principal
-from gateway.types import RequestInfo
+from gateway.types import LowerCaseHeaders, RequestInfo
 
 __all__ = ["HIDDEN_HEADERS", "request_info"]
 
@@ -19,15 +19,15 @@ HIDDEN_HEADERS = (b"authorization", b"api-key", b"x-api-key", b"cookie")
 def request_info(*, model: str, route: str, headers: Mapping[bytes, bytes],
                  principal: Principal | None, payload: Mapping[str, Any]) -> RequestInfo:
     """The :class:`RequestInfo` of a request for ``model`` on ``route``: its headers
-    but the credentials, the caller's tenant and key, the body's ``metadata`` (an
+    (names lower-case, as ASGI gives them) but the credentials, the caller's tenant and key, the body's ``metadata`` (an
     object, else none), the policy the client asks for (``x-verity-policy``, honoured
     only where the key allows it) and whether it streams."""
     metadata = payload.get("metadata")
     requested = headers.get(b"x-verity-policy")
     return RequestInfo(
         model=model, route=route,
-        headers={k.decode("latin-1"): v.decode("latin-1") for k, v in headers.items()
-                 if k not in HIDDEN_HEADERS},
+        headers=LowerCaseHeaders({k.decode("latin-1"): v.decode("latin-1")
+                                  for k, v in headers.items() if k not in HIDDEN_HEADERS}),
         tenant=principal.tenant if principal else None,
         key_name=principal.key_name if principal else None,
         metadata=metadata if isinstance(metadata, dict) else {},

@@ -58,7 +58,7 @@ from gateway.runtime import open_runtime
 from gateway.settings import Settings
 from gateway.telemetry import RequestTrace, Telemetry
 from gateway.types import RequestInfo
-from gateway.verify.outcome import Outcome
+from gateway.verify.outcome import AuditIds, Outcome
 from gateway.verify.queue import ShadowQueue
 from gateway.verify.record import Recorder
 from gateway.verify.runner import JobRunner, LocalRunner
@@ -91,6 +91,8 @@ class VerityEngine:
         """An inline verification this large (request body + answer) runs in the pool."""
         self.parse_min_bytes: int | None = None
         """A request body this large (bytes) is parsed in the pool (:meth:`offload`)."""
+        self.audit_ids = AuditIds()
+        """Each policy request's audit id (drawn 256 at a time)."""
 
     @property
     def judge(self) -> Judge | None:
@@ -103,7 +105,7 @@ class VerityEngine:
         return select_policy(self.store.policies, info)
 
     async def handle(self, x: ChatExchange, plan: Selection) -> None:
-        r = PolicyRequest(x, plan)
+        r = PolicyRequest(x, plan, self.audit_ids())
         x.trace.selected(r.policy.name, r.policy.spec.mode)
         try:
             if r.policy.spec.mode == "shadow":

@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 from gateway.errors import InvalidRequest, PermissionDenied
 from gateway.policy.bounds import check_metadata
+from gateway.types import LowerCaseHeaders
 
 if TYPE_CHECKING:
     from gateway.policy.loader import Policy
@@ -143,7 +144,8 @@ class Matcher:
 
 def _header(headers: Mapping[str, str], name: str) -> str | None:
     value = headers.get(name)
-    if value is None:  # RequestInfo promises lower-case names; tolerate others
+    if value is None and type(headers) is not LowerCaseHeaders:
+        # RequestInfo promises lower-case names; tolerate others (a hand-built one)
         for key, v in headers.items():
             if key.lower() == name:
                 return v
@@ -153,7 +155,7 @@ def _header(headers: Mapping[str, str], name: str) -> str | None:
 class PolicySet(Mapping[str, "Policy"]):
     """An immutable name -> policy mapping with the selection order precomputed."""
 
-    __slots__ = ("_by_name", "_candidates", "assigned", "chosen", "default")
+    __slots__ = ("_by_name", "_candidates", "_selections", "assigned", "chosen", "default")
 
     def __init__(self, policies: Iterable[Policy]) -> None:
         self._by_name: dict[str, Policy] = {p.name: p for p in policies}
@@ -172,6 +174,7 @@ class PolicySet(Mapping[str, "Policy"]):
                           if c in self._by_name and c != p.name)
             for p in self._by_name.values()
         }
+        self._selections: dict[tuple[str, str], Selection] = {}
 
     def __getitem__(self, name: str) -> Policy:
         return self._by_name[name]
@@ -188,6 +191,15 @@ class PolicySet(Mapping[str, "Policy"]):
     def candidates(self, policy: Policy) -> tuple[Policy, ...]:
         return self._candidates.get(policy.name, ())
 
+    def selection(self, policy: Policy, reason: str) -> Selection:
+        """``policy`` selected for ``reason``, with its candidates (one value per pair:
+        a :class:`Selection` is immutable)."""
+        sel = self._selections.get((policy.name, reason))
+        if sel is None or sel.policy is not policy:
+            sel = self._selections[(policy.name, reason)] = Selection(
+                policy, self.candidates(policy), reason)
+        return sel
+
 
 def select_policy(policies: Mapping[str, Policy], info: RequestInfo, *,
                   rand: Callable[[], float] = random.random) -> Selection | None:
@@ -200,7 +212,7 @@ def select_policy(policies: Mapping[str, Policy], info: RequestInfo, *,
     if requested:
         policy = _by_header(pset, info, requested)
         _check_binding(assigned, policy, None)
-        return Selection(policy, pset.candidates(policy), "header")
+        return pset.selection(policy, "header")
     for policy in pset.chosen:
         if policy.matcher(info):
             _check_grant(info, policy)
@@ -299,4 +311,4 @@ def _sampled(pset: PolicySet, policy: Policy, reason: str,
     rate = policy.spec.sample_rate
     if rate < 1.0 and rand() >= rate:
         return None
-    return Selection(policy, pset.candidates(policy), reason)
+    return pset.selection(policy, reason)

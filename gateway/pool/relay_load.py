@@ -11,7 +11,11 @@ At or above ``pool.relay_busy`` the relay is saturated: jobs are then handed off
 most ``pool.busy_jobs_per_second`` (a token bucket) and the rest are shed before they
 are built — counted and recorded as every shed job is (``shadow.dropped`` with
 ``reason: relay_busy``, the record ``shadow.result: dropped``), so the verified share
-falls instead of clients' latency rising. Saturation ends once the average drops
+falls instead of clients' latency rising. The jobs already queued when saturation
+begins (:attr:`RelayLoad.on_saturated`: the runner's backlog, up to
+``shadow.queue_size``, filled while the load was rising) are shed the same way: handed
+off, each would cost the relay its hand-off and the box a verification while clients
+wait. Saturation ends once the average drops
 below ``relay_busy`` − :data:`HYSTERESIS`.
 
 A loop that waits for I/O is not runnable: an idle relay reads ~0, one serving all it
@@ -59,6 +63,8 @@ class RelayLoad:
         self.saturated = False
         self.shed = 0
         """Jobs shed because the relay was saturated."""
+        self.on_saturated: Callable[[], None] | None = None
+        """Called when the relay becomes saturated (the runner sheds its backlog)."""
         self._probe = probe
         self._marks: deque[tuple[float, float]] = deque(maxlen=int(WINDOW_S / TICK_S) + 1)
         self._handle: asyncio.TimerHandle | None = None
@@ -89,7 +95,9 @@ class RelayLoad:
             if self.busy >= threshold:
                 if not self.saturated:
                     self._tokens, self._filled = 0.0, time.monotonic()
-                self.saturated = True
+                    self.saturated = True
+                    if self.on_saturated is not None:
+                        self.on_saturated()
             elif self.busy < threshold - HYSTERESIS:
                 self.saturated = False
         self._handle = loop.call_later(TICK_S, self._tick, loop)

@@ -40,6 +40,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import gateway.pool.worker as worker
+from gateway.audit.sink import EncodedRecord
 from gateway.pool.channel import THREADED_BYTES, Channel, WorkerDied
 from gateway.pool.relay_load import RelayLoad
 from gateway.settings import Settings
@@ -114,7 +115,9 @@ class ProcessRunner:
         self.offload_fallbacks = 0
         """Calls :meth:`offload` computed in the relay after all (a dead worker, a wait)."""
         self.load = RelayLoad(settings.pool.relay_busy, settings.pool.busy_jobs_per_second)
-        """The relay's own load: while its loop is saturated, fewer jobs are handed off."""
+        """The relay's own load: while its loop is saturated, fewer jobs are handed off
+        (and those queued when it became saturated are shed)."""
+        self.load.on_saturated = self._shed_backlog
 
     @property
     def pids(self) -> list[int]:
@@ -320,6 +323,10 @@ class ProcessRunner:
             self.queue.count_shed(qkind, why)
         return why
 
+    def _shed_backlog(self) -> None:
+        """The relay just became saturated: shed the jobs still queued (``relay_busy``)."""
+        self.load.shed += self.queue.shed_queued("relay_busy")
+
     def _shadow_job(self, job: VerificationJob) -> ShadowJob:
         recorder = self.recorder
 
@@ -339,21 +346,22 @@ class ProcessRunner:
                 log.error("shadow job failed in the pool: %s", type(exc).__name__)
                 self._lost(job, "failed", 0.0, shadow_info("failed", sj))
                 return "failed"
-            done.record["shadow"] = shadow_info(done.result, sj, done.pid)
-            recorder.write(done.record)
+            recorder.write(EncodedRecord(done.line, {
+                "shadow": shadow_info(done.result, sj, done.pid)}))
             return done.result
 
         def dropped(why: str) -> None:  # never started
-            self._lost(job, why, 0.0, shadow_info(why))
+            self._lost(job, why, 0.0, shadow_info(why), sj.reason)
 
         sj = ShadowJob(run, dropped, kind="shadow" if job.kind == "verify" else "candidates")
         return sj
 
     def _lost(self, job: VerificationJob, why: str, elapsed_ms: float,
-              shadow: dict[str, Any]) -> None:
+              shadow: dict[str, Any], reason: str | None = None) -> None:
         """Write the record of a job the pool did not verify (``why``: ``dropped``,
-        ``cancelled``, ``failed``, ``abandoned``). A ``verify`` job's record is built
-        on the audit's writer thread, as for a request (a shed sample costs the relay
+        ``cancelled``, ``failed``, ``abandoned``; ``reason``: the shed reason of a job
+        dropped for the relay's load). A ``verify`` job's record is built on the
+        audit's writer thread, as for a request (a shed sample costs the relay
         little)."""
         error = {"abandoned": ABANDONED, "failed": "failed: its worker process failed"}.get(
             why, why)
@@ -365,7 +373,8 @@ class ProcessRunner:
             return
         outcome = Outcome.for_job(job)
         if why in NOT_VERIFIED:
-            record_shed(self.recorder, self.telemetry, outcome, job.candidates, job.trace, why)
+            record_shed(self.recorder, self.telemetry, outcome, job.candidates, job.trace, why,
+                        reason)
             return
         trace = self.telemetry.start_shadow(job.trace)
         policy = self.verifier.policy(job.policy)

@@ -10,8 +10,8 @@ are exported per process). Then, per call, in the process's main thread:
 
 - :func:`run_job` — a background job (``verify``: the policy and its candidates;
   ``candidates``), through :meth:`Verifier.run <gateway.verify.verifier.Verifier.run>`
-  / ``run_candidates``. Returns a :class:`JobResult`: the audit record (the relay
-  writes it: one audit stream per gateway), and how the job ended.
+  / ``run_candidates``. Returns a :class:`JobResult`: the audit record, encoded here
+  (the relay appends it: one audit stream per gateway), and how the job ended.
 - :func:`verify_inline` — an inline verification the request awaits: the
   :class:`~gateway.verify.outcome.Verification` itself.
 
@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from multiprocessing import util as mp_util
 from typing import Any
 
-from gateway.audit.sink import NullAuditSink
+from gateway.audit.sink import NullAuditSink, encode
 from gateway.runtime import open_runtime
 from gateway.settings import Settings
 from gateway.telemetry import Telemetry, create_telemetry
@@ -82,8 +82,10 @@ class JobResult:
 
     result: str
     """``verified``, ``abandoned`` or ``failed``."""
-    record: dict[str, Any]
-    """The audit record (its ``shadow`` field is the relay's to add)."""
+    line: bytes
+    """The audit record, scrubbed and encoded here (``Outcome.audit_line``,
+    ``gateway.audit.sink.encode``): the relay adds its ``shadow`` field and appends it
+    (``gateway.audit.sink.EncodedRecord``) without decoding it."""
     pid: int
 
 
@@ -292,7 +294,7 @@ def run_job(job: VerificationJob) -> JobResult:
         outcome.note = outcome.note or "not verified: verification failed"
     w.recorder.finish(outcome, trace, write=False)
     trace.end(status, error)
-    return JobResult(result, outcome.to_dict(), os.getpid())
+    return JobResult(result, outcome.audit_line(), os.getpid())
 
 
 def _abandon(w: _Worker, job: VerificationJob, outcome: Outcome, elapsed_ms: float) -> None:
@@ -322,7 +324,9 @@ def _candidates(w: _Worker, job: VerificationJob, budget_ms: float) -> JobResult
     done.extend(CandidateOutcome(c.name, c.version, error=why)
                 for c in job.candidates if c.name not in names)
     trace.end(200)
-    return JobResult(result, w.verifier.candidates_record(job, done), os.getpid())
+    record = w.verifier.candidates_record(job, done)
+    record.pop("shadow", None)  # the relay's to add
+    return JobResult(result, encode(record), os.getpid())
 
 
 def verify_inline(job: VerificationJob, budget_ms: float) -> Verification:

@@ -32,12 +32,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
+import orjson
+
+from gateway.audit.sink import scrub
 from gateway.redact import Redactor, redact_secrets
 
 if TYPE_CHECKING:
     from gateway.verify.job import VerificationJob
 
-__all__ = ["Band", "CandidateOutcome", "LayerOutcome", "Outcome", "Redactor", "Verification",
+__all__ = ["AuditIds", "Band", "CandidateOutcome", "LayerOutcome", "Outcome", "Redactor", "Verification",
            "claims_entry", "new_audit_id", "utc_now"]
 
 Band = Literal["pass", "marginal", "fail"]
@@ -58,6 +61,43 @@ def new_audit_id() -> str:
     """
     n = int.from_bytes(os.urandom(16), "big")
     return f"{(n & _ID_CLEAR) | _ID_SET:032x}"
+
+
+_IDS_PER_DRAW = 256
+"""Audit ids an :class:`AuditIds` takes from one ``os.urandom`` call."""
+
+_VERSION_4 = bytes((b & 0x0F) | 0x40 for b in range(256))
+_VARIANT = bytes((b & 0x3F) | 0x80 for b in range(256))
+
+
+class AuditIds:
+    """Audit ids as :func:`new_audit_id` makes them (random version 4 UUIDs as 32 hex
+    digits), 256 from one ``os.urandom`` call: one system call — which releases the
+    GIL, so a busy relay's loop waits to get it back from another thread — per 256
+    requests instead of one per request, and the hex formatted once per draw. Owned
+    by whoever serves requests (the engine). The random bytes are never shared with a
+    forked child: a call from another process (its pid) draws fresh ones first."""
+
+    __slots__ = ("_hex", "_pid", "_pos")
+
+    def __init__(self) -> None:
+        self._hex = ""
+        self._pos = 0
+        self._pid = 0
+
+    def __call__(self) -> str:
+        pos = self._pos
+        if pos >= len(self._hex) or self._pid != os.getpid():
+            self._draw()
+            pos = 0
+        self._pos = pos + 32
+        return self._hex[pos:pos + 32]
+
+    def _draw(self) -> None:
+        raw = bytearray(os.urandom(16 * _IDS_PER_DRAW))
+        raw[6::16] = raw[6::16].translate(_VERSION_4)  # version 4
+        raw[8::16] = raw[8::16].translate(_VARIANT)  # the RFC 4122 variant
+        self._hex, self._pid = raw.hex(), os.getpid()
 
 
 _second: tuple[int, str] = (-1, "")
@@ -333,6 +373,23 @@ class Outcome:
         if self.shadow is not None:
             out["shadow"] = self.shadow
         return out
+
+    def audit_line(self) -> bytes:
+        """The audit record as one JSON line, without the newline (what the JSONL sink
+        writes, on its thread): :meth:`to_dict` with credential-named keys removed from
+        the mappings that come from elsewhere (:data:`_FOREIGN`); every other key of
+        the record is fixed here and names no credential, so the rest is not walked."""
+        out = self.to_dict()
+        for key in _FOREIGN:
+            value = out.get(key)
+            if value:
+                out[key] = scrub(value)
+        return orjson.dumps(out, default=str)
+
+
+_FOREIGN = ("upstream", "attempt_history", "content", "shadow")
+"""The record's fields whose keys the record does not fix (the front door's upstream
+calls, regenerate attempts, recorded content, a job's shadow info)."""
 
 
 def _claims(claims: list[str], content: Redactor | None) -> dict[str, Any]:

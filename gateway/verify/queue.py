@@ -5,7 +5,9 @@
 ``concurrency`` worker tasks.
 
 - :meth:`ShadowQueue.submit` never waits: a full (or closed) queue drops the job,
-  counts it (``shadow.dropped``) and calls the job's ``on_drop``.
+  counts it (``shadow.dropped``) and calls the job's ``on_drop``;
+  :meth:`ShadowQueue.shed_queued` drops the waiting jobs the same way (a runner that
+  sheds: ``gateway.pool``'s saturated relay).
 - :attr:`ShadowQueue.depth` is observable (``telemetry.gauge_shadow_depth``), and
   so is the time each job waited (``shadow.queue.wait``, also :attr:`ShadowJob.waited`).
 - :meth:`ShadowQueue.close` stops accepting, lets the workers drain for up to
@@ -98,6 +100,9 @@ class ShadowJob:
     """``time.monotonic()`` when it was queued."""
     waited: float = 0.0
     """Seconds it waited in the queue (set when it starts)."""
+    reason: str | None = None
+    """Why it was dropped from the queue when not for the queue's own reasons (the
+    runner's shed reason: :meth:`ShadowQueue.shed_queued`), for its record."""
 
     def dropped(self, why: str) -> None:
         if self.on_drop is not None:
@@ -199,6 +204,20 @@ class ShadowQueue:
         reason = "full" if self._accepting else "closed"
         self.count_shed(kind, reason)
         return reason
+
+    def shed_queued(self, reason: str) -> int:
+        """Drop every job still waiting (not the running ones), each counted as dropped
+        for ``reason`` (``shadow.dropped``) and given ``on_drop("dropped")`` with
+        :attr:`ShadowJob.reason` set: how many. The runner's shed (a saturated relay)
+        applies to a backlog queued before it as to new jobs."""
+        n = 0
+        while not self._queue.empty():
+            job = self._queue.get_nowait()
+            self._queue.task_done()
+            job.reason = reason
+            self._drop(job, reason)
+            n += 1
+        return n
 
     def count_shed(self, kind: str, reason: str) -> None:
         """Count a job of ``kind`` shed before it was built (``shadow.dropped`` by

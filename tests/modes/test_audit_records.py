@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import copy
+import os
 import uuid
 from pathlib import Path
 
 import orjson
+import pytest
 
-from gateway.audit.sink import JsonlAuditSink, MemoryAuditSink, NullAuditSink
-from gateway.verify.outcome import Outcome, new_audit_id
+from gateway.audit.sink import (
+    EncodedRecord,
+    JsonlAuditSink,
+    MemoryAuditSink,
+    NullAuditSink,
+    encode,
+    scrub,
+)
+from gateway.verify.outcome import AuditIds, CandidateOutcome, LayerOutcome, Outcome, new_audit_id
 
 
 def _outcome() -> Outcome:
@@ -48,3 +58,67 @@ def test_audit_ids_are_unique_uuid4_hex() -> None:
     for audit_id in ids[:300]:
         u = uuid.UUID(hex=audit_id)
         assert u.hex == audit_id and u.version == 4 and u.variant == uuid.RFC_4122
+
+
+def test_pooled_audit_ids_are_unique_uuid4_hex() -> None:
+    ids_of = AuditIds()
+    ids = [ids_of() for _ in range(2000)]  # several draws of 256
+    assert len(set(ids)) == len(ids)
+    for audit_id in ids:
+        u = uuid.UUID(hex=audit_id)
+        assert u.hex == audit_id and u.version == 4 and u.variant == uuid.RFC_4122
+
+
+def test_pooled_audit_ids_are_not_repeated_by_a_forked_child(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    parent = AuditIds()
+    parent()
+    child = copy.copy(parent)  # what a fork leaves the child: the same bytes, same place
+    ours = [parent() for _ in range(5)]
+    pid = os.getpid()
+    monkeypatch.setattr(os, "getpid", lambda: pid + 1)
+    theirs = [child() for _ in range(5)]
+    assert not set(ours) & set(theirs)
+
+
+def _hostile_outcome() -> Outcome:
+    """Credential-named keys in every mapping an outcome takes from elsewhere."""
+    o = Outcome(policy="p", policy_version="v1", mode="shadow", model="m")
+    o.upstream = {"name": "u", "attempts": 1, "Authorization": "Bearer sk-up"}
+    o.attempt_history = [{"attempt": 1, "api_key": "sk-a", "failed_claims": ["c"]}]
+    o.content = {"messages": [{"role": "user", "content": "hi", "x-api-key": "sk-m"}],
+                 "headers": {"cookie": "s=1"}}
+    o.shadow = {"result": "verified", "queue_ms": 1.0, "worker": 7, "api-key": "sk-s"}
+    o.layers = [LayerOutcome("g", "grounding", score=0.5, explanation="why")]
+    o.candidates = [CandidateOutcome("c", "v2", error="dropped")]
+    o.finish()
+    return o
+
+
+def test_an_outcomes_audit_line_is_its_scrubbed_record() -> None:
+    o = _hostile_outcome()
+    line = o.audit_line()
+    assert b"\n" not in line and b"sk-" not in line
+    assert orjson.loads(line) == scrub(o.to_dict())
+
+
+def test_an_encoded_record_gets_the_relays_fields_spliced_in(tmp_path: Path) -> None:
+    o = _hostile_outcome()
+    o.shadow = None
+    shadow = {"result": "verified", "queue_ms": 2.5, "worker": 9}
+    records = [EncodedRecord(encode(o.to_dict()), {"shadow": shadow}),
+               EncodedRecord(encode({}), {"shadow": shadow}),
+               EncodedRecord(encode({"audit_id": "x"})),
+               EncodedRecord(encode({"a": 1}), {"shadow": {**shadow, "cookie": "c"}})]
+    want = [{**scrub(o.to_dict()), "shadow": shadow}, {"shadow": shadow}, {"audit_id": "x"},
+            {"a": 1, "shadow": shadow}]
+    assert [r.to_dict() for r in records] == want
+    memory = MemoryAuditSink()
+    path = tmp_path / "a.jsonl"
+    sink = JsonlAuditSink(path)
+    for r in records:
+        memory.write(r)
+        sink.write(r)
+    sink.close()
+    assert memory.records == want
+    assert [orjson.loads(line) for line in path.read_bytes().splitlines()] == want

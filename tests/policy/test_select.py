@@ -299,3 +299,16 @@ def test_metadata_at_the_bounds_is_matched() -> None:
     assert chosen(ps, req(metadata=deep(16))) == ("m", "match")
     assert chosen(ps, req(metadata={"verity": "x", **{f"k{i}": i for i in range(1023)}})) == (
         "m", "match")
+
+
+def test_a_selection_is_one_value_per_policy_and_reason_within_a_policy_set() -> None:
+    ps = pset(policy("d", "default: true\ncandidates: [c]"),
+              policy("c", "match: {models: [none]}"), policy("m", "match: {models: [gpt-*]}"))
+    first, again = select_policy(ps, req(), rand=never), select_policy(ps, req(), rand=never)
+    assert first is again and first is not None and first.policy.name == "m"
+    other = select_policy(ps, req(model="x"), rand=never)
+    assert other is not None and (other.policy.name, other.reason) == ("d", "default")
+    assert [c.name for c in other.candidates] == ["c"]
+    reloaded = pset(policy("d", "default: true"), policy("c", "match: {models: [none]}"))
+    sel = select_policy(reloaded, req(model="x"), rand=never)
+    assert sel is not None and sel.candidates == () and sel is not other

@@ -120,3 +120,17 @@ def test_a_forced_saturation_sheds_the_job_with_its_reason_and_says_so(
     assert status["relay"]["shed"] == 1 and status["dropped"] == 1
     assert status["sample"]["total"]["dropped"] == 1
     assert status["sample"]["total"]["verified"] == 0
+
+
+def test_the_start_of_a_saturation_is_announced_once() -> None:
+    used = [0.0]
+    load = RelayLoad(0.9, 0.0, probe=lambda: used[0])
+    calls: list[float] = []
+    load.on_saturated = lambda: calls.append(load.busy)
+    loop = _Loop()
+    load._marks.append((loop.now, used[0]))
+    for share in [0.5] * 4 + [1.0] * 8 + [0.2] * 8 + [1.0] * 8:
+        loop.now += TICK_S
+        used[0] += share * TICK_S
+        load._tick(loop)  # type: ignore[arg-type]
+    assert len(calls) == 2 and all(busy >= 0.9 for busy in calls)

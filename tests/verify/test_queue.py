@@ -97,3 +97,29 @@ async def test_failing_job_is_counted_and_does_not_stop_the_worker(
     await q.close()
     assert ran == ["good"] and q.failed == 1 and tel.total("shadow.failed") == 1
     assert "shadow job failed" in caplog.text
+
+
+async def test_the_waiting_jobs_can_be_shed_with_a_reason_the_running_one_finishes() -> None:
+    q, tel = _queue(size=5)
+    gate = asyncio.Event()
+    started = asyncio.Event()
+    drops: list[tuple[str, str | None]] = []
+
+    async def hold() -> str:
+        started.set()
+        await gate.wait()
+        return "verified"
+
+    assert q.submit(ShadowJob(hold))
+    await started.wait()  # the worker holds job 1
+    waiting = [ShadowJob(hold) for _ in range(3)]
+    for job in waiting:
+        job.on_drop = lambda why, job=job: drops.append((why, job.reason))  # type: ignore[misc]
+        assert q.submit(job)
+    assert q.shed_queued("relay_busy") == 3
+    assert drops == [("dropped", "relay_busy")] * 3 and q.depth == 0 and q.dropped == 3
+    assert tel.total("shadow.dropped") == 3
+    assert q.status()["sample"]["total"]["dropped"] == 3
+    gate.set()
+    await q.close()
+    assert q.completed == 1 and q.status()["sample"]["total"]["verified"] == 1
