@@ -14,6 +14,7 @@ from math import exp, log
 from typing import TYPE_CHECKING
 
 from gateway.layers._citation_pairs import marker_spans, norm
+from gateway.layers._grounding_novelty import adds_nothing, denies_the_asked
 from gateway.layers._grounding_premise import check_stance
 from gateway.layers._grounding_sentence import (
     FINISH_ONLY,
@@ -88,6 +89,7 @@ def check_answer(
             checks[0].status = "contradicted"
             checks[0].premise = why
             checks[0].risk = min(1.0, checks[0].risk + cfg.contradiction_weight)
+    novel = _novelty(answer, checks, ctx, question, cfg, shape)
     words = sum(c.weight for c in checks)
     entities = sum(c.n_entities for c in checks)
     values = sum(c.n_values for c in checks)
@@ -135,8 +137,27 @@ def check_answer(
     evidence = (
         boost * (1.0 if any(c.status == "contradicted" for c in checks) else 0.0)
         + max(0.0, weak - allowance) + cfg.within_allowance_weight * min(weak, allowance)
+        + novel
     )
     return calibrated_score(evidence, shape, cfg.threshold, cfg.shape_scale, cfg.shape_power), checks
+
+
+def _novelty(answer: str, checks: list[SentenceCheck], ctx: TextIndex,
+             question: TextIndex | None, cfg: GroundingConfig, shape: str) -> float:
+    """``cfg.novelty_boost`` when an answer to a question on a passage adds nothing the
+    context holds (``_grounding_novelty``): its sentences become unsupported and the
+    first says why. Strong evidence, not absorbed by the allowance; 0.0 otherwise."""
+    if not cfg.question_novelty or shape != "passage" or question is None or \
+            any(c.status == "contradicted" for c in checks):
+        return 0.0
+    why = adds_nothing(answer, checks, ctx, question) or denies_the_asked(answer, question)
+    if why is None:
+        return 0.0
+    for c in checks:
+        if c.status == "supported":
+            c.status = "unsupported"
+    checks[0].premise = why
+    return cfg.novelty_boost
 
 
 class AnswerShare:

@@ -16,6 +16,9 @@ Model-free. For every answer sentence it checks, against the grounding context:
 - **the question's premise** — "Yes" to a premise the context contradicts, "No" to one
   it states (``_grounding_premise``); the question's values and names support nothing
   the context states otherwise;
+- **what the answer adds to the question** — an answer to a question on a passage
+  whose own words (those the question lacks) are all absent from the context fills the
+  asked slot with something the context does not say (``_grounding_novelty``);
 - **content words** — the share found neither in the question nor in the
   ``local_window`` context sentences that best match this sentence; conversational
   formulas state nothing.
@@ -134,6 +137,14 @@ class GroundingConfig(LayerConfig):
     """An answer to a date comparison ("Who was born first, A or B?") that picks the
     alternative the context's years rule out is contradicted
     (``gateway.text.comparison``). On by default."""
+    question_novelty: bool = True
+    """In the ``passage`` shape, an answer to a question whose own words (those the
+    question lacks) are all absent from the context, with no context value either, is
+    unsupported with ``novelty_boost`` of strong evidence: it fills the asked slot with
+    something the context does not say (``_grounding_novelty``). On by default."""
+    novelty_boost: float = Field(0.5, ge=0.0)
+    """Evidence added by ``question_novelty`` (0.5: a disclaimer, never a block, at the
+    shipped passage scale)."""
     attribution_prefixes: bool = True
     """In a ``document``-shaped request, a sentence's opening attribution ("Errol Louis:
     …", "Report: …") is no claim: dropped before checking

@@ -263,3 +263,51 @@ def test_a_date_comparison_answered_against_the_years_is_contradicted() -> None:
     assert "picks Mara Lindqvist (1921) over Oskar Hale (1917)" in on.evidence[0].reason
     right = run("Oskar Hale was born first.", context, question, comparisons=True)
     assert right.passed and right.label != "contradicted", right.explanation
+
+
+LIBRARY_Q = "Who was the first librarian of the Hartwell Library?"
+
+
+@pytest.mark.parametrize(("answer", "question", "wrong"), [
+    ("Edith Crane.", LIBRARY_Q, False),
+    ("The first librarian of the Hartwell Library was Edith Crane.", LIBRARY_Q, False),
+    ("Its first librarian was Edith Crane, who served until 1931.", LIBRARY_Q, False),
+    ("The first librarian of the Hartwell Library was a retired schoolteacher.",
+     LIBRARY_Q, True),                                  # fills the slot with made-up words
+    ("The Hartwell Library was founded in 1899.", "When was the Hartwell Library founded?",
+     True),                                             # a value the context lacks
+    ("The Hartwell Library never had a first librarian.", LIBRARY_Q, True),  # denies it
+    ("Sale items.", "Which items are non-returnable?", False),
+    ("Electronics are non-returnable.", "Which items are non-returnable?", True),
+    ("No, sale items are non-returnable.", "Can I return sale items?", False),
+])
+def test_an_answer_that_adds_nothing_from_the_context(answer: str, question: str,
+                                                      wrong: bool) -> None:
+    res = run(answer, HISTORY if "Hartwell" in question else POLICY, question)
+    assert flagged(res) == wrong, res.explanation
+
+
+def test_question_novelty_is_the_check_that_flags_a_made_up_slot_filler() -> None:
+    wrong = "The first librarian of the Hartwell Library was a retired schoolteacher."
+    off = run(wrong, HISTORY, LIBRARY_Q, question_novelty=False)
+    on = run(wrong, HISTORY, LIBRARY_Q)
+    assert off.passed                                   # the allowance absorbs two words
+    assert not on.passed and on.label == "unsupported"
+    assert on.score >= 0.3                              # a disclaimer, never a block
+    assert "adds to the question only what the context lacks: retired, schoolteacher" \
+        in on.evidence[0].reason
+    denial = run("The Hartwell Library never had a first librarian.", HISTORY, LIBRARY_Q)
+    assert "denies what the question asks for" in denial.evidence[0].reason
+
+
+@pytest.mark.parametrize(("answer", "question"), [
+    ("The first librarian was a retired schoolteacher.", "Tell me about the library."),
+    ("Glad it helped, enjoy the reading room!", "Thanks, that helps?"),
+    ("I think it was a retired schoolteacher.", LIBRARY_Q),
+    ("The documents do not say who the first librarian was.", LIBRARY_Q),
+])
+def test_question_novelty_leaves_alone(answer: str, question: str) -> None:
+    on = run(answer, HISTORY, question)
+    off = run(answer, HISTORY, question, question_novelty=False)
+    assert on.score == off.score, on.explanation        # no question, chit-chat, opinion,
+    # or an answer about the sources: the check does not apply

@@ -1,0 +1,107 @@
+"""An answer to a question that brings nothing from the context: all it adds is made up.
+
+A question asked about a passage is answered by what the passage says. Whatever the
+answer repeats from the question is the question's frame, not an answer; what it adds
+— its *own* words, the ones the question does not have — is the answer. When the answer
+adds words and **not one** of them (nor any value) is in the context, the reply fills
+the asked slot with something the context does not say:
+
+- "Noel Leung is known for her roles in *films*." (context: "known for her roles in TVB
+  television");
+- "… held in *Vienna*, Austria." (context: "held in … Wels");
+- "… a music festival set to take place on a *deserted* Bahamian island." (context:
+  "the Bahamian island of Great Exuma");
+- "The Newlands Resolution was enacted in *1900*." (a value the context lacks counts
+  as an own word: "When …?" answered with a year the passage does not give).
+
+Each is a copy of the question's frame with one or two words of its own; the evidence
+pooled over words (``_grounding_answer``) sees one unsupported word beside many
+supported ones and the length allowance absorbs it. A faithful answer — an extracted
+span ("TVB television"), a sentence that quotes the passage or a paraphrase — always
+brings at least one context word or value.
+
+Not a claim (never counted): answers that open with "Yes"/"No" or carry a negation
+(the premise and polarity checks read those), first/second-person or phatic replies
+("Glad it helped!"), unit words ("milligrams": the measures check compares
+quantities), and requests without a question mark (a reply to "Thanks!" answers
+nothing). Only the ``passage`` shape: a conversation's reply and a document's summary
+bring in words of their own by design.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from gateway.layers._grounding_sentence import SentenceCheck
+from gateway.text.index import TextIndex
+from gateway.text.phatic import is_phatic
+from gateway.text.tokens import content_words, tokenize
+from gateway.text.units import unit_named
+
+__all__ = ["adds_nothing", "denies_the_asked"]
+
+_PERSONAL = frozenset(["i", "i'm", "im", "me", "my", "mine", "we", "our", "us", "you", "your",
+                       "yours"])
+_PARTICLES = frozenset(["yes", "no", "yeah", "nope"])
+_NEGATED = re.compile(r"\b(?:not|no|never|none|nor|neither|cannot|without)\b|n't\b",
+                      re.IGNORECASE)
+"""A negation word (a prefix such as "non-returnable" is the polarity check's)."""
+MAX_NEW_WORDS = 12
+"""An answer adding more words than this is more than a filled slot: the pooled word
+evidence judges it."""
+
+
+def adds_nothing(answer: str, checks: Sequence[SentenceCheck], ctx: TextIndex,
+                 question: TextIndex) -> str | None:
+    """Why ``answer`` (checked as ``checks``) adds nothing the context holds to the
+    question it answers, or ``None`` (module docstring)."""
+    asked = " ".join(s.text for s in question.sentences)
+    if "?" not in asked or _NEGATED.search(answer):
+        return None
+    tokens = tokenize(answer)
+    if not tokens or tokens[0] in _PARTICLES or not _PERSONAL.isdisjoint(tokens):
+        return None
+    if any(c.n_values > len(c.unsupported_values) for c in checks):
+        return None  # it states a value the context has
+    values = [v for c in checks for v in c.unsupported_values]
+    words = content_words(tokens)
+    if is_phatic(words):
+        return None
+    own = sorted(w for w in words if question.resolve(w) is None)
+    if not (own or values) or len(own) > MAX_NEW_WORDS or any(unit_named(w) for w in own):
+        return None
+    if any(ctx.resolve(w) is not None for w in own):
+        return None
+    return "adds to the question only what the context lacks: " + ", ".join([*values, *own][:8])
+
+
+_WH = re.compile(r"\b(?:what|which|who|whom|whose|where|when|how\s+(?:many|much|long|old))\b",
+                 re.IGNORECASE)
+_NONE = re.compile(r"\b(?:never|none|nobody|nothing|no\s+one|neither)\b|\bno\s+[a-z]"
+                   r"|\b(?:not|n't)\b.*\b(?:any|anyone|anything|anywhere|ever)\b",
+                   re.IGNORECASE)
+_META = re.compile(r"\b(?:mention|mentions|mentioned|say|says|said|state|states|stated|"
+                   r"specify|specifies|specified|information|document|documents|context|"
+                   r"source|sources|passage|text|unknown|unclear|known)\b", re.IGNORECASE)
+
+
+def denies_the_asked(answer: str, question: TextIndex) -> str | None:
+    """Why ``answer`` denies that what a wh-question asks for exists ("Which album …?" —
+    "It was never released on any album."), or ``None``.
+
+    A question on a passage asks *which* of the things the passage names; the answer
+    that there is none contradicts the question's presupposition with nothing from the
+    context behind it. Not a denial: an answer that says the sources do not tell
+    ("the document does not mention …"), or a first/second-person reply."""
+    if not question.sentences:
+        return None
+    asked = question.sentences[-1].text
+    if "?" not in asked or not _WH.search(asked):
+        return None
+    tokens = tokenize(answer)
+    if not tokens or not _PERSONAL.isdisjoint(tokens) or _META.search(answer):
+        return None
+    if not _NONE.search(answer):
+        return None
+    return "denies what the question asks for"
