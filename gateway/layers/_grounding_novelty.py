@@ -69,18 +69,40 @@ def adds_nothing(answer: str, checks: Sequence[SentenceCheck], ctx: TextIndex,
     if is_phatic(words):
         return None
     own = sorted(w for w in words if question.resolve(w) is None)
-    if not (own or values) or len(own) > MAX_NEW_WORDS or any(unit_named(w) for w in own):
+    if not (own or values):
+        return _repeats(asked, tokens, words)
+    if len(own) > MAX_NEW_WORDS or any(unit_named(w) for w in own):
         return None
     if any(ctx.resolve(w) is not None for w in own):
         return None
     return "adds to the question only what the context lacks: " + ", ".join([*values, *own][:8])
 
 
+def _repeats(asked: str, tokens: Sequence[str], words: set[str]) -> str | None:
+    """Why an answer *sentence* made only of the question's words answers nothing, or
+    ``None``: a wh-question that offers no alternatives ("Which …, A or B?" is answered
+    by naming one) is answered by something it does not already say. A bare span
+    ("BayArena" to "… hosted matches at which arena?") may be the question's own word:
+    only a clause (a verb, five words or more) is read."""
+    if not words or len(tokens) < 5 or not _WH.search(asked) or _CHOICE.search(asked):
+        return None
+    if _VERB.isdisjoint(tokens) and not any(t.endswith("ed") for t in tokens):
+        return None
+    return "repeats the question's words and adds nothing"
+
+
+_VERB = frozenset(["is", "was", "are", "were", "has", "have", "had", "be", "been", "does",
+                   "did", "do"])
+_CHOICE = re.compile(r"\bor\b|\bbetween\b|\bboth\b|\beither\b", re.IGNORECASE)
 _WH = re.compile(r"\b(?:what|which|who|whom|whose|where|when|how\s+(?:many|much|long|old))\b",
                  re.IGNORECASE)
 _NONE = re.compile(r"\b(?:never|none|nobody|nothing|no\s+one|neither)\b|\bno\s+[a-z]"
-                   r"|\b(?:not|n't)\b.*\b(?:any|anyone|anything|anywhere|ever)\b",
+                   r"|\b(?:not|n't)\b.*\b(?:any|anyone|anything|anywhere|ever)\b"
+                   r"|\b(?:is|was|are|were|does|did|do|has|have|had)\s+not\b"
+                   r"|\b(?:is|was|are|were|does|did|do|has|have|had)n't\b",
                    re.IGNORECASE)
+_CONTRAST = re.compile(r"(?:,|;|\bbut|\brather\s+than|\binstead\s+of)\s+(?:not|never)\b",
+                       re.IGNORECASE)
 _META = re.compile(r"\b(?:mention|mentions|mentioned|say|says|said|state|states|stated|"
                    r"specify|specifies|specified|information|document|documents|context|"
                    r"source|sources|passage|text|unknown|unclear|known)\b", re.IGNORECASE)
@@ -88,7 +110,8 @@ _META = re.compile(r"\b(?:mention|mentions|mentioned|say|says|said|state|states|
 
 def denies_the_asked(answer: str, question: TextIndex) -> str | None:
     """Why ``answer`` denies that what a wh-question asks for exists ("Which album …?" —
-    "It was never released on any album."), or ``None``.
+    "It was never released on any album.") or answers it with what is *not* ("Where …?"
+    — "It was not released in Moscow."), or ``None``.
 
     A question on a passage asks *which* of the things the passage names; the answer
     that there is none contradicts the question's presupposition with nothing from the
@@ -102,6 +125,6 @@ def denies_the_asked(answer: str, question: TextIndex) -> str | None:
     tokens = tokenize(answer)
     if not tokens or not _PERSONAL.isdisjoint(tokens) or _META.search(answer):
         return None
-    if not _NONE.search(answer):
-        return None
+    if not _NONE.search(answer) or _CONTRAST.search(answer):
+        return None  # a contrast ("X, not Y") names what is
     return "denies what the question asks for"

@@ -280,9 +280,18 @@ LIBRARY_Q = "Who was the first librarian of the Hartwell Library?"
     ("Sale items.", "Which items are non-returnable?", False),
     ("Electronics are non-returnable.", "Which items are non-returnable?", True),
     ("No, sale items are non-returnable.", "Can I return sale items?", False),
+    ("The first librarian of the Hartwell Library was not Thomas Ward.", LIBRARY_Q, True),
+    ("Its first librarian was Edith Crane, not Thomas Ward.", LIBRARY_Q, False),  # contrast
+    ("The first librarian of the Hartwell Library was the first librarian.", LIBRARY_Q,
+     True),                                             # only the question's words
+    ("Who was the first librarian of the Hartwell Library, Edith Crane or Thomas Ward? "
+     "The first librarian of the Hartwell Library was Edith Crane.", None, False),
 ])
-def test_an_answer_that_adds_nothing_from_the_context(answer: str, question: str,
+def test_an_answer_that_adds_nothing_from_the_context(answer: str, question: str | None,
                                                       wrong: bool) -> None:
+    if question is None:  # a choice question: naming one of its alternatives answers it
+        question, answer = answer.split("? ", 1)
+        question += "?"
     res = run(answer, HISTORY if "Hartwell" in question else POLICY, question)
     assert flagged(res) == wrong, res.explanation
 
