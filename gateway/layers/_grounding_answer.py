@@ -133,13 +133,27 @@ def check_answer(
     # (By length, not shape: a summary of a shorter text is calibrated as a document but
     # its contradictions stay strong.)
     boost = (cfg.long_context_boost if shape == "document"
-             and len(ctx.sentences) > cfg.long_context_sentences else cfg.contradiction_boost)
+             and (len(ctx.sentences) > cfg.long_context_sentences
+                  or cfg.document_binding_weak and _names_bound_only(checks))
+             else cfg.contradiction_boost)
     evidence = (
         boost * (1.0 if any(c.status == "contradicted" for c in checks) else 0.0)
         + max(0.0, weak - allowance) + cfg.within_allowance_weight * min(weak, allowance)
         + novel
     )
     return calibrated_score(evidence, shape, cfg.threshold, cfg.shape_scale, cfg.shape_power), checks
+
+
+def _names_bound_only(checks: Sequence[SentenceCheck]) -> bool:
+    """Whether every contradiction among ``checks`` is a *name* found by binding — a name
+    the context puts on another slot ("Tottenham: the context puts Spurs there") or one
+    put in another's place — with no value or date contradicted, no negation or premise."""
+    contradicted = [c for c in checks if c.status == "contradicted"]
+    return bool(contradicted) and all(
+        not c.negation_flip and c.premise is None and c.facts
+        and all(f.binding and f.kind == "name" for f in c.facts if f.status == "contradicted")
+        and any(f.status == "contradicted" for f in c.facts)
+        for c in contradicted)
 
 
 def _novelty(answer: str, checks: list[SentenceCheck], ctx: TextIndex,

@@ -137,6 +137,13 @@ class GroundingConfig(LayerConfig):
     """An answer to a date comparison ("Who was born first, A or B?") that picks the
     alternative the context's years rule out is contradicted
     (``gateway.text.comparison``). On by default."""
+    document_binding_weak: bool = True
+    """In the ``document`` shape (a summary), a contradiction found only by binding a
+    *name* — one the context puts on another slot, a renamed or substituted name — is
+    weak evidence, as in a long context: a summary renames and regroups (HaluEval
+    development summaries: 5 of the 13 such contradictions were on faithful summaries).
+    A value or date bound elsewhere or stated otherwise, a flipped negation or a false
+    premise stay strong. On by default."""
     question_novelty: bool = True
     """In the ``passage`` shape, an answer to a question whose own words (those the
     question lacks) are all absent from the context, with no context value either, is

@@ -320,3 +320,28 @@ def test_question_novelty_leaves_alone(answer: str, question: str) -> None:
     off = run(answer, HISTORY, question, question_novelty=False)
     assert on.score == off.score, on.explanation        # no question, chit-chat, opinion,
     # or an answer about the sources: the check does not apply
+
+
+TRANSFERS = ("Chelsea signed the striker Marco Ruiz from Porto on Monday. The fee was reported "
+             "to be 30 million pounds. Arsenal bought the goalkeeper Tom Berg from Lyon on "
+             "Tuesday. Ruiz scored 21 goals last season. Berg kept 14 clean sheets in the "
+             "league. Both clubs play their next match on Saturday. The transfer window closes "
+             "on Friday. Fans welcomed both signings on social media.")
+SUMMARIZE = "Summarize the document above in a few sentences."
+
+
+def test_in_a_summary_a_name_bound_elsewhere_is_weak_evidence_a_changed_value_is_not() -> None:
+    doc = {"summary_context_sentences": 6}
+    swapped = "Chelsea signed Tom Berg from Porto on Monday for 30 million pounds."
+    on = run(swapped, TRANSFERS, SUMMARIZE, **doc)
+    off = run(swapped, TRANSFERS, SUMMARIZE, document_binding_weak=False, **doc)
+    assert on.details["shape"] == "document" and on.label == "contradicted"
+    assert "Tom Berg: the context puts Marco Ruiz there" in on.evidence[0].reason
+    assert on.score > off.score and not off.passed      # strong only when switched off
+    changed = "Chelsea signed the striker Marco Ruiz from Porto for 40 million pounds."
+    for weak in (True, False):
+        res = run(changed, TRANSFERS, SUMMARIZE, document_binding_weak=weak, **doc)
+        assert not res.passed and res.label == "contradicted", res.explanation
+    # the same swap answering a question on the passage stays strong
+    asked = run(swapped, TRANSFERS, "Whom did Chelsea sign, and for how much?")
+    assert asked.details["shape"] == "passage" and not asked.passed
