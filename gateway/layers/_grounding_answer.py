@@ -14,7 +14,7 @@ from math import exp, log
 from typing import TYPE_CHECKING
 
 from gateway.layers._citation_pairs import marker_spans, norm
-from gateway.layers._grounding_novelty import adds_nothing, denies_the_asked
+from gateway.layers._grounding_novelty import adds_nothing, denies_the_asked, negated
 from gateway.layers._grounding_premise import check_stance
 from gateway.layers._grounding_sentence import (
     FINISH_ONLY,
@@ -89,7 +89,7 @@ def check_answer(
             checks[0].status = "contradicted"
             checks[0].premise = why
             checks[0].risk = min(1.0, checks[0].risk + cfg.contradiction_weight)
-    novel = _novelty(answer, checks, ctx, question, cfg, shape)
+    novel = _novelty(answer, checks, cores, ctx, question, cfg, shape)
     words = sum(c.weight for c in checks)
     entities = sum(c.n_entities for c in checks)
     values = sum(c.n_values for c in checks)
@@ -156,15 +156,22 @@ def _names_bound_only(checks: Sequence[SentenceCheck]) -> bool:
         for c in contradicted)
 
 
-def _novelty(answer: str, checks: list[SentenceCheck], ctx: TextIndex,
-             question: TextIndex | None, cfg: GroundingConfig, shape: str) -> float:
+def _novelty(answer: str, checks: list[SentenceCheck], cores: Sequence[SentenceCore],
+             ctx: TextIndex, question: TextIndex | None, cfg: GroundingConfig,
+             shape: str) -> float:
     """``cfg.novelty_boost`` when an answer to a question on a passage adds nothing the
     context holds (``_grounding_novelty``): its sentences become unsupported and the
     first says why. Strong evidence, not absorbed by the allowance; 0.0 otherwise."""
     if not cfg.question_novelty or shape != "passage" or question is None or \
-            any(c.status == "contradicted" for c in checks):
+            not question.sentences or any(c.status == "contradicted" for c in checks) or \
+            not any("?" in s.text for s in question.sentences):
         return 0.0
-    why = adds_nothing(answer, checks, ctx, question) or denies_the_asked(answer, question)
+    tokens = [core.tokens for core in cores]
+    if negated(answer):
+        why = denies_the_asked(answer, tokens, question)
+    else:
+        words = set[str]().union(*(core.words for core in cores))
+        why = adds_nothing(answer, checks, tokens, words, ctx, question)
     if why is None:
         return 0.0
     for c in checks:

@@ -36,15 +36,14 @@ from collections.abc import Sequence
 from gateway.layers._grounding_sentence import SentenceCheck
 from gateway.text.index import TextIndex
 from gateway.text.phatic import is_phatic
-from gateway.text.tokens import content_words, tokenize
 from gateway.text.units import unit_named
 
-__all__ = ["adds_nothing", "denies_the_asked"]
+__all__ = ["adds_nothing", "denies_the_asked", "negated"]
 
 _PERSONAL = frozenset(["i", "i'm", "im", "me", "my", "mine", "we", "our", "us", "you", "your",
                        "yours"])
 _PARTICLES = frozenset(["yes", "no", "yeah", "nope"])
-_NEGATED = re.compile(r"\b(?:not|no|never|none|nor|neither|cannot|without)\b|n't\b",
+_NEGATED = re.compile(r"\b(?:not|no|never|none|nor|neither|nothing|nobody|cannot|without)\b|n't\b",
                       re.IGNORECASE)
 """A negation word (a prefix such as "non-returnable" is the polarity check's)."""
 MAX_NEW_WORDS = 12
@@ -52,41 +51,58 @@ MAX_NEW_WORDS = 12
 evidence judges it."""
 
 
-def adds_nothing(answer: str, checks: Sequence[SentenceCheck], ctx: TextIndex,
+def adds_nothing(answer: str, checks: Sequence[SentenceCheck],
+                 tokens: Sequence[Sequence[str]], words: set[str], ctx: TextIndex,
                  question: TextIndex) -> str | None:
-    """Why ``answer`` (checked as ``checks``) adds nothing the context holds to the
-    question it answers, or ``None`` (module docstring)."""
-    asked = " ".join(s.text for s in question.sentences)
-    if "?" not in asked or _NEGATED.search(answer):
-        return None
-    tokens = tokenize(answer)
-    if not tokens or tokens[0] in _PARTICLES or not _PERSONAL.isdisjoint(tokens):
+    """Why ``answer`` (checked as ``checks``; each sentence's ``tokens`` and the content
+    ``words``, as the sentence checks read them) adds nothing the context holds to the question it
+    answers, or ``None`` (module docstring). The caller has seen a question mark in the
+    question and no negation in the answer."""
+    if not tokens or not tokens[0] or tokens[0][0] in _PARTICLES or _personal(tokens):
         return None
     if any(c.n_values > len(c.unsupported_values) for c in checks):
         return None  # it states a value the context has
-    values = [v for c in checks for v in c.unsupported_values]
-    words = content_words(tokens)
+    if not any(c.unsupported_words or c.unsupported_values for c in checks):
+        # Every word is the question's or the context's: it answers unless it only
+        # repeats the question (read last: the question's form first).
+        asked = " ".join(s.text for s in question.sentences)
+        if _repeats(asked, tokens, words) is None or \
+                any(question.resolve(w) is None for w in words):
+            return None
+        return _repeats(asked, tokens, words)
+    own: list[str] = []
+    for w in words:  # stops at the first word of its own that the context has
+        if question.resolve(w) is None:
+            if ctx.resolve(w) is not None:
+                return None
+            own.append(w)
     if is_phatic(words):
         return None
-    own = sorted(w for w in words if question.resolve(w) is None)
+    values = [v for c in checks for v in c.unsupported_values]
     if not (own or values):
+        asked = " ".join(s.text for s in question.sentences)
         return _repeats(asked, tokens, words)
     if len(own) > MAX_NEW_WORDS or any(unit_named(w) for w in own):
         return None
-    if any(ctx.resolve(w) is not None for w in own):
-        return None
+    own.sort()
     return "adds to the question only what the context lacks: " + ", ".join([*values, *own][:8])
 
 
-def _repeats(asked: str, tokens: Sequence[str], words: set[str]) -> str | None:
+def _personal(tokens: Sequence[Sequence[str]]) -> bool:
+    return any(not _PERSONAL.isdisjoint(t) for t in tokens)
+
+
+def _repeats(asked: str, tokens: Sequence[Sequence[str]], words: set[str]) -> str | None:
     """Why an answer *sentence* made only of the question's words answers nothing, or
     ``None``: a wh-question that offers no alternatives ("Which …, A or B?" is answered
     by naming one) is answered by something it does not already say. A bare span
     ("BayArena" to "… hosted matches at which arena?") may be the question's own word:
     only a clause (a verb, five words or more) is read."""
-    if not words or len(tokens) < 5 or not _WH.search(asked) or _CHOICE.search(asked):
+    if not words or sum(map(len, tokens)) < 5 or not _WH.search(asked) or \
+            _CHOICE.search(asked):
         return None
-    if _VERB.isdisjoint(tokens) and not any(t.endswith("ed") for t in tokens):
+    if all(_VERB.isdisjoint(ts) for ts in tokens) and \
+            not any(t.endswith("ed") for ts in tokens for t in ts):
         return None
     return "repeats the question's words and adds nothing"
 
@@ -108,23 +124,28 @@ _META = re.compile(r"\b(?:mention|mentions|mentioned|say|says|said|state|states|
                    r"source|sources|passage|text|unknown|unclear|known)\b", re.IGNORECASE)
 
 
-def denies_the_asked(answer: str, question: TextIndex) -> str | None:
-    """Why ``answer`` denies that what a wh-question asks for exists ("Which album …?" —
-    "It was never released on any album.") or answers it with what is *not* ("Where …?"
-    — "It was not released in Moscow."), or ``None``.
+def denies_the_asked(answer: str, tokens: Sequence[Sequence[str]],
+                     question: TextIndex) -> str | None:
+    """Why ``answer`` (each sentence's ``tokens``) denies that what a wh-question asks for exists
+    ("Which album …?" — "It was never released on any album.") or answers it with what is
+    *not* ("Where …?" — "It was not released in Moscow."), or ``None``.
 
     A question on a passage asks *which* of the things the passage names; the answer
     that there is none contradicts the question's presupposition with nothing from the
     context behind it. Not a denial: an answer that says the sources do not tell
-    ("the document does not mention …"), or a first/second-person reply."""
-    if not question.sentences:
-        return None
+    ("the document does not mention …"), a contrast ("X, not Y"), or a first/second-person
+    reply. The caller has seen a negation in the answer."""
     asked = question.sentences[-1].text
     if "?" not in asked or not _WH.search(asked):
         return None
-    tokens = tokenize(answer)
-    if not tokens or not _PERSONAL.isdisjoint(tokens) or _META.search(answer):
+    if not _NONE.search(answer) or _CONTRAST.search(answer) or _META.search(answer):
         return None
-    if not _NONE.search(answer) or _CONTRAST.search(answer):
-        return None  # a contrast ("X, not Y") names what is
+    if _personal(tokens):
+        return None
     return "denies what the question asks for"
+
+
+def negated(answer: str) -> bool:
+    """Whether ``answer`` has a negation word (then only :func:`denies_the_asked` reads it;
+    else only :func:`adds_nothing`)."""
+    return _NEGATED.search(answer) is not None
