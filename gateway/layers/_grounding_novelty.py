@@ -60,12 +60,12 @@ def adds_nothing(answer: str, checks: Sequence[SentenceCheck],
     question and no negation in the answer."""
     if not tokens or not tokens[0] or tokens[0][0] in _PARTICLES or _personal(tokens):
         return None
-    if any(c.n_values > len(c.unsupported_values) for c in checks):
-        return None  # it states a value the context has
+    asked = " ".join(s.text for s in question.sentences)
+    if any(_context_value(c, asked) for c in checks):
+        return None  # it states a value the context has (and the question does not)
     if not any(c.unsupported_words or c.unsupported_values for c in checks):
         # Every word is the question's or the context's: it answers unless it only
         # repeats the question (read last: the question's form first).
-        asked = " ".join(s.text for s in question.sentences)
         if _repeats(asked, tokens, words) is None or \
                 any(question.resolve(w) is None for w in words):
             return None
@@ -80,12 +80,22 @@ def adds_nothing(answer: str, checks: Sequence[SentenceCheck],
         return None
     values = [v for c in checks for v in c.unsupported_values]
     if not (own or values):
-        asked = " ".join(s.text for s in question.sentences)
         return _repeats(asked, tokens, words)
     if len(own) > MAX_NEW_WORDS or any(unit_named(w) for w in own):
         return None
     own.sort()
     return "adds to the question only what the context lacks: " + ", ".join([*values, *own][:8])
+
+
+def _context_value(check: SentenceCheck, asked: str) -> bool:
+    """Whether the sentence states a value or date the context backs that the question
+    does not already state ("U.S. Route 50" copied from the question brings nothing)."""
+    if check.n_values <= len(check.unsupported_values):
+        return False
+    if check.facts is None:
+        return True
+    return any(f.kind in ("value", "date") and f.status in ("supported", "derived")
+               and f.text not in asked for f in check.facts)
 
 
 def _personal(tokens: Sequence[Sequence[str]]) -> bool:

@@ -277,6 +277,10 @@ LIBRARY_Q = "Who was the first librarian of the Hartwell Library?"
     ("The Hartwell Library was founded in 1899.", "When was the Hartwell Library founded?",
      True),                                             # a value the context lacks
     ("The Hartwell Library never had a first librarian.", LIBRARY_Q, True),  # denies it
+    ("The librarian who served the Hartwell Library until 1931 was a retired schoolteacher.",
+     "Which librarian served the Hartwell Library until 1931?", True),  # the question's year
+    ("Edith Crane served the Hartwell Library until 1931.",
+     "Which librarian served the Hartwell Library until 1931?", False),
     ("Sale items.", "Which items are non-returnable?", False),
     ("Electronics are non-returnable.", "Which items are non-returnable?", True),
     ("No, sale items are non-returnable.", "Can I return sale items?", False),
