@@ -139,8 +139,8 @@ def check_answer(
     evidence = (
         boost * (1.0 if any(c.status == "contradicted" for c in checks) else 0.0)
         + max(0.0, weak - allowance) + cfg.within_allowance_weight * min(weak, allowance)
-        + novel
     )
+    evidence = max(evidence, novel)  # at least a disclaimer; a block needs other evidence
     return calibrated_score(evidence, shape, cfg.threshold, cfg.shape_scale, cfg.shape_power), checks
 
 
@@ -161,7 +161,8 @@ def _novelty(answer: str, checks: list[SentenceCheck], cores: Sequence[SentenceC
              shape: str) -> float:
     """``cfg.novelty_boost`` when an answer to a question on a passage adds nothing the
     context holds (``_grounding_novelty``): its sentences become unsupported and the
-    first says why. Strong evidence, not absorbed by the allowance; 0.0 otherwise."""
+    first says why. The answer's evidence is raised to at least this (not absorbed by
+    the allowance, never a block on its own); 0.0 otherwise."""
     if not cfg.question_novelty or shape != "passage" or question is None or \
             not question.sentences or any(c.status == "contradicted" for c in checks) or \
             not any("?" in s.text for s in question.sentences):

@@ -46,6 +46,8 @@ _PARTICLES = frozenset(["yes", "no", "yeah", "nope"])
 _NEGATED = re.compile(r"\b(?:not|no|never|none|nor|neither|nothing|nobody|cannot|without)\b|n't\b",
                       re.IGNORECASE)
 """A negation word (a prefix such as "non-returnable" is the polarity check's)."""
+PREFIX_MIN, PREFIX_MAX = 4, 6
+"""Letters of an own word a context word must begin with to be that word in another form."""
 MAX_NEW_WORDS = 12
 """An answer adding more words than this is more than a filled slot: the pooled word
 evidence judges it."""
@@ -83,8 +85,24 @@ def adds_nothing(answer: str, checks: Sequence[SentenceCheck],
         return _repeats(asked, tokens, words)
     if len(own) > MAX_NEW_WORDS or any(unit_named(w) for w in own):
         return None
+    if _derived_forms(own, ctx):
+        return None
     own.sort()
     return "adds to the question only what the context lacks: " + ", ".join([*values, *own][:8])
+
+
+def _derived_forms(own: Sequence[str], ctx: TextIndex) -> bool:
+    """Whether the context writes one of ``own`` in another form: a context word that
+    begins like it ("pregnant" ~ *pregnancy*, "Asia" ~ *Asian*) — the word less its last
+    two letters, at least ``PREFIX_MIN`` and at most ``PREFIX_MAX`` letters. A paraphrase
+    changes a word's form; a made-up filler is another word. One pass over the context's
+    vocabulary, only for an answer that would otherwise be flagged."""
+    prefixes = {w[:max(PREFIX_MIN, min(len(w) - 2, PREFIX_MAX))] for w in own
+                if len(w) >= PREFIX_MIN}
+    if not prefixes:
+        return False
+    sizes = sorted({len(p) for p in prefixes})
+    return any(v[:k] in prefixes for v in ctx.vocab for k in sizes)
 
 
 def _context_value(check: SentenceCheck, asked: str) -> bool:

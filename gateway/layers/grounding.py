@@ -146,12 +146,14 @@ class GroundingConfig(LayerConfig):
     premise stay strong. On by default."""
     question_novelty: bool = True
     """In the ``passage`` shape, an answer to a question whose own words (those the
-    question lacks) are all absent from the context, with no context value either, is
-    unsupported with ``novelty_boost`` of strong evidence: it fills the asked slot with
-    something the context does not say (``_grounding_novelty``). On by default."""
+    question lacks) are all absent from the context in any form, with no context value
+    either — or one that only repeats the question, or denies what a wh-question asks
+    for — is unsupported with at least ``novelty_boost`` of evidence: it fills the asked
+    slot with something the context does not say (``_grounding_novelty``). On by
+    default."""
     novelty_boost: float = Field(0.5, ge=0.0)
-    """Evidence added by ``question_novelty`` (0.5: a disclaimer, never a block, at the
-    shipped passage scale)."""
+    """The evidence ``question_novelty`` raises such an answer's to, at least (0.5: a
+    disclaimer at the shipped passage scale; a block only with other evidence)."""
     attribution_prefixes: bool = True
     """In a ``document``-shaped request, a sentence's opening attribution ("Errol Louis:
     …", "Report: …") is no claim: dropped before checking

@@ -349,3 +349,16 @@ def test_in_a_summary_a_name_bound_elsewhere_is_weak_evidence_a_changed_value_is
     # the same swap answering a question on the passage stays strong
     asked = run(swapped, TRANSFERS, "Whom did Chelsea sign, and for how much?")
     assert asked.details["shape"] == "passage" and not asked.passed
+
+
+def test_question_novelty_reads_another_form_of_a_context_word_as_the_context_s() -> None:
+    leaflet = ("Zentrol tablets contain 20 mg of zentrosine. It is not recommended during "
+               "pregnancy. Sales grew fastest in the Asian market.")
+    for answer, question in [("Pregnant women should avoid it.", "Who should not take Zentrol?"),
+                             ("Sales in Asia.", "Where did sales grow fastest?")]:
+        on = run(answer, leaflet, question)
+        off = run(answer, leaflet, question, question_novelty=False)
+        assert on.score == off.score, on.explanation   # "pregnancy", "Asian": other forms
+    made_up = run("Elderly patients should avoid it.", leaflet, "Who should not take Zentrol?")
+    assert not made_up.passed and "adds to the question only" in made_up.evidence[0].reason
+    assert made_up.score >= 0.3                         # at least a disclaimer, not a block
