@@ -39,10 +39,12 @@ from gateway.layers.grounding import GroundingConfig, GroundingLayer  # noqa: E4
 
 REPO = Path(__file__).resolve().parents[1]
 ORDER = ("substituted", "variant", "swapped", "date", "value", "negation", "premise",
-         "comparison", "other", "novelty", "scale")
+         "comparison", "other", "novelty", "choice", "scale")
 NOVELTY = ("adds to the question only", "repeats the question", "denies what the question")
 """Reasons of ``question_novelty`` (``_grounding_novelty``): an unsupported answer with
 one of them is in the ``novelty`` bucket, not ``scale``."""
+CHOICE = "but the context says it of"
+"""The reason of ``choice_questions`` (``gateway.text.choice``): the ``choice`` bucket."""
 
 
 def _policy_config(path: Path) -> dict[str, Any]:
@@ -77,6 +79,7 @@ async def run(args: argparse.Namespace) -> None:
             continue
         bucket = (_bucket(result, variants) if result.label == "contradicted"
                   else "novelty" if any(r in ev.reason for ev in result.evidence for r in NOVELTY)
+                  else "choice" if any(CHOICE in ev.reason for ev in result.evidence)
                   else "scale")
         rows.append((case.label, case.source, bucket, result.score))
         if args.ids:

@@ -27,6 +27,7 @@ from gateway.layers._grounding_sentence import (
 )
 from gateway.scoring.task_calibration import calibrated_score
 from gateway.text.answer import AnswerSentence, analyze_answer
+from gateway.text.choice import choice_conflict
 from gateway.text.comparison import comparison_conflict
 from gateway.text.frames import frame_words
 from gateway.text.index import TextIndex
@@ -173,6 +174,9 @@ def _novelty(answer: str, checks: list[SentenceCheck], cores: Sequence[SentenceC
     else:
         words = set[str]().union(*(core.words for core in cores))
         why = adds_nothing(answer, checks, tokens, words, ctx, question)
+    if why is None and cfg.choice_questions:
+        asked = " ".join(s.text for s in question.sentences)
+        why = choice_conflict(asked, lambda: (s.text for s in ctx.sentences), answer)
     if why is None:
         return 0.0
     for c in checks:

@@ -151,6 +151,11 @@ class GroundingConfig(LayerConfig):
     for — is unsupported with at least ``novelty_boost`` of evidence: it fills the asked
     slot with something the context does not say (``_grounding_novelty``). On by
     default."""
+    choice_questions: bool = True
+    """In the ``passage`` shape, an answer to a choice question ("Who is the frontman of
+    Lagwagon, Joey Cape or Scott Weiland?") that picks the alternative whose context
+    sentences lack the question's other words, while the other's carry them, is
+    unsupported like ``question_novelty``'s (``gateway.text.choice``). On by default."""
     novelty_boost: float = Field(0.5, ge=0.0)
     """The evidence ``question_novelty`` raises such an answer's to, at least (0.5: a
     disclaimer at the shipped passage scale; a block only with other evidence)."""

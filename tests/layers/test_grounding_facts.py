@@ -265,6 +265,20 @@ def test_a_date_comparison_answered_against_the_years_is_contradicted() -> None:
     assert right.passed and right.label != "contradicted", right.explanation
 
 
+def test_a_choice_answered_with_the_other_alternative_is_unsupported() -> None:
+    context = ("Mara Lindqvist founded the Orchard Press in Uppsala and ran its poetry list. "
+               "Oskar Hale is an English engineer who designed tidal turbines.")
+    question = "Who founded the Orchard Press in Uppsala, Mara Lindqvist or Oskar Hale?"
+    wrong = "Oskar Hale founded the press."
+    off = run(wrong, context, question, choice_questions=False)
+    on = run(wrong, context, question)                       # on by default
+    assert off.passed                                        # every word is in the context
+    assert on.label == "unsupported" and not on.passed
+    assert "picks Oskar Hale, but the context says it of Mara Lindqvist" in on.evidence[0].reason
+    right = run("Mara Lindqvist founded the press.", context, question)
+    assert right.passed, right.explanation
+
+
 LIBRARY_Q = "Who was the first librarian of the Hartwell Library?"
 
 
