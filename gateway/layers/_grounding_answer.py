@@ -32,6 +32,7 @@ from gateway.text.comparison import comparison_conflict
 from gateway.text.frames import frame_words
 from gateway.text.index import TextIndex
 from gateway.text.tokens import content_words, tokenize
+from gateway.text.vague import vague_answer
 
 if TYPE_CHECKING:
     from gateway.layers.grounding import GroundingConfig
@@ -177,6 +178,9 @@ def _novelty(answer: str, checks: list[SentenceCheck], cores: Sequence[SentenceC
     if why is None and cfg.choice_questions:
         asked = " ".join(s.text for s in question.sentences)
         why = choice_conflict(asked, lambda: (s.text for s in ctx.sentences), answer)
+    if why is None and cfg.vague_answers:
+        asked = " ".join(s.text for s in question.sentences)
+        why = vague_answer(asked, lambda: " ".join(s.text for s in ctx.sentences), answer)
     if why is None:
         return 0.0
     for c in checks:

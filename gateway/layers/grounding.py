@@ -156,6 +156,11 @@ class GroundingConfig(LayerConfig):
     Lagwagon, Joey Cape or Scott Weiland?") that picks the alternative whose context
     sentences lack the question's other words, while the other's carry them, is
     unsupported like ``question_novelty``'s (``gateway.text.choice``). On by default."""
+    vague_answers: bool = True
+    """In the ``passage`` shape, an answer to a wh-question that fills the asked slot
+    with a vague amount neither the context nor the question uses ("a few albums",
+    "for many years"), or gives no year where the question asks for one, is unsupported
+    like ``question_novelty``'s (``gateway.text.vague``). On by default."""
     novelty_boost: float = Field(0.5, ge=0.0)
     """The evidence ``question_novelty`` raises such an answer's to, at least (0.5: a
     disclaimer at the shipped passage scale; a block only with other evidence)."""

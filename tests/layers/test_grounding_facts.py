@@ -279,6 +279,21 @@ def test_a_choice_answered_with_the_other_alternative_is_unsupported() -> None:
     assert right.passed, right.explanation
 
 
+def test_a_vague_amount_or_no_year_for_the_asked_slot_is_unsupported() -> None:
+    context = ("The Orchard Press was founded in Uppsala in 1921 by Mara Lindqvist. "
+               "It published 14 poetry collections before it closed.")
+    question = "What did the Orchard Press publish before it closed?"
+    wrong = "It published many poetry collections before it closed."
+    assert run(wrong, context, question, vague_answers=False).passed
+    on = run(wrong, context, question)                       # on by default
+    assert on.label == "unsupported" and not on.passed
+    assert "vague amount ('many')" in on.evidence[0].reason
+    assert run("It published 14 poetry collections.", context, question).passed
+    year = "In what year was the Orchard Press founded?"
+    assert not run("Mara Lindqvist founded it in Uppsala.", context, year).passed
+    assert run("It was founded in 1921.", context, year).passed
+
+
 LIBRARY_Q = "Who was the first librarian of the Hartwell Library?"
 
 
