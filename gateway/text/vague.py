@@ -11,7 +11,8 @@ asking for a year gets none. A faithful answer to a question on a passage gives 
 the passage says: its count, its year — or the passage's own vague word.
 
 :func:`vague_answer` reads a question on a passage (a wh-question, question mark) and
-its answer; silent when the answer negates or says the sources do not tell (those are
+its answer; silent when the answer enumerates what its vague word counts ("several
+tools: a hammer, a saw and pliers"), when it negates or says the sources do not tell (those are
 :func:`gateway.layers._grounding_novelty.denies_the_asked`'s), and when the context or
 the question uses the vague word itself. Bounded: the question's last
 ``MAX_QUESTION`` characters; the context is read only when the answer has a vague word.
@@ -29,6 +30,10 @@ MAX_QUESTION = 400
 _WH = re.compile(r"\b(what|which|who|whom|whose|when|where|how)\b", re.IGNORECASE)
 _VAGUE = re.compile(r"\b(many|several|numerous|a few|various|multiple|countless|"
                     r"a number of|a couple of)\b", re.IGNORECASE)
+_LISTED = re.compile(r"\b(including|includes|include|such as|like|for example|e\.g)\b|:|"
+                     r",[^,.;]+\band\b", re.IGNORECASE)
+"""After the vague word: the answer enumerates what it counts ("several tools: a hammer,
+a saw and pliers") — a summary of a list, not a vague amount."""
 _YEAR_ASKED = re.compile(r"\b(?:what|which) years?\b", re.IGNORECASE)
 _YEAR = re.compile(r"(?<![\d,.])(?:1[0-9]{3}|20[0-9]{2})s?(?![\d,])|'\d0s\b|\b\d0s\b")
 _NEGATED = re.compile(r"\b(not|no|never|none|nobody|unknown|unclear|cannot)\b|n't\b",
@@ -46,6 +51,8 @@ def vague_answer(question: str, context_text: Callable[[], str], answer: str) ->
         return "gives no year, where the question asks for one"
     m = _VAGUE.search(answer)
     if m is None:
+        return None
+    if _LISTED.search(answer, m.end()):
         return None
     word = m.group(1).lower()
     said = re.compile(rf"\b{re.escape(word)}\b", re.IGNORECASE)

@@ -44,3 +44,15 @@ def test_the_context_own_vague_word_is_no_error() -> None:
     context = "The press published several poetry collections before it closed."
     assert vague_answer("How many collections did the press publish?", lambda: context,
                         "Several collections.") is None
+
+
+@pytest.mark.parametrize("answer", [
+    "Several tools: a hammer, a saw and pliers.",
+    "Many tools, including a hammer.",
+    "It comes with several tools, a hammer, a saw and pliers.",
+])
+def test_a_vague_word_that_sums_up_a_list_is_no_error(answer: str) -> None:
+    context = "The kit includes a hammer, a saw and pliers."
+    assert vague_answer("What does the kit include?", lambda: context, answer) is None
+    assert vague_answer("What does the kit include?", lambda: context,
+                        "It has several tools.") is not None
