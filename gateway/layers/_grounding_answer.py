@@ -25,6 +25,7 @@ from gateway.layers._grounding_sentence import (
     sentence_core,
     sentence_options,
 )
+from gateway.layers._grounding_units import same_unit_conflict
 from gateway.scoring.task_calibration import calibrated_score
 from gateway.text.answer import AnswerSentence, analyze_answer
 from gateway.text.choice import choice_conflict
@@ -142,6 +143,9 @@ def check_answer(
         boost * (1.0 if any(c.status == "contradicted" for c in checks) else 0.0)
         + max(0.0, weak - allowance) + cfg.within_allowance_weight * min(weak, allowance)
     )
+    if boost != cfg.contradiction_boost and cfg.document_unit_strong and \
+            any(same_unit_conflict(c.facts) for c in checks):
+        novel = max(novel, cfg.novelty_boost)  # a figure restated wrongly (_grounding_units)
     evidence = max(evidence, novel)  # at least a disclaimer; a block needs other evidence
     return calibrated_score(evidence, shape, cfg.threshold, cfg.shape_scale, cfg.shape_power), checks
 

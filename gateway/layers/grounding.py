@@ -144,6 +144,12 @@ class GroundingConfig(LayerConfig):
     development summaries: 5 of the 13 such contradictions were on faithful summaries).
     A value or date bound elsewhere or stated otherwise, a flipped negation or a false
     premise stay strong. On by default."""
+    document_unit_strong: bool = True
+    """In the ``document`` shape, a value the context states otherwise in the same unit
+    and in the aligned sentences ("20 seconds" where the context says "11 seconds"),
+    by a quarter or more but less than tenfold, raises the answer's evidence to
+    ``novelty_boost`` even in a long context, where a contradiction is otherwise weak
+    (``_grounding_units``): a disclaimer, never a block on its own. On by default."""
     question_novelty: bool = True
     """In the ``passage`` shape, an answer to a question whose own words (those the
     question lacks) are all absent from the context in any form, with no context value

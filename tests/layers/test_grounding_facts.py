@@ -294,6 +294,25 @@ def test_a_vague_amount_or_no_year_for_the_asked_slot_is_unsupported() -> None:
     assert run("It was founded in 1921.", context, year).passed
 
 
+def test_a_summary_figure_restated_in_the_same_unit_is_flagged_in_a_long_document() -> None:
+    filler = " ".join(f"Paragraph {i} of the report describes the railway's history."
+                      for i in range(12))
+    context = (filler + " The seven-car train travelled for almost 11 seconds above 600 km/h"
+               " on the test track. " + filler)
+    summary = "Summarize the report."
+    rest = (" The report describes the railway's history. Paragraph 3 of the report"
+            " describes the railway's history.")
+    wrong = "The train travelled for almost 20 seconds above 600 km/h on the test track." + rest
+    shipped = {"shape_scale": {"passage": 1.302, "conversation": 0.12, "document": 0.35}}
+    off = run(wrong, context, summary, document_unit_strong=False, **shipped)
+    on = run(wrong, context, summary, **shipped)             # on by default
+    assert off.passed                                        # weak in a long document
+    assert not on.passed and on.label == "contradicted"
+    assert on.score >= 0.3                                   # a disclaimer, not a block
+    assert run("The train travelled for almost 11 seconds above 600 km/h on the test track."
+               + rest, context, summary, **shipped).passed
+
+
 LIBRARY_Q = "Who was the first librarian of the Hartwell Library?"
 
 
