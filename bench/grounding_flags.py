@@ -40,9 +40,11 @@ from gateway.layers.grounding import GroundingConfig, GroundingLayer  # noqa: E4
 REPO = Path(__file__).resolve().parents[1]
 ORDER = ("substituted", "variant", "swapped", "date", "value", "negation", "premise",
          "comparison", "other", "novelty", "choice", "scale")
-NOVELTY = ("adds to the question only", "repeats the question", "denies what the question")
-"""Reasons of ``question_novelty`` (``_grounding_novelty``): an unsupported answer with
-one of them is in the ``novelty`` bucket, not ``scale``."""
+NOVELTY = ("adds to the question only", "repeats the question", "denies what the question",
+           "answers with a vague amount", "gives no year, where")
+"""Reasons of ``question_novelty`` (``_grounding_novelty``) and ``vague_answers``
+(``gateway.text.vague``): an unsupported answer with one of them is in the ``novelty``
+bucket, not ``scale``."""
 CHOICE = "but the context says it of"
 """The reason of ``choice_questions`` (``gateway.text.choice``): the ``choice`` bucket."""
 

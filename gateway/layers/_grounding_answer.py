@@ -144,7 +144,7 @@ def check_answer(
         + max(0.0, weak - allowance) + cfg.within_allowance_weight * min(weak, allowance)
     )
     if boost != cfg.contradiction_boost and cfg.document_unit_strong and \
-            any(same_unit_conflict(c.facts) for c in checks):
+            any(c.status == "contradicted" and same_unit_conflict(c.facts) for c in checks):
         novel = max(novel, cfg.novelty_boost)  # a figure restated wrongly (_grounding_units)
     evidence = max(evidence, novel)  # at least a disclaimer; a block needs other evidence
     return calibrated_score(evidence, shape, cfg.threshold, cfg.shape_scale, cfg.shape_power), checks
@@ -179,12 +179,12 @@ def _novelty(answer: str, checks: list[SentenceCheck], cores: Sequence[SentenceC
     else:
         words = set[str]().union(*(core.words for core in cores))
         why = adds_nothing(answer, checks, tokens, words, ctx, question)
-    if why is None and cfg.choice_questions:
+    if why is None and (cfg.choice_questions or cfg.vague_answers):
         asked = " ".join(s.text for s in question.sentences)
-        why = choice_conflict(asked, lambda: (s.text for s in ctx.sentences), answer)
-    if why is None and cfg.vague_answers:
-        asked = " ".join(s.text for s in question.sentences)
-        why = vague_answer(asked, lambda: " ".join(s.text for s in ctx.sentences), answer)
+        if cfg.choice_questions:
+            why = choice_conflict(asked, lambda: (s.text for s in ctx.sentences), answer)
+        if why is None and cfg.vague_answers:
+            why = vague_answer(asked, lambda: " ".join(s.text for s in ctx.sentences), answer)
     if why is None:
         return 0.0
     for c in checks:

@@ -45,11 +45,12 @@ def vague_answer(question: str, context_text: Callable[[], str], answer: str) ->
     the context nor the question uses, or no year for a question asking for one — or
     None. ``context_text`` is called only when the answer has a vague word."""
     q = question.strip()[-MAX_QUESTION:]
-    if "?" not in q or not _WH.search(q) or _NEGATED.search(answer):
-        return None
-    if _YEAR_ASKED.search(q) and not _YEAR.search(answer):
-        return "gives no year, where the question asks for one"
+    year_asked = _YEAR_ASKED.search(q) is not None
     m = _VAGUE.search(answer)
+    if not (year_asked or m) or "?" not in q or not _WH.search(q) or _NEGATED.search(answer):
+        return None  # the usual answer: two searches
+    if year_asked and not _YEAR.search(answer):
+        return "gives no year, where the question asks for one"
     if m is None:
         return None
     if _LISTED.search(answer, m.end()):
