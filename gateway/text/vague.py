@@ -30,6 +30,9 @@ MAX_QUESTION = 400
 _WH = re.compile(r"\b(what|which|who|whom|whose|when|where|how)\b", re.IGNORECASE)
 _VAGUE = re.compile(r"\b(many|several|numerous|a few|various|multiple|countless|"
                     r"a number of|a couple of)\b", re.IGNORECASE)
+_KEYS = ("many", "several", "numerous", "few", "various", "multiple", "countless",
+         "number of", "couple of")
+"""Substrings of every ``_VAGUE`` word: a cheap test before the pattern (most answers)."""
 _LISTED = re.compile(r"\b(including|includes|include|such as|like|for example|e\.g)\b|:|"
                      r",[^,.;]+\band\b", re.IGNORECASE)
 """After the vague word: the answer enumerates what it counts ("several tools: a hammer,
@@ -45,8 +48,9 @@ def vague_answer(question: str, context_text: Callable[[], str], answer: str) ->
     the context nor the question uses, or no year for a question asking for one — or
     None. ``context_text`` is called only when the answer has a vague word."""
     q = question.strip()[-MAX_QUESTION:]
-    year_asked = _YEAR_ASKED.search(q) is not None
-    m = _VAGUE.search(answer)
+    year_asked = "year" in q.lower() and _YEAR_ASKED.search(q) is not None
+    low = answer.lower()
+    m = _VAGUE.search(answer) if any(k in low for k in _KEYS) else None
     if not (year_asked or m) or "?" not in q or not _WH.search(q) or _NEGATED.search(answer):
         return None  # the usual answer: two searches
     if year_asked and not _YEAR.search(answer):
