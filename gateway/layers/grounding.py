@@ -18,7 +18,10 @@ Model-free. For every answer sentence it checks, against the grounding context:
   the context states otherwise;
 - **what the answer adds to the question** — an answer to a question on a passage
   whose own words (those the question lacks) are all absent from the context fills the
-  asked slot with something the context does not say (``_grounding_novelty``);
+  asked slot with something the context does not say (``_grounding_novelty``); one
+  that picks the alternative of "A or B?" the context does not give the asked property
+  to (``gateway.text.choice``), or leaves the slot vague ("a few albums"; no year for
+  "what year": ``gateway.text.vague``);
 - **content words** — the share found neither in the question nor in the
   ``local_window`` context sentences that best match this sentence; conversational
   formulas state nothing.
