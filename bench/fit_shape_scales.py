@@ -19,7 +19,7 @@ HaluEval samples (``halueval-heldout*.jsonl``) here.
 The other grounding settings (``summary_context_sentences`` …) come from the shipped
 policy; ``--folds`` adds a K-fold CV by row, pooled per source.
 
-    .venv/bin/python bench/fit_shape_scales.py                       # HaluEval dev + tuning + RAG dev
+    .venv/bin/python bench/fit_shape_scales.py      # HaluEval dev, tuning, diagnosis(-2) + RAG dev
     .venv/bin/python bench/fit_shape_scales.py --target 0.03 FILE...
 """
 
@@ -47,6 +47,8 @@ from gateway.layers.grounding import GroundingConfig, GroundingLayer  # noqa: E4
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT = [REPO / "data" / "halueval" / "halueval-dev.jsonl",
            REPO / "data" / "halueval" / "halueval-tuning.jsonl",
+           REPO / "data" / "halueval" / "halueval-diagnosis.jsonl",
+           REPO / "data" / "halueval" / "halueval-diagnosis-2.jsonl",
            REPO / "tests" / "data" / "rag-dev.jsonl"]
 MIN_SCALE, MAX_SCALE = 0.1, 4.0
 MARGIN = 1.5

@@ -5,7 +5,8 @@ in-process over a case file (cases built as ``bench/eval_layers_offline.py`` bui
 them) and puts every answer under the policy threshold into one bucket, by the
 strongest reason it fell: a discrete check (a contradicted ``name`` — ``substituted``,
 ``variant`` or ``swapped`` —, ``date`` or ``value``; a ``negation`` flip; a ``premise``;
-a ``comparison``) or ``scale`` (unsupported words only, no contradiction). Prints, per
+a ``comparison``), ``novelty`` (``question_novelty``: an answer adding nothing the
+context holds to the question) or ``scale`` (unsupported words only, no contradiction). Prints, per
 bucket, faithful answers flagged and hallucinated answers caught: how often each check
 is right on rows nobody tuned on. ``--list`` prints every flagged faithful answer with
 its reasons, to read.
@@ -38,7 +39,14 @@ from gateway.layers.grounding import GroundingConfig, GroundingLayer  # noqa: E4
 
 REPO = Path(__file__).resolve().parents[1]
 ORDER = ("substituted", "variant", "swapped", "date", "value", "negation", "premise",
-         "comparison", "other", "scale")
+         "comparison", "other", "novelty", "choice", "scale")
+NOVELTY = ("adds to the question only", "repeats the question", "denies what the question",
+           "answers with a vague amount", "gives no year, where")
+"""Reasons of ``question_novelty`` (``_grounding_novelty``) and ``vague_answers``
+(``gateway.text.vague``): an unsupported answer with one of them is in the ``novelty``
+bucket, not ``scale``."""
+CHOICE = "but the context says it of"
+"""The reason of ``choice_questions`` (``gateway.text.choice``): the ``choice`` bucket."""
 
 
 def _policy_config(path: Path) -> dict[str, Any]:
@@ -71,7 +79,10 @@ async def run(args: argparse.Namespace) -> None:
         result = await layer.verify(inp)
         if result.passed:
             continue
-        bucket = _bucket(result, variants) if result.label == "contradicted" else "scale"
+        bucket = (_bucket(result, variants) if result.label == "contradicted"
+                  else "novelty" if any(r in ev.reason for ev in result.evidence for r in NOVELTY)
+                  else "choice" if any(CHOICE in ev.reason for ev in result.evidence)
+                  else "scale")
         rows.append((case.label, case.source, bucket, result.score))
         if args.ids:
             print(f"{case.id} {bucket} {result.score:.3f}")

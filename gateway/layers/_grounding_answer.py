@@ -14,6 +14,7 @@ from math import exp, log
 from typing import TYPE_CHECKING
 
 from gateway.layers._citation_pairs import marker_spans, norm
+from gateway.layers._grounding_novelty import adds_nothing, denies_the_asked, negated
 from gateway.layers._grounding_premise import check_stance
 from gateway.layers._grounding_sentence import (
     FINISH_ONLY,
@@ -24,12 +25,15 @@ from gateway.layers._grounding_sentence import (
     sentence_core,
     sentence_options,
 )
+from gateway.layers._grounding_units import same_unit_conflict
 from gateway.scoring.task_calibration import calibrated_score
 from gateway.text.answer import AnswerSentence, analyze_answer
+from gateway.text.choice import choice_conflict
 from gateway.text.comparison import comparison_conflict
 from gateway.text.frames import frame_words
 from gateway.text.index import TextIndex
 from gateway.text.tokens import content_words, tokenize
+from gateway.text.vague import vague_answer
 
 if TYPE_CHECKING:
     from gateway.layers.grounding import GroundingConfig
@@ -88,6 +92,7 @@ def check_answer(
             checks[0].status = "contradicted"
             checks[0].premise = why
             checks[0].risk = min(1.0, checks[0].risk + cfg.contradiction_weight)
+    novel = _novelty(answer, checks, cores, ctx, question, cfg, shape)
     words = sum(c.weight for c in checks)
     entities = sum(c.n_entities for c in checks)
     values = sum(c.n_values for c in checks)
@@ -131,12 +136,62 @@ def check_answer(
     # (By length, not shape: a summary of a shorter text is calibrated as a document but
     # its contradictions stay strong.)
     boost = (cfg.long_context_boost if shape == "document"
-             and len(ctx.sentences) > cfg.long_context_sentences else cfg.contradiction_boost)
+             and (len(ctx.sentences) > cfg.long_context_sentences
+                  or cfg.document_binding_weak and _names_bound_only(checks))
+             else cfg.contradiction_boost)
     evidence = (
         boost * (1.0 if any(c.status == "contradicted" for c in checks) else 0.0)
         + max(0.0, weak - allowance) + cfg.within_allowance_weight * min(weak, allowance)
     )
+    if boost != cfg.contradiction_boost and cfg.document_unit_strong and \
+            any(c.status == "contradicted" and same_unit_conflict(c.facts) for c in checks):
+        novel = max(novel, cfg.novelty_boost)  # a figure restated wrongly (_grounding_units)
+    evidence = max(evidence, novel)  # at least a disclaimer; a block needs other evidence
     return calibrated_score(evidence, shape, cfg.threshold, cfg.shape_scale, cfg.shape_power), checks
+
+
+def _names_bound_only(checks: Sequence[SentenceCheck]) -> bool:
+    """Whether every contradiction among ``checks`` is a *name* found by binding — a name
+    the context puts on another slot ("Tottenham: the context puts Spurs there") or one
+    put in another's place — with no value or date contradicted, no negation or premise."""
+    contradicted = [c for c in checks if c.status == "contradicted"]
+    return bool(contradicted) and all(
+        not c.negation_flip and c.premise is None and c.facts
+        and all(f.binding and f.kind == "name" for f in c.facts if f.status == "contradicted")
+        and any(f.status == "contradicted" for f in c.facts)
+        for c in contradicted)
+
+
+def _novelty(answer: str, checks: list[SentenceCheck], cores: Sequence[SentenceCore],
+             ctx: TextIndex, question: TextIndex | None, cfg: GroundingConfig,
+             shape: str) -> float:
+    """``cfg.novelty_boost`` when an answer to a question on a passage adds nothing the
+    context holds (``_grounding_novelty``): its sentences become unsupported and the
+    first says why. The answer's evidence is raised to at least this (not absorbed by
+    the allowance, never a block on its own); 0.0 otherwise."""
+    if not cfg.question_novelty or shape != "passage" or question is None or \
+            not question.sentences or any(c.status == "contradicted" for c in checks) or \
+            not any("?" in s.text for s in question.sentences):
+        return 0.0
+    tokens = [core.tokens for core in cores]
+    if negated(answer):
+        why = denies_the_asked(answer, tokens, question)
+    else:
+        words = set[str]().union(*(core.words for core in cores))
+        why = adds_nothing(answer, checks, tokens, words, ctx, question)
+    if why is None and (cfg.choice_questions or cfg.vague_answers):
+        asked = " ".join(s.text for s in question.sentences)
+        if cfg.choice_questions:
+            why = choice_conflict(asked, lambda: (s.text for s in ctx.sentences), answer)
+        if why is None and cfg.vague_answers:
+            why = vague_answer(asked, lambda: " ".join(s.text for s in ctx.sentences), answer)
+    if why is None:
+        return 0.0
+    for c in checks:
+        if c.status == "supported":
+            c.status = "unsupported"
+    checks[0].premise = why
+    return cfg.novelty_boost
 
 
 class AnswerShare:

@@ -16,6 +16,12 @@ Model-free. For every answer sentence it checks, against the grounding context:
 - **the question's premise** — "Yes" to a premise the context contradicts, "No" to one
   it states (``_grounding_premise``); the question's values and names support nothing
   the context states otherwise;
+- **what the answer adds to the question** — an answer to a question on a passage
+  whose own words (those the question lacks) are all absent from the context fills the
+  asked slot with something the context does not say (``_grounding_novelty``); one
+  that picks the alternative of "A or B?" the context does not give the asked property
+  to (``gateway.text.choice``), or leaves the slot vague ("a few albums"; no year for
+  "what year": ``gateway.text.vague``);
 - **content words** — the share found neither in the question nor in the
   ``local_window`` context sentences that best match this sentence; conversational
   formulas state nothing.
@@ -134,6 +140,39 @@ class GroundingConfig(LayerConfig):
     """An answer to a date comparison ("Who was born first, A or B?") that picks the
     alternative the context's years rule out is contradicted
     (``gateway.text.comparison``). On by default."""
+    document_binding_weak: bool = True
+    """In the ``document`` shape (a summary), a contradiction found only by binding a
+    *name* — one the context puts on another slot, a renamed or substituted name — is
+    weak evidence, as in a long context: a summary renames and regroups (HaluEval
+    development summaries: 5 of the 13 such contradictions were on faithful summaries).
+    A value or date bound elsewhere or stated otherwise, a flipped negation or a false
+    premise stay strong. On by default."""
+    document_unit_strong: bool = True
+    """In the ``document`` shape, a value the context states otherwise in the same unit
+    and in the aligned sentences ("20 seconds" where the context says "11 seconds"),
+    by a quarter or more but less than tenfold, raises the answer's evidence to
+    ``novelty_boost`` even in a long context, where a contradiction is otherwise weak
+    (``_grounding_units``): a disclaimer, never a block on its own. On by default."""
+    question_novelty: bool = True
+    """In the ``passage`` shape, an answer to a question whose own words (those the
+    question lacks) are all absent from the context in any form, with no context value
+    either — or one that only repeats the question, or denies what a wh-question asks
+    for — is unsupported with at least ``novelty_boost`` of evidence: it fills the asked
+    slot with something the context does not say (``_grounding_novelty``). On by
+    default."""
+    choice_questions: bool = True
+    """In the ``passage`` shape, an answer to a choice question ("Who is the frontman of
+    Lagwagon, Joey Cape or Scott Weiland?") that picks the alternative whose context
+    sentences lack the question's other words, while the other's carry them, is
+    unsupported like ``question_novelty``'s (``gateway.text.choice``). On by default."""
+    vague_answers: bool = True
+    """In the ``passage`` shape, an answer to a wh-question that fills the asked slot
+    with a vague amount neither the context nor the question uses ("a few albums",
+    "for many years"), or gives no year where the question asks for one, is unsupported
+    like ``question_novelty``'s (``gateway.text.vague``). On by default."""
+    novelty_boost: float = Field(0.5, ge=0.0)
+    """The evidence ``question_novelty`` raises such an answer's to, at least (0.5: a
+    disclaimer at the shipped passage scale; a block only with other evidence)."""
     attribution_prefixes: bool = True
     """In a ``document``-shaped request, a sentence's opening attribution ("Errol Louis:
     …", "Report: …") is no claim: dropped before checking

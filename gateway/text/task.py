@@ -9,7 +9,9 @@ told the task. What it can read is the request's shape:
   or to condense the text (a verb or noun of summarising in the question; "answer in
   one sentence" is a length limit, not a summary);
 - ``dialogue`` — the question quotes two or more speaker turns (``[Human]:``,
-  ``User:``, ``Assistant:`` …), or an assistant turn precedes the last user message;
+  ``User:``, ``Assistant:`` …) or opens with a user's speaker label (a one-turn
+  transcript: "[Human]: Do you know …?"), or an assistant turn precedes the last user
+  message;
 - ``qa`` — anything else: a question (or an instruction) answered from a context.
 
 Only the *form* of the request is read: no topic words, no list of data-set prompts.
@@ -41,6 +43,11 @@ _TURN = re.compile(r"(?:^|[\s\[(])(?:human|user|assistant|ai|bot|customer|agent|
                    r"\]?\s*:", re.IGNORECASE)
 
 
+_OPENING_TURN = re.compile(r"\A\s*\[?(?:human|user|customer)\]?\s*:", re.IGNORECASE)
+"""A user message that *opens* with a speaker label ("[Human]: Do you know …?") is a
+transcript to continue, even with one turn quoted."""
+
+
 def speaker_turns(text: str) -> int:
     """How many speaker-turn labels (``[Human]:``, ``User:`` …) ``text`` quotes."""
     return len(_TURN.findall(text[-MAX_SCAN_CHARS:]))
@@ -57,7 +64,8 @@ def request_task(messages: Sequence[Mapping[str, Any]], question: str) -> Task:
     wins over a summary word inside it ("[User]: can you sum up…" is still a turn)."""
     roles = [m.get("role") for m in messages if isinstance(m, Mapping)]
     last_user = max((i for i, r in enumerate(roles) if r == "user"), default=-1)
-    if any(r == "assistant" for r in roles[:last_user]) or speaker_turns(question) >= 2:
+    if any(r == "assistant" for r in roles[:last_user]) or speaker_turns(question) >= 2 \
+            or _OPENING_TURN.match(question):
         return "dialogue"
     if is_summary_request(question):
         return "summary"

@@ -263,3 +263,150 @@ def test_a_date_comparison_answered_against_the_years_is_contradicted() -> None:
     assert "picks Mara Lindqvist (1921) over Oskar Hale (1917)" in on.evidence[0].reason
     right = run("Oskar Hale was born first.", context, question, comparisons=True)
     assert right.passed and right.label != "contradicted", right.explanation
+
+
+def test_a_choice_answered_with_the_other_alternative_is_unsupported() -> None:
+    context = ("Mara Lindqvist founded the Orchard Press in Uppsala and ran its poetry list. "
+               "Oskar Hale is an English engineer who designed tidal turbines.")
+    question = "Who founded the Orchard Press in Uppsala, Mara Lindqvist or Oskar Hale?"
+    wrong = "Oskar Hale founded the press."
+    off = run(wrong, context, question, choice_questions=False)
+    on = run(wrong, context, question)                       # on by default
+    assert off.passed                                        # every word is in the context
+    assert on.label == "unsupported" and not on.passed
+    assert "picks Oskar Hale, but the context says it of Mara Lindqvist" in on.evidence[0].reason
+    right = run("Mara Lindqvist founded the press.", context, question)
+    assert right.passed, right.explanation
+
+
+def test_a_vague_amount_or_no_year_for_the_asked_slot_is_unsupported() -> None:
+    context = ("The Orchard Press was founded in Uppsala in 1921 by Mara Lindqvist. "
+               "It published 14 poetry collections before it closed.")
+    question = "What did the Orchard Press publish before it closed?"
+    wrong = "It published many poetry collections before it closed."
+    assert run(wrong, context, question, vague_answers=False).passed
+    on = run(wrong, context, question)                       # on by default
+    assert on.label == "unsupported" and not on.passed
+    assert "vague amount ('many')" in on.evidence[0].reason
+    assert run("It published 14 poetry collections.", context, question).passed
+    year = "In what year was the Orchard Press founded?"
+    assert not run("Mara Lindqvist founded it in Uppsala.", context, year).passed
+    assert run("It was founded in 1921.", context, year).passed
+
+
+def test_a_summary_figure_restated_in_the_same_unit_is_flagged_in_a_long_document() -> None:
+    filler = " ".join(f"Paragraph {i} of the report describes the railway's history."
+                      for i in range(12))
+    context = (filler + " The seven-car train travelled for almost 11 seconds above 600 km/h"
+               " on the test track. " + filler)
+    summary = "Summarize the report."
+    rest = (" The report describes the railway's history. Paragraph 3 of the report"
+            " describes the railway's history.")
+    wrong = "The train travelled for almost 20 seconds above 600 km/h on the test track." + rest
+    shipped = {"shape_scale": {"passage": 1.302, "conversation": 0.12, "document": 0.35}}
+    off = run(wrong, context, summary, document_unit_strong=False, **shipped)
+    on = run(wrong, context, summary, **shipped)             # on by default
+    assert off.passed                                        # weak in a long document
+    assert not on.passed and on.label == "contradicted"
+    assert on.score >= 0.3                                   # a disclaimer, not a block
+    assert run("The train travelled for almost 11 seconds above 600 km/h on the test track."
+               + rest, context, summary, **shipped).passed
+
+
+LIBRARY_Q = "Who was the first librarian of the Hartwell Library?"
+
+
+@pytest.mark.parametrize(("answer", "question", "wrong"), [
+    ("Edith Crane.", LIBRARY_Q, False),
+    ("The first librarian of the Hartwell Library was Edith Crane.", LIBRARY_Q, False),
+    ("Its first librarian was Edith Crane, who served until 1931.", LIBRARY_Q, False),
+    ("The first librarian of the Hartwell Library was a retired schoolteacher.",
+     LIBRARY_Q, True),                                  # fills the slot with made-up words
+    ("The Hartwell Library was founded in 1899.", "When was the Hartwell Library founded?",
+     True),                                             # a value the context lacks
+    ("The Hartwell Library never had a first librarian.", LIBRARY_Q, True),  # denies it
+    ("The librarian who served the Hartwell Library until 1931 was a retired schoolteacher.",
+     "Which librarian served the Hartwell Library until 1931?", True),  # the question's year
+    ("Edith Crane served the Hartwell Library until 1931.",
+     "Which librarian served the Hartwell Library until 1931?", False),
+    ("Sale items.", "Which items are non-returnable?", False),
+    ("Electronics are non-returnable.", "Which items are non-returnable?", True),
+    ("No, sale items are non-returnable.", "Can I return sale items?", False),
+    ("The first librarian of the Hartwell Library was not Thomas Ward.", LIBRARY_Q, True),
+    ("Its first librarian was Edith Crane, not Thomas Ward.", LIBRARY_Q, False),  # contrast
+    ("The first librarian of the Hartwell Library was the first librarian.", LIBRARY_Q,
+     True),                                             # only the question's words
+    ("Who was the first librarian of the Hartwell Library, Edith Crane or Thomas Ward? "
+     "The first librarian of the Hartwell Library was Edith Crane.", None, False),
+])
+def test_an_answer_that_adds_nothing_from_the_context(answer: str, question: str | None,
+                                                      wrong: bool) -> None:
+    if question is None:  # a choice question: naming one of its alternatives answers it
+        question, answer = answer.split("? ", 1)
+        question += "?"
+    res = run(answer, HISTORY if "Hartwell" in question else POLICY, question)
+    assert flagged(res) == wrong, res.explanation
+
+
+def test_question_novelty_is_the_check_that_flags_a_made_up_slot_filler() -> None:
+    wrong = "The first librarian of the Hartwell Library was a retired schoolteacher."
+    off = run(wrong, HISTORY, LIBRARY_Q, question_novelty=False)
+    on = run(wrong, HISTORY, LIBRARY_Q)
+    assert off.passed                                   # the allowance absorbs two words
+    assert not on.passed and on.label == "unsupported"
+    assert on.score >= 0.3                              # a disclaimer, never a block
+    assert "adds to the question only what the context lacks: retired, schoolteacher" \
+        in on.evidence[0].reason
+    denial = run("The Hartwell Library never had a first librarian.", HISTORY, LIBRARY_Q)
+    assert "denies what the question asks for" in denial.evidence[0].reason
+
+
+@pytest.mark.parametrize(("answer", "question"), [
+    ("The first librarian was a retired schoolteacher.", "Tell me about the library."),
+    ("Glad it helped, enjoy the reading room!", "Thanks, that helps?"),
+    ("I think it was a retired schoolteacher.", LIBRARY_Q),
+    ("The documents do not say who the first librarian was.", LIBRARY_Q),
+])
+def test_question_novelty_leaves_alone(answer: str, question: str) -> None:
+    on = run(answer, HISTORY, question)
+    off = run(answer, HISTORY, question, question_novelty=False)
+    assert on.score == off.score, on.explanation        # no question, chit-chat, opinion,
+    # or an answer about the sources: the check does not apply
+
+
+TRANSFERS = ("Chelsea signed the striker Marco Ruiz from Porto on Monday. The fee was reported "
+             "to be 30 million pounds. Arsenal bought the goalkeeper Tom Berg from Lyon on "
+             "Tuesday. Ruiz scored 21 goals last season. Berg kept 14 clean sheets in the "
+             "league. Both clubs play their next match on Saturday. The transfer window closes "
+             "on Friday. Fans welcomed both signings on social media.")
+SUMMARIZE = "Summarize the document above in a few sentences."
+
+
+def test_in_a_summary_a_name_bound_elsewhere_is_weak_evidence_a_changed_value_is_not() -> None:
+    doc = {"summary_context_sentences": 6}
+    swapped = "Chelsea signed Tom Berg from Porto on Monday for 30 million pounds."
+    on = run(swapped, TRANSFERS, SUMMARIZE, **doc)
+    off = run(swapped, TRANSFERS, SUMMARIZE, document_binding_weak=False, **doc)
+    assert on.details["shape"] == "document" and on.label == "contradicted"
+    assert "Tom Berg: the context puts Marco Ruiz there" in on.evidence[0].reason
+    assert on.score > off.score and not off.passed      # strong only when switched off
+    changed = "Chelsea signed the striker Marco Ruiz from Porto for 40 million pounds."
+    for weak in (True, False):
+        res = run(changed, TRANSFERS, SUMMARIZE, document_binding_weak=weak, **doc)
+        assert not res.passed and res.label == "contradicted", res.explanation
+    # the same swap answering a question on the passage stays strong
+    asked = run(swapped, TRANSFERS, "Whom did Chelsea sign, and for how much?")
+    assert asked.details["shape"] == "passage" and not asked.passed
+
+
+def test_question_novelty_reads_another_form_of_a_context_word_as_the_context_s() -> None:
+    leaflet = ("Zentrol tablets contain 20 mg of zentrosine. It is not recommended during "
+               "pregnancy. Sales grew fastest in the Asian market.")
+    for answer, question in [("Pregnant women should avoid it.", "Who should not take Zentrol?"),
+                             ("Sales in Asia.", "Where did sales grow fastest?")]:
+        on = run(answer, leaflet, question)
+        off = run(answer, leaflet, question, question_novelty=False)
+        assert on.score == off.score, on.explanation   # "pregnancy", "Asian": other forms
+    made_up = run("Elderly patients should avoid it.", leaflet, "Who should not take Zentrol?")
+    assert not made_up.passed and "adds to the question only" in made_up.evidence[0].reason
+    assert made_up.score >= 0.3                         # at least a disclaimer, not a block

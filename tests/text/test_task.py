@@ -52,3 +52,14 @@ def test_an_earlier_assistant_turn_makes_a_dialogue() -> None:
 def test_only_the_end_of_a_huge_question_is_read() -> None:
     q = "Summarize this. " + "x " * 10_000 + "What year was it built?"
     assert request_task(user(q), q) == "qa"
+
+
+@pytest.mark.parametrize(("question", "task"), [
+    ("[Human]: Do you know much about the Hartwell Library? ", "dialogue"),
+    ("User: can you recommend a kettle like the Kestrel K2?", "dialogue"),
+    ("What did the user say about the kettle?", "qa"),           # a label inside, not opening
+    ("Note: the user asked about refunds. What is the policy?", "qa"),
+])
+def test_a_message_opening_with_a_speaker_label_is_a_one_turn_transcript(
+        question: str, task: str) -> None:
+    assert request_task(user(question), question) == task
