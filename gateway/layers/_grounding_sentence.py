@@ -107,10 +107,12 @@ def _speaker(tokens: Sequence[str], n_entities: int, n_values: int) -> str | Non
     return "second" if not _PERSONAL.isdisjoint(tokens) else None
 
 
-def _cues(tokens: Sequence[str]) -> tuple[FlipCues, Callable[[frozenset[str]], bool]]:
+def _cues(tokens: Sequence[str], words: set[str] | None = None,
+          ) -> tuple[FlipCues, Callable[[frozenset[str]], bool]]:
     """The sentence's flip cues, and whether it has a word of some stems (computed on
-    demand, stopwords aside)."""
-    words = set(tokens)
+    demand, stopwords aside); ``words``: ``set(tokens)`` when the caller has it."""
+    if words is None:
+        words = set(tokens)
     stems: list[frozenset[str]] = []
 
     def has(wanted: frozenset[str]) -> bool:
@@ -280,8 +282,10 @@ def sentence_core(
 
     dates, numbers = sentence.dates, sentence.numbers
     cf = context_facts(ctx)
-    names = names_in(text, entities, cf.proper()) if cf.proper() else list(entities)
-    measures = sentence_measures(text, numbers, dates, set(tokens))
+    proper = cf.proper()
+    names = names_in(text, entities, proper) if proper else list(entities)
+    token_set = set(tokens)  # read by the measures and the flip cues
+    measures = sentence_measures(text, numbers, dates, token_set)
     dates = tuple(years_as_measures(text, dates)[0])
     if len(ctx.sentences) > cfg.long_context_sentences:
         aligned = [m.sentence for m in matches]  # a document: no frames compared
@@ -324,7 +328,7 @@ def sentence_core(
     # A sentence whose values and names are all found is anchored in the context: words
     # it adds are most likely paraphrase ("finished on 31 March 1889").
     anchored = bool(facts) and all(f.status in ("supported", "derived") for f in facts)
-    cues, has = _cues(tokens)
+    cues, has = _cues(tokens, token_set)
     return SentenceCore(
         text=text, tokens=tokens, words=words, claim_start=claim_start, contrasts=contrasts,
         rejected=rejected, missing=missing, far=far, bad_entities=bad_entities,

@@ -22,6 +22,7 @@ Pure functions; patterns compiled at import.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass
 from functools import lru_cache
@@ -30,7 +31,6 @@ from gateway.text.antonyms import (
     direction_sides,
     direction_words,
     directions,
-    is_direction_word,
     may_have_direction,
     may_oppose,
 )
@@ -139,18 +139,19 @@ def clause_polarity(text: str, skip: list[tuple[int, int]] | None = None,
             split += [(off + x, w[x:y]) for x, y in zip(cuts, cuts[1:], strict=False) if y > x]
         found = split
     out = []
+    # The words' offsets apart, for bisecting each clause's words out; and their lower case.
+    offsets = [o for o, _ in found]
+    written = [w for _, w in found]
+    lowered = [w.lower() for w in written]
     k = 0
     for a, b in clauses(text[start:]):
         a += start
         b += start
-        while k < len(found) and found[k][0] < a:
-            k += 1
-        j = k
-        while j < len(found) and found[j][0] < b:
-            j += 1
-        raw = [w for _, w in found[k:j]]
+        k = bisect_left(offsets, a, k)
+        j = bisect_left(offsets, b, k)
+        raw = written[k:j]
+        low = lowered[k:j]
         k = j
-        low = [w.lower() for w in raw]
         words = [w for w in low if w not in STOPWORDS and w not in NUMBER_WORDS
                  and len(w) > 1 and not w[0].isdigit()]
         if not words:
@@ -159,15 +160,16 @@ def clause_polarity(text: str, skip: list[tuple[int, int]] | None = None,
         stems = {w: stem(w) for w in wset}
         plain = frozenset(stems[w] for w in raw if w in stems)  # lower-case as written
         neg: set[str] = set()
-        for i in range(len(low) - 1):
-            if low[i] == "non":
-                neg.add(stem(low[i + 1]))
+        if "non" in low:
+            for i in range(len(low) - 1):
+                if low[i] == "non":
+                    neg.add(stem(low[i + 1]))
         for w in wset:
             if w[0] in "uindI":
                 base = _prefix_base(w)
                 if base is not None:
                     neg.add(base)
-        dir_words = [w for w in wset if is_direction_word(w)]
+        dir_words = wset & _DIRECTION_WORDS  # (is_direction_word, as one set operation)
         has_dir = bool(dir_words) or not _DIR_OR_UPDOWN.isdisjoint(low)
         out.append(Clause(a, b, frozenset(stems.values()), plain, wset,
                           any(a <= c < b for c in cues), frozenset(neg),
@@ -177,7 +179,8 @@ def clause_polarity(text: str, skip: list[tuple[int, int]] | None = None,
 
 
 _PART = re.compile(r"[^\W_]+")
-_DIR_OR_UPDOWN = frozenset(direction_words()) | {"up", "down"}
+_DIRECTION_WORDS = direction_words()
+_DIR_OR_UPDOWN = _DIRECTION_WORDS | {"up", "down"}
 """A clause with none of these words takes no direction (a set test, not a word loop)."""
 _GLUE = re.compile(r"(?<=[a-z])(?=[A-Z][a-z])")
 
