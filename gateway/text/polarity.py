@@ -165,7 +165,7 @@ def clause_polarity(text: str, skip: list[tuple[int, int]] | None = None,
                 if low[i] == "non":
                     neg.add(stem(low[i + 1]))
         for w in wset:
-            if w[0] in "uindI":
+            if w[0] in "uindI" and len(w) > 5 and w.endswith(_NEG_SUFFIX_OK):
                 base = _prefix_base(w)
                 if base is not None:
                     neg.add(base)
@@ -248,7 +248,10 @@ class FlipCues:
 def flip_cues(words: Set[str], tokens: Callable[[], Sequence[str]]) -> FlipCues:
     """The :class:`FlipCues` of a sentence from its set of tokens; ``tokens`` gives them
     in order, asked for only when "non" is among them ("non refundable")."""
-    prefixed = {b for w in words if w[0] in "uind" and (b := _prefix_base(w)) is not None}
+    # (What _prefix_base needs first: a prefix's letter, four letters after the shortest
+    # prefix, a suffix it accepts — string tests before the cached call.)
+    prefixed = {b for w in words if w[0] in "uind" and len(w) > 5
+                and w.endswith(_NEG_SUFFIX_OK) and (b := _prefix_base(w)) is not None}
     if "non" in words:
         seq = tokens()
         prefixed.update(stem(seq[i + 1]) for i in range(len(seq) - 1) if seq[i] == "non")
@@ -262,6 +265,6 @@ def may_flip(a: FlipCues, c: FlipCues, a_has: Callable[[frozenset[str]], bool],
     on either side, a word one side negates by prefix that the other has (``a_has`` /
     ``c_has``: whether that side has any of these stems, asked only then), or opposite
     sides of a direction. ``False`` is certain; ``True`` asks for the clause analysis."""
-    if a.neg or c.neg or may_oppose(a.sides, c.sides):
-        return True
+    if a.neg or c.neg or (a.sides and c.sides and may_oppose(a.sides, c.sides)):
+        return True  # (most sentences take no direction: no call then)
     return bool((a.prefixed and c_has(a.prefixed)) or (c.prefixed and a_has(c.prefixed)))
