@@ -274,9 +274,8 @@ def sentence_core(
             # The context's form of a word is one of its variants: found in a near
             # sentence, the word is near (most are; the rest get the full test).
             rest = [w for w in rest if forms[w] not in tokens_near]
-        if rest:
-            near = frozenset().union(*sets)
-            rest = [w for w in rest if near.isdisjoint(variants(w))
+        if rest:  # (each near set asked in turn: their union is not built for a few words)
+            rest = [w for w in rest if all(near.isdisjoint(variants(w)) for near in sets)
                     and not (qforms is not None and qforms[w] is not None)]
         far = sorted(rest)
 
