@@ -170,3 +170,25 @@ def test_measures_unchanged_on_answers() -> None:
         dates, numbers = extract_quantities(text)
         got = M.sentence_measures(text, numbers, dates, set(tokenize(text)))
         assert [m.text for m in got] == want
+
+
+def test_citation_pair_gates_are_necessary() -> None:
+    """``extract_pairs`` tries its code, footnote and sources-heading patterns only where
+    their literal is (a heading's words as lower-case substrings of ASCII text)."""
+    from gateway.layers import _citation_pairs as C
+
+    texts = list(real_texts()) + _noise(6, 2000) + [
+        "See `code`.", "A claim [^1].\n[^1]: The source.", "Text.\n\nSources:\n1. Report",
+        "x\n**References**\n- A", "Works Cited: A; B", "BIBLIOGRAPHY\n1. Z"]
+    for text in texts:
+        if C._CODE.search(text):
+            assert "`" in text
+        if C._FOOTDEF.search(text):
+            assert "[^" in text
+        if text.isascii() and C._SOURCES_HEAD.search(text):
+            low = text.lower()
+            assert any(w in low for w in ("source", "reference", "citation", "bibliography",
+                                          "works cited")), text[:80]
+    assert C._sources_list("Text.\n\nSources:\n1. Report")[1] == [(1, "Report")]
+    assert [p.ref for p in C.extract_pairs("A claim [^1].\n[^1]: The source.")] == \
+        ["The source."]
