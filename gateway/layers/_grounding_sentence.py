@@ -245,11 +245,10 @@ def sentence_core(
     _stance, claim_start = leading_particle(text)
     contrasts = contrast_spans(text)
     rejected = _words_in(text, contrasts) if contrasts else set()
-    if qforms is None:
-        missing = sorted(w for w in words if forms[w] is None and w not in rejected)
-    else:
-        missing = sorted(w for w in words if forms[w] is None and qforms[w] is None
-                         and w not in rejected)
+    missing = [w for w in words if forms[w] is None and w not in rejected]
+    if qforms is not None and missing:  # the question is asked about these only
+        missing = [w for w in missing if qforms[w] is None]
+    missing.sort()
     missing_set = set(missing)
 
     bad_entities: list[str] = []
@@ -269,11 +268,16 @@ def sentence_core(
     far: list[str] = []
     if cfg.local_window and matches:
         sets = [ctx.sentences[m.sentence].tokens for m in matches[:cfg.local_window]]
-        rest = [w for w in words if w not in missing_set and w not in rejected]
-        for tokens_near in sets:
-            # The context's form of a word is one of its variants: found in a near
-            # sentence, the word is near (most are; the rest get the full test).
-            rest = [w for w in rest if forms[w] not in tokens_near]
+        # The context's form of a word is one of its variants: found in a near
+        # sentence, the word is near (most are; the rest get the full test).
+        if len(sets) == 3:  # the default window, in one pass
+            s0, s1, s2 = sets
+            rest = [w for w in words if w not in missing_set and w not in rejected
+                    and (f := forms[w]) not in s0 and f not in s1 and f not in s2]
+        else:
+            rest = [w for w in words if w not in missing_set and w not in rejected]
+            for tokens_near in sets:
+                rest = [w for w in rest if forms[w] not in tokens_near]
         if rest:  # (each near set asked in turn: their union is not built for a few words)
             rest = [w for w in rest if all(near.isdisjoint(variants(w)) for near in sets)
                     and not (qforms is not None and qforms[w] is not None)]
