@@ -141,6 +141,8 @@ def _named_anywhere(cf: ContextFacts, key: frozenset[str]) -> bool:
     if len(postings) < 2:
         return bool(postings)
     postings.sort(key=len)
+    if len(postings) == 2:  # (most names: the longer posting read up to a first hit)
+        return not set(postings[0]).isdisjoint(postings[1])
     common = set(postings[0])
     for posting in postings[1:]:
         common.intersection_update(posting)
