@@ -189,8 +189,9 @@ class SentenceCore:
     words, values and names the context does not back, and the alignment. It reads no
     field of the configuration in :data:`FINISH_ONLY`, so the verifications of one job
     whose configurations differ only there share it (``_grounding_answer``). Never
-    mutated once built, but for ``clauses``, which only caches what the answer sentence
-    alone gives the negation check."""
+    mutated once built, but for ``clauses``, which only caches what the negation check
+    reads of this sentence and its aligned context sentences (the same for every
+    configuration sharing the core)."""
 
     text: str
     tokens: list[str]
@@ -213,7 +214,8 @@ class SentenceCore:
     cues: FlipCues
     has: Callable[[frozenset[str]], bool]
     clauses: AnswerClauses = field(default_factory=AnswerClauses)
-    """The negation check's reading of this sentence, filled by its first call."""
+    """The negation check's reading of this sentence (and its pairing with the aligned
+    context clauses), filled by its first call."""
 
 
 FINISH_ONLY = frozenset([
