@@ -209,6 +209,11 @@ def checkable(sentence: str, min_words: int = _MIN_CLAIM_WORDS) -> bool:
 
 def _sources_list(text: str) -> tuple[int, list[tuple[int, str]]]:
     """Start offset of a trailing Sources section (or ``len(text)``) and its numbered items."""
+    if text.isascii():  # (ASCII: the heading's words ignoring case are these substrings)
+        low = text.lower()
+        if not ("source" in low or "reference" in low or "citation" in low
+                or "bibliography" in low or "works cited" in low):
+            return len(text), []
     heads = list(_SOURCES_HEAD.finditer(text))
     if not heads:
         return len(text), []
@@ -236,12 +241,14 @@ def _sources_list(text: str) -> tuple[int, list[tuple[int, str]]]:
 
 def extract_pairs(answer: str, sources_list_covers_answer: bool = True) -> list[Pair]:
     """Claim–citation pairs in ``answer`` (see the module docstring for the forms)."""
-    body = _CODE.sub(_blank, answer)
-    footnotes = {m.group(1): m.group(2).strip() for m in _FOOTDEF.finditer(body)}
-    body = _FOOTDEF.sub(_blank, body)
+    # Each pattern only where its literal can be: a code span's "`", a footnote's "[^".
+    body = _CODE.sub(_blank, answer) if "`" in answer else answer
+    footnotes: dict[str, str] = {}
+    if "[^" in body:
+        footnotes = {m.group(1): m.group(2).strip() for m in _FOOTDEF.finditer(body)}
+        body = _FOOTDEF.sub(_blank, body)
     cut, listed = _sources_list(body)
     body = body[:cut]
-    bounds = [m.end() for m in _BOUNDARY.finditer(body)]
     numbered = dict(listed)
     # (start, end, citation as written, [(ref, explicit)], kind): "marker" | "paren" | "narrative"
     marks = [(m.start(), m.end(), m.group(0), _refs(m, footnotes, numbered), "marker")
@@ -257,6 +264,8 @@ def extract_pairs(answer: str, sources_list_covers_answer: bool = True) -> list[
             parts += [body[last:a], " " * (b - a)]
             last = b
         text = "".join(parts) + body[last:]
+    # Sentence ends, read by the marks only (most answers have none).
+    bounds = [m.end() for m in _BOUNDARY.finditer(body)] if marks else []
     pairs: list[Pair] = []
     claim, sentence, prev_end, claim_start = "", "", -1, 0
     for i, (m_start, m_end, written, refs, kind) in enumerate(marks):

@@ -70,6 +70,8 @@ def check_facts(
 ) -> list[FactCheck]:
     """Check the facts of one answer sentence (``aligned``: context sentence ids, best
     match first; ``skip``: spans that state no claim, e.g. a rejected alternative)."""
+    if not measures and not dates and not names:
+        return []  # nothing to check (and no slots to build)
     facts = sentence_slots(text, measures, dates, names, frames=opts.binding)
     out: list[FactCheck] = []
     in_answer = {m.text for m in measures} | {d.text for d in dates}

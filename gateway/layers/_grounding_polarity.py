@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 
 from gateway.text.antonyms import opposed
@@ -47,6 +47,14 @@ class AnswerClauses:
     """:func:`~gateway.text.polarity.polar` of the sentence after its opening particle."""
     clauses: list[Clause] | None = None
     """Its clauses of two stems or more (:func:`~gateway.text.polarity.clause_polarity`)."""
+    pairs: dict[tuple[tuple[int, ...], float], list[_Pair]] = field(default_factory=dict)
+    """Per (context sentences, ``min_coverage``): each answer clause's best-covering
+    context clause (:func:`_pairs`), the same for every configuration."""
+
+
+_Pair = tuple[Clause, float, Clause, str, frozenset[tuple[str, int]]]
+"""An answer clause, its best coverage, that context clause, its sentence's text and the
+directions of its sentence."""
 
 
 _NOT = r"(?:n['’]t|\s+not)"
@@ -110,25 +118,59 @@ def clause_flip(text: str, start: int, skip: list[tuple[int, int]], cf: ContextF
     word of one of the given stems (asked only when a prefix negation needs it);
     ``scope_check``: a negation counts only when the other clause uses the word it
     governs (:mod:`gateway.text.negation_scope`); ``memo``: where the answer sentence's
-    own polarity and clauses are kept once read (the same ``text``, ``start`` and
-    ``skip`` on every call with that memo)."""
+    own polarity and clauses are kept once read, and its clauses' pairing with the
+    context's (the same ``text``, ``start``, ``skip``, ``cf``, ``cues`` and ``has`` on
+    every call with that memo): a second configuration only runs its own tests."""
     if not sids or personal == "first":
         return None
+    if memo is None:
+        memo = AnswerClauses()
+    key = (tuple(sids), min_coverage)
+    pairs = memo.pairs.get(key)
+    if pairs is None:
+        pairs = memo.pairs[key] = _pairs(text, start, skip, cf, sids, min_coverage, cues, has,
+                                         memo)
+    for a, cov, c, c_text, c_dirs in pairs:
+        if personal == "second" and cov < _OPINION_COVERAGE:
+            continue
+        group = opposed(a.dirs, c_dirs)
+        if group is not None:
+            return c_text[c.start:c.end]
+        by_prefix = flip_by_prefix(a, c)
+        differ = (a.negated != c.negated) != by_prefix
+        if not differ:
+            continue
+        if a.negated and not by_prefix and _speaker_only(text[a.start:a.end]):
+            continue  # "I didn't see Woman in Gold": about the speaker, not the film
+        if scope_check and not by_prefix and not (
+                scope_shared(c_text[c.start:c.end], a.stems | a.neg_stems) if c.negated
+                else scope_shared(text[a.start:a.end], c.stems | c.neg_stems)):
+            continue  # the other clause never uses the negated word: a paraphrase
+        if c.negated and not a.negated and len(c.stems) > 1.5 * len(a.stems) + 1:
+            continue  # a long context clause negates something the answer left out
+        return c_text[c.start:c.end]
+    return None
+
+
+def _pairs(text: str, start: int, skip: list[tuple[int, int]], cf: ContextFacts,
+           sids: Sequence[int], min_coverage: float, cues: FlipCues,
+           has: Callable[[frozenset[str]], bool], memo: AnswerClauses) -> list[_Pair]:
+    """Each answer clause whose best-covering clause of the ``sids`` sentences covers at
+    least ``min_coverage`` of it, with that clause (:func:`clause_flip` before the
+    configuration's own tests): none when nothing on either side can flip."""
     # Most sentence pairs have nothing that could flip (no negation on either side, no
     # opposite directions, no prefix-negated word the other has): no clause analysis.
     # (A negation in the answer always may: the context's cues are not read then.)
     if not cues.neg and not any(may_flip(cues, cf.flip_cues(sid), has,
                                          partial(cf.has_stem, sid)) for sid in sids):
-        return None
+        return []
     # Nothing to flip when neither side has a negation, a negating prefix or a direction
     # word (most sentences): the clause analysis is skipped.
-    if memo is None:
-        memo = AnswerClauses()
     answer_polar = memo.polar
     if answer_polar is None:
         answer_polar = memo.polar = polar(text[start:])
     if not answer_polar and not any(cf.polar(sid) for sid in sids):
-        return None
+        return []
     mine = memo.clauses
     if mine is None:
         mine = memo.clauses = [a for a in clause_polarity(text, skip, start)
@@ -138,13 +180,14 @@ def clause_flip(text: str, start: int, skip: list[tuple[int, int]], cf: ContextF
     sids = [sid for sid in sids if (answer_polar or cf.polar(sid))
             and any(_rough_coverage(a, cf.sentence_stems(sid)) >= min_coverage for a in mine)]
     if not sids:
-        return None
+        return []
     context = [c for sid in sids for c in cf.clauses(sid)]
     texts = {id(c): cf.index.sentences[sid].text for sid in sids for c in cf.clauses(sid)}
     # Directions are compared with the clause's whole sentence: "revenue of $4.2 billion,
     # up 8 %" puts the direction in a clause of its own.
     dirs = {id(c): frozenset().union(*(d.dirs for d in cf.clauses(sid)))
             for sid in sids for c in cf.clauses(sid)}
+    out: list[_Pair] = []
     for a in mine:
         best: tuple[float, int, Clause] | None = None
         for c in context:
@@ -154,22 +197,5 @@ def clause_flip(text: str, start: int, skip: list[tuple[int, int]], cf: ContextF
         if best is None or best[0] < min_coverage:
             continue
         cov, _, c = best
-        if personal == "second" and cov < _OPINION_COVERAGE:
-            continue
-        group = opposed(a.dirs, dirs[id(c)])
-        if group is not None:
-            return texts[id(c)][c.start:c.end]
-        by_prefix = flip_by_prefix(a, c)
-        differ = (a.negated != c.negated) != by_prefix
-        if not differ:
-            continue
-        if a.negated and not by_prefix and _speaker_only(text[a.start:a.end]):
-            continue  # "I didn't see Woman in Gold": about the speaker, not the film
-        if scope_check and not by_prefix and not (
-                scope_shared(texts[id(c)][c.start:c.end], a.stems | a.neg_stems) if c.negated
-                else scope_shared(text[a.start:a.end], c.stems | c.neg_stems)):
-            continue  # the other clause never uses the negated word: a paraphrase
-        if c.negated and not a.negated and len(c.stems) > 1.5 * len(a.stems) + 1:
-            continue  # a long context clause negates something the answer left out
-        return texts[id(c)][c.start:c.end]
-    return None
+        out.append((a, cov, c, texts[id(c)], dirs[id(c)]))
+    return out

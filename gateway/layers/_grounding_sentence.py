@@ -107,10 +107,12 @@ def _speaker(tokens: Sequence[str], n_entities: int, n_values: int) -> str | Non
     return "second" if not _PERSONAL.isdisjoint(tokens) else None
 
 
-def _cues(tokens: Sequence[str]) -> tuple[FlipCues, Callable[[frozenset[str]], bool]]:
+def _cues(tokens: Sequence[str], words: set[str] | None = None,
+          ) -> tuple[FlipCues, Callable[[frozenset[str]], bool]]:
     """The sentence's flip cues, and whether it has a word of some stems (computed on
-    demand, stopwords aside)."""
-    words = set(tokens)
+    demand, stopwords aside); ``words``: ``set(tokens)`` when the caller has it."""
+    if words is None:
+        words = set(tokens)
     stems: list[frozenset[str]] = []
 
     def has(wanted: frozenset[str]) -> bool:
@@ -187,8 +189,9 @@ class SentenceCore:
     words, values and names the context does not back, and the alignment. It reads no
     field of the configuration in :data:`FINISH_ONLY`, so the verifications of one job
     whose configurations differ only there share it (``_grounding_answer``). Never
-    mutated once built, but for ``clauses``, which only caches what the answer sentence
-    alone gives the negation check."""
+    mutated once built, but for ``clauses``, which only caches what the negation check
+    reads of this sentence and its aligned context sentences (the same for every
+    configuration sharing the core)."""
 
     text: str
     tokens: list[str]
@@ -211,7 +214,8 @@ class SentenceCore:
     cues: FlipCues
     has: Callable[[frozenset[str]], bool]
     clauses: AnswerClauses = field(default_factory=AnswerClauses)
-    """The negation check's reading of this sentence, filled by its first call."""
+    """The negation check's reading of this sentence (and its pairing with the aligned
+    context clauses), filled by its first call."""
 
 
 FINISH_ONLY = frozenset([
@@ -243,11 +247,10 @@ def sentence_core(
     _stance, claim_start = leading_particle(text)
     contrasts = contrast_spans(text)
     rejected = _words_in(text, contrasts) if contrasts else set()
-    if qforms is None:
-        missing = sorted(w for w in words if forms[w] is None and w not in rejected)
-    else:
-        missing = sorted(w for w in words if forms[w] is None and qforms[w] is None
-                         and w not in rejected)
+    missing = [w for w in words if forms[w] is None and w not in rejected]
+    if qforms is not None and missing:  # the question is asked about these only
+        missing = [w for w in missing if qforms[w] is None]
+    missing.sort()
     missing_set = set(missing)
 
     bad_entities: list[str] = []
@@ -267,21 +270,27 @@ def sentence_core(
     far: list[str] = []
     if cfg.local_window and matches:
         sets = [ctx.sentences[m.sentence].tokens for m in matches[:cfg.local_window]]
-        rest = [w for w in words if w not in missing_set and w not in rejected]
-        for tokens_near in sets:
-            # The context's form of a word is one of its variants: found in a near
-            # sentence, the word is near (most are; the rest get the full test).
-            rest = [w for w in rest if forms[w] not in tokens_near]
-        if rest:
-            near = frozenset().union(*sets)
-            rest = [w for w in rest if near.isdisjoint(variants(w))
+        # The context's form of a word is one of its variants: found in a near
+        # sentence, the word is near (most are; the rest get the full test).
+        if len(sets) == 3:  # the default window, in one pass
+            s0, s1, s2 = sets
+            rest = [w for w in words if w not in missing_set and w not in rejected
+                    and (f := forms[w]) not in s0 and f not in s1 and f not in s2]
+        else:
+            rest = [w for w in words if w not in missing_set and w not in rejected]
+            for tokens_near in sets:
+                rest = [w for w in rest if forms[w] not in tokens_near]
+        if rest:  # (each near set asked in turn: their union is not built for a few words)
+            rest = [w for w in rest if all(near.isdisjoint(variants(w)) for near in sets)
                     and not (qforms is not None and qforms[w] is not None)]
         far = sorted(rest)
 
     dates, numbers = sentence.dates, sentence.numbers
     cf = context_facts(ctx)
-    names = names_in(text, entities, cf.proper()) if cf.proper() else list(entities)
-    measures = sentence_measures(text, numbers, dates, set(tokens))
+    proper = cf.proper()
+    names = names_in(text, entities, proper) if proper else list(entities)
+    token_set = set(tokens)  # read by the measures and the flip cues
+    measures = sentence_measures(text, numbers, dates, token_set)
     dates = tuple(years_as_measures(text, dates)[0])
     if len(ctx.sentences) > cfg.long_context_sentences:
         aligned = [m.sentence for m in matches]  # a document: no frames compared
@@ -324,7 +333,7 @@ def sentence_core(
     # A sentence whose values and names are all found is anchored in the context: words
     # it adds are most likely paraphrase ("finished on 31 March 1889").
     anchored = bool(facts) and all(f.status in ("supported", "derived") for f in facts)
-    cues, has = _cues(tokens)
+    cues, has = _cues(tokens, token_set)
     return SentenceCore(
         text=text, tokens=tokens, words=words, claim_start=claim_start, contrasts=contrasts,
         rejected=rejected, missing=missing, far=far, bad_entities=bad_entities,

@@ -62,6 +62,10 @@ def analyze_answer(answer: str) -> AnalyzedAnswer:
         sentences.append(AnswerSentence(s, tuple(entity_candidates(s.text)), tuple(ds),
                                         tuple(qs)))
         base = s.start
+        if not base:  # the first sentence's offsets are the answer's already
+            dates += ds
+            numbers += qs
+            continue
         dates += [DateRef(d.year, d.month, d.day, d.decade, d.text, d.start + base,
                           d.end + base) for d in ds]
         numbers += [Quantity(q.value, q.kind, q.unit, q.text, q.start + base, q.end + base,

@@ -63,7 +63,8 @@ _NEEDS_NUMBER = frozenset(["change", "level"])
 elsewhere "over" and "under", "rose" and "fell" have many other senses."""
 
 
-_CUE_WORDS = frozenset(_INDEX) | {"up", "down"}
+_INDEX_WORDS = frozenset(_INDEX)
+_CUE_WORDS = _INDEX_WORDS | {"up", "down"}
 """Every word :func:`directions` can read a side from."""
 
 
@@ -77,7 +78,7 @@ def may_have_direction(text: str) -> bool:
 def direction_sides(words: Set[str]) -> frozenset[tuple[str, int]]:
     """The (group, side) pairs these words could take, context aside (a superset of what
     :func:`directions` reads from a text of them: "up" and "down" count either way)."""
-    out = {_INDEX[w] for w in words if w in _INDEX}
+    out = {_INDEX[w] for w in _INDEX_WORDS.intersection(words)}  # the set operation in C
     for w, side in (("up", 0), ("down", 1)):
         if w in words:
             out.add(("change", side))

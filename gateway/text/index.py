@@ -249,6 +249,29 @@ class TextIndex:
             self._infos[form] = _WordInfo(len(posting), log((n + 1) / len(posting)) + 1.0,
                                           posting) if posting else _NO_INFO
 
+    def _gather(self, order: list[str], forms: Mapping[str, str | None],
+                max_idf: float) -> tuple[list[tuple[int, str, _WordInfo]], float] | None:
+        """``(posting length, word, info)`` of the words found in the text, in ``order``,
+        and the IDF sum of all words, summed in that order (``max_idf`` for a word not
+        found); ``None`` when a form has no info yet (the caller adds them all)."""
+        infos = self._infos
+        found: list[tuple[int, str, _WordInfo]] = []
+        total = 0.0
+        for word in order:
+            form = forms[word]
+            if form is None:
+                total += max_idf
+                continue
+            info = infos.get(form)
+            if info is None:
+                return None
+            if not info.size:
+                total += max_idf
+                continue
+            total += info.idf
+            found.append((info.size, word, info))
+        return found, total
+
     def best_matches(self, words: Iterable[str], k: int,
                      forms: Mapping[str, str | None] | None = None) -> list[Match]:
         """The ``k`` sentences sharing the most IDF weight with ``words``, best first.
@@ -265,21 +288,13 @@ class TextIndex:
         if forms is None:
             forms = self.resolve_all(order)
         infos = self._infos
-        unknown = [f for w in order if (f := forms[w]) is not None and f not in infos]
-        if unknown:
-            self._add_infos(unknown)
-        # (posting length, word, info): sorting orders by length, then by word (the
-        # order of a stable sort over the sorted words); the words are distinct.
-        found: list[tuple[int, str, _WordInfo]] = []
-        total = 0.0
-        for word in order:
-            form = forms[word]
-            info = infos[form] if form is not None else _NO_INFO
-            if not info.size:
-                total += max_idf
-                continue
-            total += info.idf
-            found.append((info.size, word, info))
+        gathered = self._gather(order, forms, max_idf)
+        if gathered is None:  # a form without its info yet: all of them in one pass, again
+            self._add_infos([f for w in order if (f := forms[w]) is not None
+                             and f not in infos])
+            gathered = self._gather(order, forms, max_idf)
+            assert gathered is not None
+        found, total = gathered
         # Candidates come from the rarest words only, so a word that occurs in every
         # sentence never makes this O(sentences); common words still count in `total`
         # and in the gain of candidates that contain them.

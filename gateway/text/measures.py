@@ -101,10 +101,14 @@ _CLOCK = re.compile(r"\b([01]?\d|2[0-3])(?::([0-5]\d)\s*([ap]\.?m\.?)?|\.([0-5]\
                     re.IGNORECASE)
 # Groups: 1 hour, 2 minutes, 3 am/pm (h:mm); 1, 4 minutes, 5 am/pm (h.mm am); 6 hour,
 # 7 am/pm (h am); 8 noon/midnight.
+_CLOCK_HINT = re.compile(r"[\dnm](?:(?<=\d)\s*[ap]\.?m|(?<=n)oon|(?<=m)idnight)", re.IGNORECASE)
+"""What every ``_CLOCK`` match without a ":" has (a digit before "am"/"pm", "noon",
+"midnight"): a search that opens with a character class runs the engine's fast scan,
+``_CLOCK`` (``\b`` first) is tried at every position."""
 _RANGE_TO = re.compile(r"\s*(?:to|-|–|—|and|or)\s*$")
 _WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
-_ARTICLE_UNIT = re.compile(
-    r"\b(?:(half)\s+(?:(?:an?|one)\s+)?|(?:an?|one)\s+(?=\w+\s+and\s+a\s+half)|"
+_ARTICLE_UNIT = re.compile(  # the look-ahead: the letters a match can start with
+    r"(?=[aefhlnortw])\b(?:(half)\s+(?:(?:an?|one)\s+)?|(?:an?|one)\s+(?=\w+\s+and\s+a\s+half)|"
     r"(?:for|within|over|after|than|about|around|nearly|almost|roughly|lasts|lasted|"
     r"takes|took|another|least|once|every)\s+(?:an?)\s+)"
     r"(\w+)(\s+and\s+a\s+half)?\b", re.IGNORECASE)
@@ -128,8 +132,15 @@ _FRACTIONS: dict[str, float] = {
 _FRACTION = re.compile(
     r"\b(a|one|two|three|four|nine)\s+(half|third|quarter|fifth|tenth|sixth|eighth|"
     r"hundredth)s?\b(?!\s+(?:an?\b|of\s+an?\b))", re.IGNORECASE)
-_FRACTION_HINT = re.compile("half|third|quarter|fifth|tenth|sixth|eighth|hundredth")
-"""A substring test before ``_FRACTION`` (one search instead of eight ``in`` tests)."""
+
+
+def _fraction_hint(low: str) -> bool:
+    """A substring test before ``_FRACTION`` (eight ``in`` tests: each a fast scan, where
+    a pattern of the eight words is tried at every position, three times slower)."""
+    return ("half" in low or "third" in low or "quarter" in low or "fifth" in low
+            or "tenth" in low or "sixth" in low or "eighth" in low or "hundredth" in low)
+
+
 _FRACTION_COUNT = {"a": 1, "one": 1, "two": 2, "three": 3, "four": 4, "nine": 9}
 _CURRENCY_DIM = {"$": "currency:$", "£": "currency:£", "€": "currency:€", "¥": "currency:¥"}
 
@@ -286,7 +297,7 @@ def _extras(text: str, taken: Sequence[tuple[int, int]],
             out.append(Measure(value, value * unit.factor, unit.dim, unit, "", text[s:m.end()],
                                s, m.end(), 1 if value != 1.5 else 2, approx, bound))
             taken = [*taken, (s, m.end())]
-    if _FRACTION_HINT.search(low) is not None:
+    if _fraction_hint(low):
         for m in _FRACTION.finditer(text):
             if not free(m.start(), m.end()):
                 continue
@@ -332,7 +343,8 @@ def sentence_measures(text: str, numbers: Iterable[Quantity],
     clocks = _clocks(text) if (":" in text or "m" in text or "noon" in text
                                or "midnight" in text) and (
         _DIGIT.search(text) is not None or "noon" in text.lower()
-        or "midnight" in text.lower()) else []
+        or "midnight" in text.lower()) and (
+        ":" in text or _CLOCK_HINT.search(text) is not None) else []
     out: list[Measure] = []
     for q in numbers:
         if clocks and any(c.start <= q.start < c.end for c in clocks):

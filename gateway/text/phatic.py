@@ -32,8 +32,11 @@ luckily kind kindly appreciate deal alright right absolutely gladly certainly we
 def is_phatic(words: Iterable[str]) -> bool:
     """Whether most content words of a fact-free sentence are conversational formulas
     (at least half of them, and at least one)."""
-    ws = list(words)
-    if not ws:
+    if isinstance(words, (set, frozenset)):  # distinct words: the count in C
+        hits, n = len(PHATIC_WORDS.intersection(words)), len(words)
+    else:
+        ws = list(words)
+        hits, n = sum(1 for w in ws if w in PHATIC_WORDS), len(ws)
+    if not n:
         return False
-    hits = sum(1 for w in ws if w in PHATIC_WORDS)
-    return hits >= 1 and 2 * hits >= len(ws)
+    return hits >= 1 and 2 * hits >= n

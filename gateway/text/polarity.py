@@ -22,6 +22,7 @@ Pure functions; patterns compiled at import.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass
 from functools import lru_cache
@@ -30,7 +31,6 @@ from gateway.text.antonyms import (
     direction_sides,
     direction_words,
     directions,
-    is_direction_word,
     may_have_direction,
     may_oppose,
 )
@@ -139,18 +139,19 @@ def clause_polarity(text: str, skip: list[tuple[int, int]] | None = None,
             split += [(off + x, w[x:y]) for x, y in zip(cuts, cuts[1:], strict=False) if y > x]
         found = split
     out = []
+    # The words' offsets apart, for bisecting each clause's words out; and their lower case.
+    offsets = [o for o, _ in found]
+    written = [w for _, w in found]
+    lowered = [w.lower() for w in written]
     k = 0
     for a, b in clauses(text[start:]):
         a += start
         b += start
-        while k < len(found) and found[k][0] < a:
-            k += 1
-        j = k
-        while j < len(found) and found[j][0] < b:
-            j += 1
-        raw = [w for _, w in found[k:j]]
+        k = bisect_left(offsets, a, k)
+        j = bisect_left(offsets, b, k)
+        raw = written[k:j]
+        low = lowered[k:j]
         k = j
-        low = [w.lower() for w in raw]
         words = [w for w in low if w not in STOPWORDS and w not in NUMBER_WORDS
                  and len(w) > 1 and not w[0].isdigit()]
         if not words:
@@ -159,15 +160,16 @@ def clause_polarity(text: str, skip: list[tuple[int, int]] | None = None,
         stems = {w: stem(w) for w in wset}
         plain = frozenset(stems[w] for w in raw if w in stems)  # lower-case as written
         neg: set[str] = set()
-        for i in range(len(low) - 1):
-            if low[i] == "non":
-                neg.add(stem(low[i + 1]))
+        if "non" in low:
+            for i in range(len(low) - 1):
+                if low[i] == "non":
+                    neg.add(stem(low[i + 1]))
         for w in wset:
-            if w[0] in "uindI":
+            if w[0] in "uindI" and len(w) > 5 and w.endswith(_NEG_SUFFIX_OK):
                 base = _prefix_base(w)
                 if base is not None:
                     neg.add(base)
-        dir_words = [w for w in wset if is_direction_word(w)]
+        dir_words = wset & _DIRECTION_WORDS  # (is_direction_word, as one set operation)
         has_dir = bool(dir_words) or not _DIR_OR_UPDOWN.isdisjoint(low)
         out.append(Clause(a, b, frozenset(stems.values()), plain, wset,
                           any(a <= c < b for c in cues), frozenset(neg),
@@ -177,7 +179,8 @@ def clause_polarity(text: str, skip: list[tuple[int, int]] | None = None,
 
 
 _PART = re.compile(r"[^\W_]+")
-_DIR_OR_UPDOWN = frozenset(direction_words()) | {"up", "down"}
+_DIRECTION_WORDS = direction_words()
+_DIR_OR_UPDOWN = _DIRECTION_WORDS | {"up", "down"}
 """A clause with none of these words takes no direction (a set test, not a word loop)."""
 _GLUE = re.compile(r"(?<=[a-z])(?=[A-Z][a-z])")
 
@@ -245,7 +248,10 @@ class FlipCues:
 def flip_cues(words: Set[str], tokens: Callable[[], Sequence[str]]) -> FlipCues:
     """The :class:`FlipCues` of a sentence from its set of tokens; ``tokens`` gives them
     in order, asked for only when "non" is among them ("non refundable")."""
-    prefixed = {b for w in words if w[0] in "uind" and (b := _prefix_base(w)) is not None}
+    # (What _prefix_base needs first: a prefix's letter, four letters after the shortest
+    # prefix, a suffix it accepts — string tests before the cached call.)
+    prefixed = {b for w in words if w[0] in "uind" and len(w) > 5
+                and w.endswith(_NEG_SUFFIX_OK) and (b := _prefix_base(w)) is not None}
     if "non" in words:
         seq = tokens()
         prefixed.update(stem(seq[i + 1]) for i in range(len(seq) - 1) if seq[i] == "non")
@@ -259,6 +265,6 @@ def may_flip(a: FlipCues, c: FlipCues, a_has: Callable[[frozenset[str]], bool],
     on either side, a word one side negates by prefix that the other has (``a_has`` /
     ``c_has``: whether that side has any of these stems, asked only then), or opposite
     sides of a direction. ``False`` is certain; ``True`` asks for the clause analysis."""
-    if a.neg or c.neg or may_oppose(a.sides, c.sides):
-        return True
+    if a.neg or c.neg or (a.sides and c.sides and may_oppose(a.sides, c.sides)):
+        return True  # (most sentences take no direction: no call then)
     return bool((a.prefixed and c_has(a.prefixed)) or (c.prefixed and a_has(c.prefixed)))

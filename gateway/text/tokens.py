@@ -362,13 +362,15 @@ def entity_candidates(sentence: str) -> list[Span]:
     sentence is not a candidate (it is indistinguishable from "Despite", "Sadly").
     """
     out: list[Span] = []
+    # Offsets up to ``lead`` are the sentence's opening: only leading punctuation before.
+    lead = len(sentence) - len(sentence.lstrip(_LEADING_PUNCT))
     for m in _ENTITY.finditer(sentence):
         g, base = m.group(0), m.start()
         if " " in g or "\t" in g:
             words = [(w.start() + base, w.end() + base) for w in _NONSPACE.finditer(g)]
         else:  # one word (most matches): the whole match
             words = [(base, m.end())]
-        at_start = opening = not sentence[:base].strip(_LEADING_PUNCT)
+        at_start = opening = base <= lead
         while words:
             first = sentence[words[0][0]:words[0][1]].lower()
             if first in STOPWORDS or (at_start and first in OPENERS):
