@@ -58,10 +58,10 @@ from gateway.runtime import open_runtime
 from gateway.settings import Settings
 from gateway.telemetry import RequestTrace, Telemetry
 from gateway.types import RequestInfo
-from gateway.verify.outcome import AuditIds, Outcome
+from gateway.verify.outcome import AuditIds, CandidateOutcome, Outcome
 from gateway.verify.queue import ShadowQueue
 from gateway.verify.record import Recorder
-from gateway.verify.runner import JobRunner, LocalRunner
+from gateway.verify.runner import JobRunner, LocalRunner, shadow_info
 from gateway.verify.runtime import Runtime
 from gateway.verify.verifier import Verifier
 
@@ -149,9 +149,21 @@ class VerityEngine:
     def submit_candidates(self, r: PolicyRequest, completion: dict[str, Any],
                           outcome: Outcome) -> bool:
         """Queue the candidates' evaluation; the job writes ``outcome`` (its record) to
-        the audit. False when there are no candidates (the caller writes it)."""
-        if not r.selection.candidates:
+        the audit. False when there are no candidates (the caller writes it).
+
+        Shed, never slow: when the runner would shed the job (a full queue, a saturated
+        relay: ``pool.relay_busy``) it is never built — counted as shed by the runner,
+        and ``outcome`` is written here with each candidate ``dropped`` (``shadow.result:
+        dropped``). The inline verification itself is the client's wait: never shed."""
+        candidates = r.selection.candidates
+        if not candidates:
             return False
+        if self.runner.shed("candidates"):
+            outcome.candidates = [CandidateOutcome(c.name, c.version, error="dropped")
+                                  for c in candidates]
+            outcome.shadow = shadow_info("dropped")
+            self.audit.write(outcome)
+            return True
         self.runner.submit(r.job(completion, outcome, kind="candidates",
                                  decided=outcome.to_dict(), background=True))
         return True
