@@ -159,6 +159,9 @@ class VerityEngine:
         if not candidates:
             return False
         if self.runner.shed("candidates"):
+            # As a shed job's: its trace, linked to the request's, says it was dropped.
+            self.telemetry.start_shadow(r.x.trace, "candidate policies").end(
+                0, "shadow_dropped")
             outcome.candidates = [CandidateOutcome(c.name, c.version, error="dropped")
                                   for c in candidates]
             outcome.shadow = shadow_info("dropped")
