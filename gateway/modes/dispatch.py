@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from typing import Any
 
@@ -51,21 +51,21 @@ from gateway.layers.registry import BUILTIN, LayerRegistry
 from gateway.modes import inline, shadow
 from gateway.modes.headers import verity_headers
 from gateway.modes.request import PolicyRequest
-from gateway.policy.select import Selection, select_policy
+from gateway.policy.select import PolicySet, Selection, select_policy
 from gateway.policy.store import PolicyStore
 from gateway.pool import ProcessRunner, default_workers
 from gateway.runtime import open_runtime
-from gateway.settings import Settings
+from gateway.settings import PoolConfig, Settings
 from gateway.telemetry import RequestTrace, Telemetry
 from gateway.types import RequestInfo
-from gateway.verify.outcome import AuditIds, Outcome
+from gateway.verify.outcome import AuditIds, CandidateOutcome, Outcome
 from gateway.verify.queue import ShadowQueue
 from gateway.verify.record import Recorder
-from gateway.verify.runner import JobRunner, LocalRunner
+from gateway.verify.runner import JobRunner, LocalRunner, shadow_info
 from gateway.verify.runtime import Runtime
 from gateway.verify.verifier import Verifier
 
-__all__ = ["VerityEngine", "open_engine"]
+__all__ = ["VerityEngine", "needs_pool", "open_engine"]
 
 log = logging.getLogger("gateway.engine")
 
@@ -149,9 +149,24 @@ class VerityEngine:
     def submit_candidates(self, r: PolicyRequest, completion: dict[str, Any],
                           outcome: Outcome) -> bool:
         """Queue the candidates' evaluation; the job writes ``outcome`` (its record) to
-        the audit. False when there are no candidates (the caller writes it)."""
-        if not r.selection.candidates:
+        the audit. False when there are no candidates (the caller writes it).
+
+        Shed, never slow: when the runner would shed the job (a full queue, a saturated
+        relay: ``pool.relay_busy``) it is never built — counted as shed by the runner,
+        and ``outcome`` is written here with each candidate ``dropped`` (``shadow.result:
+        dropped``). The inline verification itself is the client's wait: never shed."""
+        candidates = r.selection.candidates
+        if not candidates:
             return False
+        if self.runner.shed("candidates"):
+            # As a shed job's: its trace, linked to the request's, says it was dropped.
+            self.telemetry.start_shadow(r.x.trace, "candidate policies").end(
+                0, "shadow_dropped")
+            outcome.candidates = [CandidateOutcome(c.name, c.version, error="dropped")
+                                  for c in candidates]
+            outcome.shadow = shadow_info("dropped")
+            self.audit.write(outcome)
+            return True
         self.runner.submit(r.job(completion, outcome, kind="candidates",
                                  decided=outcome.to_dict(), background=True))
         return True
@@ -204,6 +219,25 @@ class VerityEngine:
         self.finish(outcome, r.x.trace)
 
 
+def needs_pool(policies: PolicySet, config: PoolConfig) -> bool:
+    """Whether a loaded policy sends work to the worker processes: a shadow policy or
+    candidates (their jobs), or — with ``pool.inline_min_bytes`` set — an inline one
+    (its large verifications). With none, a relay's pool is not started until one is
+    loaded (a 4 MiB body is then parsed in the relay, as with no policies at all)."""
+    if config.inline_min_bytes is not None and policies:
+        return True
+    return any(p.spec.mode == "shadow" or p.spec.candidates for p in policies.values())
+
+
+def _pool_starter(store: PolicyStore, pool: ProcessRunner,
+                  settings: Settings) -> Callable[[], None]:
+    """After a reload: start the workers if a policy now needs them."""
+    def on_change() -> None:
+        if needs_pool(store.policies, settings.pool):
+            pool.start_soon()
+    return on_change
+
+
 @asynccontextmanager
 async def open_engine(settings: Settings, telemetry: Telemetry, *,
                       layers: LayerRegistry = BUILTIN) -> AsyncIterator[VerityEngine | None]:
@@ -249,11 +283,16 @@ async def open_engine(settings: Settings, telemetry: Telemetry, *,
         watcher: asyncio.Task[None] | None = None
         try:
             if pool is not None:
-                await pool.start()  # ready once it can verify
+                if needs_pool(store.policies, settings.pool):
+                    await pool.start()  # ready once it can verify
+                else:
+                    log.info("verification pool: no loaded policy needs worker processes; "
+                             "they start once one does")
             if redis is not None:
                 await redis.start()  # probes Redis; sheds (recorded) until it answers
             if settings.reload_policies:
-                watcher = asyncio.create_task(store.watch())
+                watcher = asyncio.create_task(store.watch(
+                    on_change=None if pool is None else _pool_starter(store, pool, settings)))
             yield engine
         finally:
             if watcher is not None:

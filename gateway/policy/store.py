@@ -332,13 +332,17 @@ class PolicyStore:
             if file not in errors:
                 log.info("policy file %s: problem fixed", file)
 
-    async def watch(self, interval: float = 1.0) -> None:
+    async def watch(self, interval: float = 1.0,
+                    on_change: Callable[[], None] | None = None) -> None:
         """Call :meth:`poll` every ``interval`` seconds until cancelled: a change goes
-        live one to two intervals after it was last written."""
+        live one to two intervals after it was last written; ``on_change`` is then
+        called (on the loop) once it is live."""
         while True:
             await asyncio.sleep(interval)
             try:
-                await asyncio.to_thread(self.poll)
+                changed = await asyncio.to_thread(self.poll)
+                if changed and on_change is not None:
+                    on_change()
             except Exception:  # keep watching: the next pass may succeed
                 log.exception("policy reload failed; the current policies stay live")
 

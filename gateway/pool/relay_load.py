@@ -11,7 +11,9 @@ At or above ``pool.relay_busy`` the relay is saturated: jobs are then handed off
 most ``pool.busy_jobs_per_second`` (a token bucket) and the rest are shed before they
 are built — counted and recorded as every shed job is (``shadow.dropped`` with
 ``reason: relay_busy``, the record ``shadow.result: dropped``), so the verified share
-falls instead of clients' latency rising. The jobs already queued when saturation
+falls instead of clients' latency rising. That holds for an inline policy's
+``candidates`` job too (its record keeps the inline verdict, each candidate
+``dropped``); the inline verification, the client's own wait, is never shed. The jobs already queued when saturation
 begins (:attr:`RelayLoad.on_saturated`: the runner's backlog, up to
 ``shadow.queue_size``, filled while the load was rising) are shed the same way: handed
 off, each would cost the relay its hand-off and the box a verification while clients

@@ -24,8 +24,11 @@ A request body of ``pool.parse_min_bytes`` or more is parsed in an idle worker
 worker died, or it waited :data:`OFFLOAD_SECONDS`) the relay parses it itself.
 
 Workers are started at open (each says it is ready) before the gateway says it is
-ready; a replacement starts in the background, jobs queued meanwhile wait in the
-queue (their ``queue_ms``).
+ready — when a loaded policy needs them (``gateway.modes.dispatch.needs_pool``);
+otherwise :meth:`ProcessRunner.start_soon` starts them in the background once one
+does (a policy reload; failing that, the first call that needs a worker). A
+replacement starts in the background too; jobs queued meanwhile wait in the queue
+(their ``queue_ms``).
 """
 
 from __future__ import annotations
@@ -108,6 +111,8 @@ class ProcessRunner:
         """Workers with no call running (FIFO for callers waiting for one); one that
         died idle stays here until a caller takes it, finds it dead and replaces it."""
         self._ready = asyncio.Event()
+        self._opening: asyncio.Task[None] | None = None
+        """The workers' first start (:meth:`start` or :meth:`start_soon`)."""
         self._starting: set[asyncio.Task[None]] = set()
         self._closing = False
         self.offloaded = 0
@@ -129,7 +134,20 @@ class ProcessRunner:
     async def start(self) -> None:
         """Start the worker processes and wait (at most :data:`START_SECONDS`) until
         they answer: the gateway is ready once it can verify. A pool that fails to
-        start is logged, not fatal (its jobs are recorded ``failed``)."""
+        start is logged, not fatal (its jobs are recorded ``failed``). Once only (a
+        second call waits for the first)."""
+        if self._opening is None:
+            self._opening = asyncio.get_running_loop().create_task(self._open())
+        await asyncio.shield(self._opening)
+
+    def start_soon(self) -> None:
+        """Start the worker processes in the background unless they are started or
+        starting (or the pool is closing); jobs wait for them in the queue."""
+        if self._opening is None and not self._closing:
+            self._opening = asyncio.get_running_loop().create_task(self._open())
+            log.info("verification pool: starting %d worker process(es)", self.workers)
+
+    async def _open(self) -> None:
         self.telemetry.gauge("workers", lambda: float(len(self._channels)))
         self.load.start()
         try:
@@ -185,6 +203,8 @@ class ProcessRunner:
         """After the queue's drain: stop the workers (they flush their telemetry); kill
         any still running :data:`CLOSE_SECONDS` later."""
         self._closing = True
+        if self._opening is not None:  # its spawns end (each sees _closing: killed)
+            await asyncio.shield(self._opening)
         self.load.stop()
         for task in list(self._starting):
             task.cancel()
@@ -225,6 +245,7 @@ class ProcessRunner:
         """An idle worker (waiting for one); WorkerDied when the one taken had died
         idle (it is replaced) or there is none and none starting."""
         if not self._ready.is_set():
+            self.start_soon()  # a call needs a worker (none was needed until now)
             await asyncio.wait_for(self._ready.wait(), START_SECONDS)
         if self._idle.empty() and not self._channels and not self._starting:
             raise WorkerDied("no verification worker process is running")

@@ -8,6 +8,7 @@ names the dotted key and where it came from. ``docs/configuration.md`` lists the
 
 from __future__ import annotations
 
+from gateway.settings.jobs import PoolConfig, RedisConfig, ShadowConfig
 from gateway.settings.load import load_settings
 from gateway.settings.schema import (
     DEFAULT_MAX_RESPONSE_BYTES,
@@ -17,11 +18,8 @@ from gateway.settings.schema import (
     ConfigError,
     GatewayKey,
     JudgeConfig,
-    PoolConfig,
-    RedisConfig,
     ServerConfig,
     Settings,
-    ShadowConfig,
     TelemetryConfig,
     TenantConfig,
     Timeouts,

@@ -134,3 +134,50 @@ def test_the_start_of_a_saturation_is_announced_once() -> None:
         used[0] += share * TICK_S
         load._tick(loop)  # type: ignore[arg-type]
     assert len(calls) == 2 and all(busy >= 0.9 for busy in calls)
+
+
+INLINE = ("mode: inline\ndefault: true\ncandidates: [cand]\n"
+          "layers: [{name: keyword, config: {block: [zzz]}}]\n")
+CANDIDATE = ("mode: shadow\nmatch: {models: [\"never-*\"]}\n"
+             "layers: [{name: keyword, config: {block: [yyy]}}]\n")
+
+
+def test_a_saturated_relay_sheds_an_inline_policys_candidates_not_its_verification(
+        make_gateway: GatewayFactory, tmp_path: Path, fixed_upstream: ServerThread,
+        make_client: Callable[..., openai.OpenAI], wait_until: Callable[..., Any]) -> None:
+    # The inline verification is the client's own wait (it is done, its verdict in the
+    # headers and the record); the candidates' job would be one more hand-off: shed.
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "inline.yaml").write_text(INLINE, encoding="utf-8")
+    (tmp_path / "policies" / "cand.yaml").write_text(CANDIDATE, encoding="utf-8")
+    audit = tmp_path / "audit.jsonl"
+    gw = make_gateway(policies_dir=str(tmp_path / "policies"), readyz_detail="public",
+                      reload_policies=False, audit={"path": str(audit)},
+                      pool={"workers": 1, "relay_busy": 1e-9, "busy_jobs_per_second": 0},
+                      upstreams=[{"name": "fixed", "base_url": fixed_upstream.url + "/v1"}])
+
+    def shadow() -> dict[str, Any]:
+        data: dict[str, Any] = httpx.get(gw.url + "/readyz", timeout=30).json()["shadow"]
+        return data
+
+    wait_until(lambda: shadow()["relay"]["saturated"], timeout=60.0, message="saturation")
+    raw = make_client(gw).chat.completions.with_raw_response.create(
+        model="fixed-model", messages=[{"role": "user", "content": "Tell me."}])
+    assert raw.http_response.content == FIXED_JSON
+    assert raw.headers["x-verity-mode"] == "inline"
+    assert raw.headers["x-verity-verdict"] == "pass"
+    audit_id = raw.headers["x-verity-audit-id"]
+
+    def record() -> dict[str, Any] | None:
+        import json
+        lines = audit.read_text().splitlines() if audit.exists() else []
+        return next((r for r in map(json.loads, lines) if r["audit_id"] == audit_id), None)
+
+    rec = wait_until(record, timeout=60.0, message="the record")
+    assert rec["mode"] == "inline" and rec["verdict"] == "pass" and rec["applied"] is True
+    assert [(c["name"], c["error"]) for c in rec["candidates"]] == [("cand", "dropped")]
+    assert rec["shadow"] == {"result": "dropped", "queue_ms": None, "worker": None}
+    status = shadow()
+    assert status["relay"]["shed"] == 1 and status["dropped"] == 1
+    assert status["sample"]["total"]["dropped"] == 1
+    assert status["sample"]["total"]["verified"] == 0
