@@ -365,7 +365,8 @@ def test_a_request_in_flight_during_a_reload_finishes_with_its_version(
         model="scripted-small", messages=[{"role": "user", "content": "alpha"}])
     assert verity_headers(second.headers)["x-verity-layers"] == "keyword=1.0000:pass"  # new
     support.GATE.set()
-    thread.join(10)
+    thread.join(60)  # a bound for a hang, not a timing: the first request ends once released
+    assert not thread.is_alive() and "raw" in result, "the first request did not finish"
     h = verity_headers(result["raw"].headers)
     assert h["x-verity-layers"] == "gate=1.0000:pass,keyword=0.0000:fail"  # still the old version
     assert 'blocked by block[0]' in (result["raw"].parse().choices[0].message.content or "")

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from modes import support
-from modes.conftest import StartGateway
+from modes.conftest import PolicyGateway, StartGateway
 from modes.support import FIXED_JSON, FIXED_STREAM, FixedUpstream
 from gateway.testing.servers import ServerThread
 
@@ -37,6 +37,15 @@ def fixed_upstream() -> Iterator[ServerThread]:
 
 def _headers(resp: httpx.Response) -> list[tuple[str, str]]:
     return sorted((k, v) for k, v in resp.headers.multi_items() if k not in VOLATILE)
+
+
+def _submitted(gw: PolicyGateway, n: int, wait_until: Callable[..., Any]) -> None:
+    """Wait until the runner has taken or shed ``n`` shadow jobs in all. Shadow mode
+    relays the answer first and submits its job after: a client holding its response
+    does not yet know whether the job was queued (on a loaded box it may not be)."""
+    wait_until(lambda: gw.telemetry.total("shadow.enqueued")
+               + gw.telemetry.total("shadow.dropped") >= n,
+               message=f"{n} shadow jobs submitted")
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -84,6 +93,7 @@ def test_shadow_overflow_is_counted_and_never_blocks(start_gateway: StartGateway
             r = ask(i)
             assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == \
                 f"You said: q{i}"
+        _submitted(gw, 4, wait_until)  # each after its answer went out
         ready = http.get("/readyz").json()
         assert ready["shadow"]["depth"] == 1 and ready["shadow"]["dropped"] == 2
         assert gw.telemetry.total("shadow.dropped") == 2
@@ -113,7 +123,9 @@ layers: [{name: length, config: {max_chars: 5}}]
 
         ids = [ask(0).headers["x-verity-audit-id"]]
         wait_until(lambda: support.GATE_ENTERED, message="first shadow job running")
-        ids += [ask(i).headers["x-verity-audit-id"] for i in (1, 2)]  # queued, shed
+        for i in (1, 2):  # queued, then shed (each submitted after its answer went out)
+            ids.append(ask(i).headers["x-verity-audit-id"])
+            _submitted(gw, i + 1, wait_until)
         assert gw.telemetry.total("shadow.enqueued") == 2  # the shed one never was
         assert gw.telemetry.total("shadow.dropped") == 1
         assert gw.telemetry.total("shadow.settled") == 1

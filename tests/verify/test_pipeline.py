@@ -296,11 +296,19 @@ def test_cpu_only_layers_run_in_the_calling_task_inside_their_spans(
 
 def test_cpu_only_layers_check_the_budget_before_each_layer(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    # The first layer starts with (nearly) the whole 100 ms; its 200 ms of work leaves
-    # none for the second. Wide margins: this is ordering, not timing.
-    monkeypatch.setattr(CpuLayer, "work_s", 0.2)
-    v, _ = _run_in_task("layers: [{name: cpu, id: a}, {name: cpu, id: b}]",
-                        budget=Budget(total_ms=100.0))
+    # The first layer starts with (nearly) the whole minute and uses it all up: it moves
+    # the budget's clock instead of burning it, so this is ordering, not timing (a
+    # loaded box can stall longer than a 100 ms budget before the first layer starts).
+    budget = Budget(total_ms=60_000.0)
+    work = CpuLayer.verify
+
+    async def use_it_all(self: CpuLayer, inp: VerifyInput) -> Any:
+        result = await work(self, inp)
+        budget._t0 -= 120.0  # as if it had run for two minutes
+        return result
+
+    monkeypatch.setattr(CpuLayer, "verify", use_it_all)
+    v, _ = _run_in_task("layers: [{name: cpu, id: a}, {name: cpu, id: b}]", budget=budget)
     assert v.layers[0].passed and v.layers[0].error is None
     assert v.layers[1].error == "time budget exhausted"
 
