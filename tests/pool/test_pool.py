@@ -64,7 +64,9 @@ def pooled(make_gateway: GatewayFactory, tmp_path: Path,
         directory.mkdir()
         for name, text in policies.items():
             (directory / f"{name}.yaml").write_text(text, encoding="utf-8")
-        overrides.setdefault("pool", {"workers": 1})
+        # These tests are about the workers, not the relay's own load: a loaded CI box must
+        # not make the relay read as saturated and shed (test_relay_load.py covers that).
+        overrides.setdefault("pool", {"workers": 1}).setdefault("relay_busy", None)
         overrides.setdefault("reload_policies", False)
         return make_gateway(policies_dir=str(directory), readyz_detail="public",
                             audit={"path": str(tmp_path / "audit.jsonl")},
