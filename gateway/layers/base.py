@@ -101,7 +101,7 @@ class VerifyInput:
     def question(self) -> str:
         """Text of the last user message ("" when there is none)."""
         for message in reversed(self.messages):
-            if isinstance(message, Mapping) and message.get("role") == "user":
+            if isinstance(message, (dict, Mapping)) and message.get("role") == "user":
                 return message_text(message)  # the one reading of a message's text
         return ""
 

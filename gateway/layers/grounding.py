@@ -262,6 +262,9 @@ class GroundingLayer:
                 explanation="no grounding context: nothing to check against",
             )
         ctx = context_index(inp.context, self._indexes)
+        # Held while this runs: every context_facts(ctx) below finds it alive (the index
+        # keeps only a weak reference) instead of building another per call (~12 a job).
+        _facts = context_facts(ctx)
         asked = inp.question  # read from the messages on each access
         question_text = asked if cfg.use_question else ""
         question = inp.context.memo(QUESTION_KEY + question_text,

@@ -62,7 +62,7 @@ def is_summary_request(question: str) -> bool:
 def request_task(messages: Sequence[Mapping[str, Any]], question: str) -> Task:
     """``summary``, ``dialogue`` or ``qa`` (module docstring). A quoted conversation
     wins over a summary word inside it ("[User]: can you sum up…" is still a turn)."""
-    roles = [m.get("role") for m in messages if isinstance(m, Mapping)]
+    roles = [m.get("role") for m in messages if isinstance(m, (dict, Mapping))]
     last_user = max((i for i, r in enumerate(roles) if r == "user"), default=-1)
     if any(r == "assistant" for r in roles[:last_user]) or speaker_turns(question) >= 2 \
             or _OPENING_TURN.match(question):

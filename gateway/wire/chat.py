@@ -63,10 +63,10 @@ def answer_text(completion: Mapping[str, Any]) -> str:
     :func:`gateway.sources.context.message_text` ("" when absent or of another shape)."""
     choices = completion.get("choices") or ()
     if not isinstance(choices, (list, tuple)) or not choices \
-            or not isinstance(choices[0], Mapping):
+            or not isinstance(choices[0], (dict, Mapping)):
         return ""
     message = choices[0].get("message")
-    return message_text(message) if isinstance(message, Mapping) else ""
+    return message_text(message) if isinstance(message, (dict, Mapping)) else ""
 
 
 def calls_only(completion: Mapping[str, Any]) -> bool:
