@@ -5,6 +5,7 @@ is scripted (a probe and a clock) or forced through the settings."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -85,12 +86,16 @@ def fixed_upstream() -> Iterator[ServerThread]:
         yield server
 
 
-def test_a_forced_saturation_sheds_the_job_with_its_reason_and_says_so(
-        make_gateway: GatewayFactory, tmp_path: Path, fixed_upstream: ServerThread,
-        make_client: Callable[..., openai.OpenAI], wait_until: Callable[..., Any]) -> None:
-    # A threshold no loop stays under (it ticks) and no budget: saturated, all shed.
+def _ask_saturated(make_gateway: GatewayFactory, make_client: Callable[..., openai.OpenAI],
+                   wait_until: Callable[..., Any], tmp_path: Path, fixed_upstream: ServerThread,
+                   policies: dict[str, str]) -> tuple[Any, Callable[[], dict[str, Any]], Any,
+                                                      dict[str, Any]]:
+    """A gateway whose relay always reads saturated (a threshold no ticking loop stays
+    under, no hand-off budget), asked once when it says so: the gateway, its /readyz
+    shadow block, the raw response and the request's audit record."""
     (tmp_path / "policies").mkdir()
-    (tmp_path / "policies" / "shadow.yaml").write_text(SHADOW, encoding="utf-8")
+    for name, text in policies.items():
+        (tmp_path / "policies" / f"{name}.yaml").write_text(text, encoding="utf-8")
     audit = tmp_path / "audit.jsonl"
     gw = make_gateway(policies_dir=str(tmp_path / "policies"), readyz_detail="public",
                       reload_policies=False, audit={"path": str(audit)},
@@ -104,15 +109,22 @@ def test_a_forced_saturation_sheds_the_job_with_its_reason_and_says_so(
     wait_until(lambda: shadow()["relay"]["saturated"], timeout=60.0, message="saturation")
     raw = make_client(gw).chat.completions.with_raw_response.create(
         model="fixed-model", messages=[{"role": "user", "content": "Tell me."}])
-    assert raw.http_response.content == FIXED_JSON  # the client is served as ever
     audit_id = raw.headers["x-verity-audit-id"]
 
     def record() -> dict[str, Any] | None:
-        import json
         lines = audit.read_text().splitlines() if audit.exists() else []
         return next((r for r in map(json.loads, lines) if r["audit_id"] == audit_id), None)
 
-    rec = wait_until(record, timeout=60.0, message="the record")
+    return gw, shadow, raw, wait_until(record, timeout=60.0, message="the record")
+
+
+def test_a_forced_saturation_sheds_the_job_with_its_reason_and_says_so(
+        make_gateway: GatewayFactory, tmp_path: Path, fixed_upstream: ServerThread,
+        make_client: Callable[..., openai.OpenAI], wait_until: Callable[..., Any]) -> None:
+    # A threshold no loop stays under (it ticks) and no budget: saturated, all shed.
+    gw, shadow, raw, rec = _ask_saturated(make_gateway, make_client, wait_until, tmp_path,
+                                          fixed_upstream, {"shadow": SHADOW})
+    assert raw.http_response.content == FIXED_JSON  # the client is served as ever
     assert rec["shadow"] == {"result": "dropped", "queue_ms": None, "worker": None}
     assert rec["note"] == "not verified: the relay was saturated (shadow sample reduced)"
     assert rec["score"] is None
@@ -147,33 +159,11 @@ def test_a_saturated_relay_sheds_an_inline_policys_candidates_not_its_verificati
         make_client: Callable[..., openai.OpenAI], wait_until: Callable[..., Any]) -> None:
     # The inline verification is the client's own wait (it is done, its verdict in the
     # headers and the record); the candidates' job would be one more hand-off: shed.
-    (tmp_path / "policies").mkdir()
-    (tmp_path / "policies" / "inline.yaml").write_text(INLINE, encoding="utf-8")
-    (tmp_path / "policies" / "cand.yaml").write_text(CANDIDATE, encoding="utf-8")
-    audit = tmp_path / "audit.jsonl"
-    gw = make_gateway(policies_dir=str(tmp_path / "policies"), readyz_detail="public",
-                      reload_policies=False, audit={"path": str(audit)},
-                      pool={"workers": 1, "relay_busy": 1e-9, "busy_jobs_per_second": 0},
-                      upstreams=[{"name": "fixed", "base_url": fixed_upstream.url + "/v1"}])
-
-    def shadow() -> dict[str, Any]:
-        data: dict[str, Any] = httpx.get(gw.url + "/readyz", timeout=30).json()["shadow"]
-        return data
-
-    wait_until(lambda: shadow()["relay"]["saturated"], timeout=60.0, message="saturation")
-    raw = make_client(gw).chat.completions.with_raw_response.create(
-        model="fixed-model", messages=[{"role": "user", "content": "Tell me."}])
+    gw, shadow, raw, rec = _ask_saturated(make_gateway, make_client, wait_until, tmp_path,
+                                          fixed_upstream, {"inline": INLINE, "cand": CANDIDATE})
     assert raw.http_response.content == FIXED_JSON
     assert raw.headers["x-verity-mode"] == "inline"
     assert raw.headers["x-verity-verdict"] == "pass"
-    audit_id = raw.headers["x-verity-audit-id"]
-
-    def record() -> dict[str, Any] | None:
-        import json
-        lines = audit.read_text().splitlines() if audit.exists() else []
-        return next((r for r in map(json.loads, lines) if r["audit_id"] == audit_id), None)
-
-    rec = wait_until(record, timeout=60.0, message="the record")
     assert rec["mode"] == "inline" and rec["verdict"] == "pass" and rec["applied"] is True
     assert [(c["name"], c["error"]) for c in rec["candidates"]] == [("cand", "dropped")]
     assert rec["shadow"] == {"result": "dropped", "queue_ms": None, "worker": None}
