@@ -94,7 +94,7 @@ def check_name(a_text: str, f: Fact, cf: ContextFacts, aligned: Sequence[int],
     # Swapped: a competing name in an aligned sentence sits between the same words
     # (a copied sentence), and no mention of this name does.
     anchored_others = [c for c in others if _anchor_of(cf, f, a_text, c, read) is not None
-                       and not _coordinated(cf, c, key)]
+                       and not _coordinated(cf, c, key) and not _qualifies(cf, c, key)]
     if not anchored_others:
         return FactCheck(text, "name", "supported")
     comp = best_slot(cf, f, anchored_others, topic, tight=True)
@@ -200,6 +200,26 @@ def _coordinated(cf: ContextFacts, c: Fact, key: frozenset[str]) -> bool:
         if _COORD.fullmatch(text[a.end:b.start]):
             return True
     return False
+
+
+def _qualifies(cf: ContextFacts, c: Fact, key: frozenset[str]) -> bool:
+    """Whether ``c`` qualifies a mention of ``key`` right before it in its sentence
+    ("the Eiffel Tower in Paris is 330 metres tall"): an answer that leaves the qualifier
+    out ("the Eiffel Tower is 330 metres tall") copies the sentence without swapping."""
+    sid = sid_of(cf, c)
+    if sid is None or c.name is None:
+        return False
+    text = cf.index.sentences[sid].text
+    return any(g.name is not None and g is not c and same_name(key, g.key)
+               and g.name.end <= c.name.start
+               and _QUALIFIER.fullmatch(text[g.name.end:c.name.start]) is not None
+               for g in cf.slots(sid))
+
+
+_QUALIFIER = re.compile(r"\s*,?\s*(?:in|of|at|near|from|outside|inside)\s+(?:the\s+)?",
+                        re.IGNORECASE)
+"""What joins a name to the place or body that qualifies it ("… in Paris", "… of the
+United States")."""
 
 
 _DENIED = re.compile(r"\b(?:not|never|instead\s+of|rather\s+than|in\s+place\s+of)"
