@@ -42,6 +42,7 @@ layer is skipped (neutral score, passed).
 
 from __future__ import annotations
 
+import re
 from typing import ClassVar
 
 from pydantic import Field
@@ -63,6 +64,22 @@ NEUTRAL_SCORE = 0.5
 SHARE_KEY = "gateway.layers.grounding.share"
 """Memo key of the request's :class:`AnswerShare` (the sentence cores its grounding
 layers share)."""
+_EMPTY_TAGS = re.compile(r"<(\w+)[^<>]*>\s*</\1>")
+
+
+def _without_blocks(asked: str, context: GroundingContext) -> str:
+    """The user's question without the context blocks its message carries ("<context>…
+    </context> How tall is it?" asks "How tall is it?"): the documents are what the answer
+    is checked against, not words the user asked with (an answer that copies them does
+    not "repeat the question")."""
+    if "<" not in asked:
+        return asked
+    for doc in context.documents:
+        if doc.kind == "block" and doc.text and doc.text in asked:
+            asked = asked.replace(doc.text, " ")
+    return _EMPTY_TAGS.sub(" ", asked).strip()
+
+
 QUESTION_KEY = "gateway.layers.grounding.question:"
 """Memo key prefix of the question's index (built once per request)."""
 
@@ -266,7 +283,7 @@ class GroundingLayer:
         # keeps only a weak reference) instead of building another per call (~12 a job).
         _facts = context_facts(ctx)
         asked = inp.question  # read from the messages on each access
-        question_text = asked if cfg.use_question else ""
+        question_text = _without_blocks(asked, inp.context) if cfg.use_question else ""
         question = inp.context.memo(QUESTION_KEY + question_text,
                                     lambda: build_index([("question", question_text)])
                                     ) if question_text else None

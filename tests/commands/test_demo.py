@@ -28,8 +28,19 @@ def test_demo_runs_every_scenario(tmp_path: Path) -> None:
         assert "x-verity-" in block
         assert "    audit id : " in block
     assert f"written to {audit}" in out
+    verdicts = {s.key: _header(b, "x-verity-verdict") for s, b in zip(SCENARIOS, blocks)}
+    # The grounded answers pass (streamed too); the contradiction is blocked; the made-up
+    # citation (its facts right) gets the disclaimer; with no context nothing contradicts.
+    assert verdicts == {"grounded": "pass", "contradiction": "fail",
+                        "fabricated-citation": "marginal", "streaming": "pass",
+                        "no-context": "pass"}, out
     assert "Traceback" not in proc.stderr
     assert list(tmp_path.iterdir()) == [audit] or not audit.exists()
+
+
+def _header(block: str, name: str) -> str:
+    return next(line.split(": ", 1)[1] for line in block.splitlines()
+                if line.strip().startswith(name + ":"))
 
 
 def test_demo_without_policies_is_pass_through(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from gateway.layers.base import LayerResources, LayerResult, VerifyInput
 from gateway.layers.grounding import GroundingConfig, GroundingLayer
-from gateway.sources.context import Document, GroundingContext
+from gateway.sources.context import ContextSpec, Document, GroundingContext, extract_context
 
 SPEC = ("The Kestrel K2 kettle holds 1.7 litres and boils a full jug in 4 minutes. "
         "It draws 2,200 W. The base cable is 75 cm long. It weighs 1.1 kg empty.")
@@ -63,6 +63,33 @@ def test_a_swapped_name_in_a_copied_sentence() -> None:
     assert ok.passed, ok.explanation
     assert not swapped.passed and "Edith Crane" in " ".join(e.reason for e in swapped.evidence)
 
+
+TOWER = ("The Eiffel Tower in Paris is 330 metres tall. It was completed in 1889 and was "
+         "designed by the engineering company of Gustave Eiffel.")
+
+
+@pytest.mark.parametrize(("answer", "wrong"), [
+    # The answer leaves out the qualifier of its own name ("in Paris"): a copy, no swap.
+    ("The Eiffel Tower is 330 metres tall and was completed in 1889.", False),
+    ("The Eiffel Tower is 330 metres tall.", False),
+    # A name put where the qualifier sits is still a swap.
+    ("The Eiffel Tower in London is 330 metres tall.", True),
+])
+def test_a_dropped_qualifier_is_not_a_swap(answer: str, wrong: bool) -> None:
+    res = run(answer, TOWER)
+    assert flagged(res) == wrong, res.explanation
+
+def test_context_blocks_in_the_user_message_are_not_the_question() -> None:
+    # "<context>…</context> How tall …?" asks "How tall …?": an answer that copies the
+    # context does not "repeat the question's words".
+    msgs = [{"role": "user", "content": f"<context>{TOWER}</context>\n\n"
+             "How tall is the Eiffel Tower and when was it completed?"}]
+    layer = GroundingLayer(GroundingConfig(), LayerResources())
+    for answer, ok in [("The Eiffel Tower is 330 metres tall and was completed in 1889.", True),
+                       ("The Eiffel Tower is 450 metres tall and was completed in 1925.", False)]:
+        res = asyncio.run(layer.verify(VerifyInput(
+            messages=msgs, response_text=answer, context=extract_context(msgs, ContextSpec()))))
+        assert res.passed == ok, res.explanation
 
 def test_the_question_premise_is_checked_not_believed() -> None:
     q = "The reading room seats 400 people, right?"
