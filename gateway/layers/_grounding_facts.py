@@ -45,13 +45,8 @@ from gateway.layers._grounding_names import check_name
 from gateway.text.context_facts import ContextFacts, Fact, sentence_slots
 from gateway.text.derive import derivations, operands_of
 from gateway.text.index import TextIndex
-from gateway.text.measures import (
-    CONFLICT,
-    COUNT,
-    MATCH,
-    Measure,
-    relation,
-)
+from gateway.text.measure_relation import CONFLICT, MATCH, relation
+from gateway.text.measures import COUNT, Measure
 from gateway.text.quantities import DateRef, date_matches
 from gateway.text.stem import stem
 from gateway.text.tokens import Span

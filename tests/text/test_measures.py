@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.text.measures import CONFLICT, MATCH, UNRELATED, Measure, relation, sentence_measures
+from gateway.text.measure_relation import CONFLICT, MATCH, UNRELATED, relation
+from gateway.text.measures import Measure, sentence_measures
 from gateway.text.quantities import extract_quantities
 from gateway.text.units import read_unit
 
