@@ -94,7 +94,7 @@ def check_name(a_text: str, f: Fact, cf: ContextFacts, aligned: Sequence[int],
     # Swapped: a competing name in an aligned sentence sits between the same words
     # (a copied sentence), and no mention of this name does.
     anchored_others = [c for c in others if _anchor_of(cf, f, a_text, c, read) is not None
-                       and not _coordinated(cf, c, key) and not _qualifies(cf, c, key)]
+                       and not _beside(cf, c, key)]
     if not anchored_others:
         return FactCheck(text, "name", "supported")
     comp = best_slot(cf, f, anchored_others, topic, tight=True)
@@ -186,9 +186,11 @@ def _anchor_of(cf: ContextFacts, f: Fact, a_text: str, c: Fact,
     return got if anchored(got) else None
 
 
-def _coordinated(cf: ContextFacts, c: Fact, key: frozenset[str]) -> bool:
-    """Whether ``c`` is listed together with a mention of ``key`` in its sentence
-    ("Ferrari and Sebastian Vettel", "Osnabrück, Münster")."""
+def _beside(cf: ContextFacts, c: Fact, key: frozenset[str]) -> bool:
+    """Whether ``c`` stands beside a mention of ``key`` in its sentence: listed with it
+    ("Ferrari and Sebastian Vettel", "Osnabrück, Münster"), or qualifying it right after
+    it ("the Eiffel Tower in Paris is 330 metres tall" — an answer that leaves the
+    qualifier out copies the sentence without swapping)."""
     sid = sid_of(cf, c)
     if sid is None or c.name is None:
         return False
@@ -197,23 +199,10 @@ def _coordinated(cf: ContextFacts, c: Fact, key: frozenset[str]) -> bool:
         if g.name is None or g is c or not same_name(key, g.key):
             continue
         a, b = (g.name, c.name) if g.name.start < c.name.start else (c.name, g.name)
-        if _COORD.fullmatch(text[a.end:b.start]):
+        between = text[a.end:b.start]
+        if _COORD.fullmatch(between) or (a is g.name and _QUALIFIER.fullmatch(between)):
             return True
     return False
-
-
-def _qualifies(cf: ContextFacts, c: Fact, key: frozenset[str]) -> bool:
-    """Whether ``c`` qualifies a mention of ``key`` right before it in its sentence
-    ("the Eiffel Tower in Paris is 330 metres tall"): an answer that leaves the qualifier
-    out ("the Eiffel Tower is 330 metres tall") copies the sentence without swapping."""
-    sid = sid_of(cf, c)
-    if sid is None or c.name is None:
-        return False
-    text = cf.index.sentences[sid].text
-    return any(g.name is not None and g is not c and same_name(key, g.key)
-               and g.name.end <= c.name.start
-               and _QUALIFIER.fullmatch(text[g.name.end:c.name.start]) is not None
-               for g in cf.slots(sid))
 
 
 _QUALIFIER = re.compile(r"\s*,?\s*(?:in|of|at|near|from|outside|inside)\s+(?:the\s+)?",
