@@ -344,6 +344,19 @@ class ProcessRunner:
             self.queue.count_shed(qkind, why)
         return why
 
+    def hand_off(self) -> bool:
+        """Asked as a shadow request arrives: False when the relay is saturated and its
+        hand-off budget spent (its answer is then relayed unread, see
+        :meth:`shed_relayed`); True takes a token when saturated (then only the queue
+        may still shed its job)."""
+        return self.load.take()
+
+    def shed_relayed(self) -> None:
+        """Count a job :meth:`hand_off` refused as shed (``relay_busy``), once its
+        answer was relayed (the caller writes its record)."""
+        self.load.shed += 1
+        self.queue.count_shed("shadow", "relay_busy")
+
     def _shed_backlog(self) -> None:
         """The relay just became saturated: shed the jobs still queued (``relay_busy``)."""
         self.load.shed += self.queue.shed_queued("relay_busy")
