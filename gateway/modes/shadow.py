@@ -40,14 +40,16 @@ __all__ = ["handle"]
 async def handle(engine: VerityEngine, r: PolicyRequest) -> None:
     """Relay the upstream answer untouched (same bytes, same timing), then queue its
     verification (the job runner writes the record)."""
-    pool = engine.pool
-    if pool is not None and not pool.hand_off():
-        await _relay_shed(engine, pool, r)
-        return
+    pool, budget = engine.pool, "free"
+    if pool is not None:
+        budget = pool.hand_off()
+        if budget == "shed":
+            await _relay_shed(engine, pool, r)
+            return
     policy, x = r.policy, r.x
     fmt = x.fmt
     outcome = r.new_outcome("shadow")
-    submit = _submitter(engine, r, outcome, admitted=pool is not None)
+    submit = _submitter(engine, r, outcome, admitted=budget == "token")
     completion: dict[str, Any] | None = None
     async with x.call_upstream(x.body, stream=x.stream) as (resp, up):
         x.status = outcome.upstream_status = resp.status
@@ -132,7 +134,8 @@ def _submitter(engine: VerityEngine, r: PolicyRequest, outcome: Outcome, *,
                admitted: bool = False) -> Callable[[dict[str, Any]], None]:
     """Hand the answer's verification to the job runner, which writes the record from
     then on (no await: it may run inside the disconnect path). ``admitted``: the
-    relay's hand-off budget already admitted it (only the queue may shed it)."""
+    saturated relay's hand-off budget already admitted it (only the queue may shed
+    it); else the runner is asked as usual (saturation may have begun meanwhile)."""
     def submit(completion: dict[str, Any]) -> None:
         r.untrack()
         r.salvage = None

@@ -40,7 +40,7 @@ import os
 import pickle
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import gateway.pool.worker as worker
 from gateway.audit.sink import EncodedRecord
@@ -344,12 +344,15 @@ class ProcessRunner:
             self.queue.count_shed(qkind, why)
         return why
 
-    def hand_off(self) -> bool:
-        """Asked as a shadow request arrives: False when the relay is saturated and its
-        hand-off budget spent (its answer is then relayed unread, see
-        :meth:`shed_relayed`); True takes a token when saturated (then only the queue
-        may still shed its job)."""
-        return self.load.take()
+    def hand_off(self) -> Literal["shed", "token", "free"]:
+        """Asked as a shadow request arrives: ``shed`` when the relay is saturated and
+        its hand-off budget spent (its answer is then relayed unread, see
+        :meth:`shed_relayed`); ``token``: saturated, a token taken (then only the
+        queue may still shed its job); ``free``: not saturated (its job is asked
+        about again, :meth:`shed`, once its answer is in)."""
+        if not self.load.saturated:
+            return "free"
+        return "token" if self.load.take() else "shed"
 
     def shed_relayed(self) -> None:
         """Count a job :meth:`hand_off` refused as shed (``relay_busy``), once its
