@@ -15,6 +15,7 @@ import openai
 import pytest
 
 from gateway.pool.relay_load import TICK_S, RelayLoad
+from gateway.testing.scripted import read_all, serve_lifespan
 from gateway.testing.servers import ServerThread
 from modes.support import FIXED_JSON, FIXED_STREAM, FixedUpstream
 from serving import GatewayFactory
@@ -172,6 +173,53 @@ def test_a_job_shed_as_its_request_arrives_relays_the_answer_unread(
     status = wait_until(lambda: (s := shadow())["dropped"] == 2 and s, timeout=60.0,
                         message="two sheds")
     assert status["relay"]["shed"] == 2 and status["sample"]["total"]["dropped"] == 2
+
+
+class _Failing:
+    """Answers every request with a 400 error body (not retried)."""
+
+    body = b'{"error": {"message": "bad", "type": "invalid_request_error"}}'
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            return await serve_lifespan(receive, send)
+        await read_all(receive)
+        await send({"type": "http.response.start", "status": 400, "headers": [
+            (b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": self.body, "more_body": False})
+
+
+def test_an_upstream_error_shed_as_it_arrives_leaves_no_record_and_no_shed(
+        make_gateway: GatewayFactory, tmp_path: Path,
+        wait_until: Callable[..., Any]) -> None:
+    # As on the full path: an upstream error is relayed unverified, with no record;
+    # the job shed on arrival is not counted either (there was no answer to verify).
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "shadow.yaml").write_text(SHADOW, encoding="utf-8")
+    audit = tmp_path / "audit.jsonl"
+    with ServerThread(_Failing()) as upstream:
+        gw = make_gateway(policies_dir=str(tmp_path / "policies"), readyz_detail="public",
+                          reload_policies=False, audit={"path": str(audit)},
+                          pool={"workers": 1, "relay_busy": 1e-9,
+                                "busy_jobs_per_second": 0},
+                          upstreams=[{"name": "failing", "base_url": upstream.url + "/v1"}])
+
+        def shadow() -> dict[str, Any]:
+            data: dict[str, Any] = httpx.get(gw.url + "/readyz", timeout=30).json()["shadow"]
+            return data
+
+        wait_until(lambda: shadow()["relay"]["saturated"], timeout=60.0,
+                   message="saturation")
+        resp = httpx.post(gw.url + "/v1/chat/completions", timeout=30, json={
+            "model": "m", "messages": [{"role": "user", "content": "Tell me."}]})
+        assert resp.status_code == 400 and resp.content == _Failing.body
+        assert resp.headers["x-verity-mode"] == "shadow"
+        assert "x-verity-audit-id" not in resp.headers
+        status = shadow()
+    assert status["relay"]["shed"] == 0 and status["dropped"] == 0
+    sink = gw.app.proxy.engine.audit  # type: ignore[union-attr]
+    sink.flush()
+    assert not audit.exists() or not audit.read_bytes()
 
 
 def test_the_start_of_a_saturation_is_announced_once() -> None:
