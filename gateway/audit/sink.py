@@ -7,14 +7,17 @@ called on the event loop for every outcome, so it must never block. A record is
 a mapping, or an object with ``to_dict()`` (the engine hands over its
 ``Outcome`` as is and does not touch it afterwards): the sink builds the mapping
 when it needs it — the null sink never does. The default :class:`JsonlAuditSink`
-hands the record to a writer thread that builds, scrubs, encodes and appends it
-to ``settings.audit.path`` — one file, or a directory of rotated files
-(:mod:`gateway.audit.layout`) — one ``orjson`` line per outcome, files created with
-mode 0600. The thread wakes on the first record of a batch, lets more arrive for
-``flush_interval`` seconds (0.05 by default: one wake-up and one ``write`` per
-batch, not per record) and appends the batch; :meth:`JsonlAuditSink.flush`
-and :meth:`JsonlAuditSink.close` cut the wait short. :meth:`JsonlAuditSink.close`
-writes what is queued and joins the thread.
+appends one ``orjson`` line per outcome to ``settings.audit.path`` — one file, or a
+directory of rotated files (:mod:`gateway.audit.layout`) — files created with mode
+0600, a batch of lines per ``write``: records arriving within ``flush_interval``
+seconds (0.05 by default) of a batch's first are appended together;
+:meth:`JsonlAuditSink.flush` and :meth:`JsonlAuditSink.close` cut the wait short.
+Made with ``loop`` (the gateway's: ``open_engine``), the sink encodes each record in
+``write``, on the loop, and appends batches from a timer on the loop
+(:mod:`gateway.audit.batch`: no thread competing with the loop for the GIL; large
+batches and a slow disk go to a thread). Without one, a writer thread builds,
+scrubs, encodes and appends them; :meth:`JsonlAuditSink.close` writes what is queued
+and joins it.
 
 Records are scrubbed before they are written: any mapping key that names a
 credential (``authorization``, ``api_key``, ``api-key``, ``x-api-key``,
@@ -29,6 +32,7 @@ policy's redaction; without it ``failed_claims`` are ``[]`` beside a
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import importlib.util
 import logging
@@ -41,7 +45,9 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import orjson
 
+from gateway.audit.batch import LoopBatcher
 from gateway.audit.maintain import Maintainer, Retention
+from gateway.audit.scrub import ShapeCache, scrub
 from gateway.audit.writer import AppendFile, SegmentWriter
 
 if TYPE_CHECKING:
@@ -51,10 +57,6 @@ __all__ = ["AuditRecord", "AuditSink", "EncodedRecord", "JsonlAuditSink", "Memor
            "NullAuditSink", "encode", "open_audit_sink", "scrub"]
 
 log = logging.getLogger("gateway.audit")
-
-_SECRET_KEYS = frozenset({"authorization", "api_key", "api-key", "x-api-key", "apikey",
-                          "cookie", "set-cookie", "proxy-authorization"})
-
 
 class _Recordable(Protocol):
     def to_dict(self) -> dict[str, Any]: ...
@@ -123,67 +125,6 @@ class AuditSink(Protocol):
     def close(self) -> None: ...
 
 
-_SCALARS = frozenset({str, int, float, bool, type(None)})
-
-
-def scrub(value: Any) -> Any:
-    """A copy of ``value`` without credential-named keys, at any depth."""
-    t = type(value)
-    if t in _SCALARS:
-        return value
-    if t is dict or isinstance(value, Mapping):
-        return {k: v if type(v) in _SCALARS else scrub(v) for k, v in value.items()
-                if not (type(k) is str and k.lower() in _SECRET_KEYS)}
-    if t is list or t is tuple:
-        return [v if type(v) in _SCALARS else scrub(v) for v in value]
-    return value
-
-
-_SHAPES_MAX = 4096
-"""Record shapes (key tuples) a :class:`_ShapeCache` remembers."""
-
-
-class _ShapeCache:
-    """Whether a record holds a credential key, remembered per dict shape (key tuple):
-    records of one shape seen before cost no allocation. Owned by one sink's writer
-    thread."""
-
-    __slots__ = ("_shapes",)
-
-    def __init__(self) -> None:
-        self._shapes: dict[tuple[Any, ...], bool] = {}
-
-    def has_secret(self, value: Any) -> bool:
-        """Whether :func:`scrub` would remove anything from ``value``."""
-        t = type(value)
-        if t is dict:
-            shape = tuple(value)
-            bad = self._shapes.get(shape)
-            if bad is None:
-                bad = any(type(k) is str and k.lower() in _SECRET_KEYS for k in shape)
-                if len(self._shapes) < _SHAPES_MAX:
-                    self._shapes[shape] = bad
-            if bad:
-                return True
-            values: Any = value.values()
-        elif t is list or t is tuple:
-            values = value
-        else:
-            return isinstance(value, Mapping)  # another mapping type: let scrub() copy it
-        for v in values:  # a loop, not any(<generator>): every record passes here
-            tv = type(v)
-            if tv in _SCALARS or ((tv is list or tv is dict) and not v):
-                continue
-            if self.has_secret(v):
-                return True
-        return False
-
-    def scrubbed(self, record: Mapping[str, Any]) -> Mapping[str, Any]:
-        """``record`` itself when it holds no credential key (it is encoded right away),
-        else :func:`scrub`'s copy."""
-        return scrub(record) if self.has_secret(record) else record
-
-
 class NullAuditSink:
     """Discards records (``audit.path: null``)."""
 
@@ -218,14 +159,16 @@ class JsonlAuditSink:
     """Append-only JSONL, written by a background thread: one file (a path ending in
     ``.jsonl``) or a directory of rotated files (:mod:`gateway.audit.layout`).
 
-    Each batch of records is encoded on the writer thread and appended with one
-    ``write`` (:mod:`gateway.audit.writer`): whole lines, never interleaved with
-    another process's, and a line a crash tore is never glued to the next record.
-    In a directory layout, each file the writer closes goes to ``on_close``."""
+    Each batch of records is appended with one ``write`` (:mod:`gateway.audit.writer`):
+    whole lines, never interleaved with another process's, and a line a crash tore is
+    never glued to the next record. In a directory layout, each file the writer
+    closes goes to ``on_close``. With ``loop`` (made on its thread) there is no writer
+    thread: :mod:`gateway.audit.batch`."""
 
     def __init__(self, path: str | os.PathLike[str], *, flush_interval: float = 0.05,
                  rotate_bytes: int = 64 * 1024 * 1024, rotate_seconds: float = 3600.0,
-                 on_close: Callable[[Path], None] | None = None) -> None:
+                 on_close: Callable[[Path], None] | None = None,
+                 loop: asyncio.AbstractEventLoop | None = None) -> None:
         self.path = Path(path)
         self.flush_interval = flush_interval
         self.directory = not self.path.name.endswith(".jsonl")
@@ -241,11 +184,30 @@ class JsonlAuditSink:
             self._tick = None
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._closed = False
-        self._shapes = _ShapeCache()
-        self.written = 0
-        self.errors = 0
-        self._thread = threading.Thread(target=self._run, name="audit-writer", daemon=True)
-        self._thread.start()
+        self._shapes = ShapeCache()
+        self._written = self._errors = 0
+        self._batch: LoopBatcher | None = None
+        """Set when made with ``loop`` (on its thread): no writer thread."""
+        self._thread: threading.Thread | None = None
+        if loop is not None:
+            target = self._target
+            self._batch = LoopBatcher(
+                loop, target, flush_interval=flush_interval, tick=self._tick,
+                idle=target.tick if isinstance(target, SegmentWriter) else None)
+        else:
+            self._thread = threading.Thread(target=self._run, name="audit-writer",
+                                            daemon=True)
+            self._thread.start()
+
+    @property
+    def written(self) -> int:
+        """Records appended so far."""
+        return self._written + (self._batch.written if self._batch is not None else 0)
+
+    @property
+    def errors(self) -> int:
+        """Records that could not be encoded, and batches that could not be written."""
+        return self._errors + (self._batch.errors if self._batch is not None else 0)
 
     @property
     def files(self) -> list[Path]:
@@ -254,17 +216,36 @@ class JsonlAuditSink:
         return list(target.files) if isinstance(target, SegmentWriter) else [self.path]
 
     def write(self, record: AuditRecord) -> None:
-        """Queue ``record`` (the caller must not mutate it afterwards); building,
-        scrubbing and encoding happen on the writer thread."""
+        """Encode ``record`` into the loop's batch, or queue it for the writer thread
+        (the caller must not mutate it afterwards)."""
         if self._closed:
             log.warning("audit sink closed; record %s not written",
                         getattr(record, "audit_id", None) if not isinstance(record, Mapping)
                         else record.get("audit_id"))
             return
-        self._queue.put(record)
+        batch = self._batch
+        if batch is None:
+            self._queue.put(record)
+            return
+        try:
+            line = self._line(record)
+        except Exception:  # a bad record never fails the request
+            self._errors += 1
+            log.exception("audit record could not be encoded")
+            return
+        batch.add(line)
+
+    def _line(self, record: AuditRecord) -> bytes:
+        """``record`` scrubbed and encoded, with its newline."""
+        encoded = getattr(record, "audit_line", None)
+        return (encoded() if encoded is not None else orjson.dumps(
+            self._shapes.scrubbed(as_mapping(record)), default=str)) + b"\n"
 
     def flush(self, timeout: float = 5.0) -> None:
         """Wait until everything written so far is on disk (tests, shutdown)."""
+        if self._batch is not None:
+            self._batch.flush(timeout)
+            return
         done = threading.Event()
         self._queue.put(done)
         self._wake.set()
@@ -274,9 +255,13 @@ class JsonlAuditSink:
         if self._closed:
             return
         self._closed = True
+        if self._batch is not None:
+            self._batch.close()
+            return
         self._queue.put(_STOP)
         self._wake.set()
-        self._thread.join()
+        if self._thread is not None:
+            self._thread.join()
         self._target.close()
 
     def _next(self) -> Any:
@@ -312,14 +297,12 @@ class JsonlAuditSink:
                     waiting.append(entry)
                 else:
                     try:
-                        encoded = getattr(entry, "audit_line", None)
-                        lines.append((encoded() if encoded is not None else orjson.dumps(
-                            self._shapes.scrubbed(as_mapping(entry)), default=str)) + b"\n")
+                        lines.append(self._line(entry))
                     except Exception:  # the writer thread outlives a bad record
-                        self.errors += 1
+                        self._errors += 1
                         log.exception("audit record could not be encoded")
             if lines and self._guard(functools.partial(self._target.append, b"".join(lines))):
-                self.written += len(lines)
+                self._written += len(lines)
             for event in waiting:
                 event.set()
             if stop:
@@ -329,22 +312,24 @@ class JsonlAuditSink:
         try:
             step()
         except OSError:
-            self.errors += 1
+            self._errors += 1
             log.exception("audit write to %s failed", self.path)
             return False
         return True
 
 
-def open_audit_sink(config: AuditConfig | str | None) -> AuditSink:
+def open_audit_sink(config: AuditConfig | str | None, *,
+                    loop: asyncio.AbstractEventLoop | None = None) -> AuditSink:
     """The sink ``config`` (``settings.audit``, or just a path) asks for: a null sink
     when the path is None/empty, else the JSONL sink — in a directory layout with
-    compaction and retention when configured (:mod:`gateway.audit.maintain`)."""
+    compaction and retention when configured (:mod:`gateway.audit.maintain`).
+    ``loop``: the JSONL sink writes from it, without a thread (called on it)."""
     if config is None or isinstance(config, str):
-        return JsonlAuditSink(config) if config else NullAuditSink()
+        return JsonlAuditSink(config, loop=loop) if config else NullAuditSink()
     if not config.path:
         return NullAuditSink()
     if not config.is_directory():
-        return JsonlAuditSink(config.path)
+        return JsonlAuditSink(config.path, loop=loop)
     if config.compact and importlib.util.find_spec("duckdb") is None:
         raise RuntimeError("audit.compact needs DuckDB: pip install 'verity-gateway[audit]' "
                            "(or set audit.compact: false)")
@@ -356,7 +341,7 @@ def open_audit_sink(config: AuditConfig | str | None) -> AuditSink:
                   if config.compact or retention else None)
     sink = JsonlAuditSink(config.path, rotate_bytes=int(config.rotate_mb * 1024 * 1024),
                           rotate_seconds=config.rotate_seconds,
-                          on_close=maintainer.closed if maintainer else None)
+                          on_close=maintainer.closed if maintainer else None, loop=loop)
     return sink if maintainer is None else _Maintained(sink, maintainer)
 
 

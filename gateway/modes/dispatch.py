@@ -261,7 +261,7 @@ async def open_engine(settings: Settings, telemetry: Telemetry, *,
         if workers:  # one queue task per worker process: the queue is the backlog
             shadow_config = shadow_config.model_copy(update={"concurrency": workers})
         queue = ShadowQueue(shadow_config, telemetry)
-        sink = open_audit_sink(settings.audit)
+        sink = open_audit_sink(settings.audit, loop=asyncio.get_running_loop())
         verifier, recorder = Verifier(runtime), Recorder(telemetry, sink)
         pool: ProcessRunner | None = None
         redis: RedisRunner | None = None

@@ -8,6 +8,11 @@ the background and only reaches the audit and the traces.
   candidates') to the job runner, which writes the record (a full queue or shutdown
   writes a "not verified" one). When the runner says it would shed the job, the
   job is never built: the record is written from the request's own outcome.
+- When the relay is saturated and its hand-off budget is spent as the request
+  arrives (``gateway.pool.ProcessRunner.hand_off``), the job is shed before the
+  upstream call: the answer is relayed as pass-through relays it (not captured, not
+  parsed) and the record says ``relay_busy`` — without ``response_id`` (the answer
+  was not read), and without telling an answer from a non-answer or a cut stream.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from gateway.http.relay import relay_stream
 from gateway.modes.headers import verity_headers
 from gateway.modes.relay import is_sse, relay_accumulating
 from gateway.modes.request import PolicyRequest
@@ -26,6 +32,7 @@ from gateway.wire.messages import maybe_json
 
 if TYPE_CHECKING:
     from gateway.modes.dispatch import VerityEngine
+    from gateway.pool import ProcessRunner
 
 __all__ = ["handle"]
 
@@ -33,10 +40,16 @@ __all__ = ["handle"]
 async def handle(engine: VerityEngine, r: PolicyRequest) -> None:
     """Relay the upstream answer untouched (same bytes, same timing), then queue its
     verification (the job runner writes the record)."""
+    pool, budget = engine.pool, "free"
+    if pool is not None:
+        budget = pool.hand_off()
+        if budget == "shed":
+            await _relay_shed(engine, pool, r)
+            return
     policy, x = r.policy, r.x
     fmt = x.fmt
     outcome = r.new_outcome("shadow")
-    submit = _submitter(engine, r, outcome)
+    submit = _submitter(engine, r, outcome, admitted=budget == "token")
     completion: dict[str, Any] | None = None
     async with x.call_upstream(x.body, stream=x.stream) as (resp, up):
         x.status = outcome.upstream_status = resp.status
@@ -86,15 +99,49 @@ async def handle(engine: VerityEngine, r: PolicyRequest) -> None:
     submit(completion)
 
 
-def _submitter(engine: VerityEngine, r: PolicyRequest, outcome: Outcome
-               ) -> Callable[[dict[str, Any]], None]:
+async def _relay_shed(engine: VerityEngine, pool: ProcessRunner, r: PolicyRequest) -> None:
+    """The job is shed before the upstream call (a saturated relay): relay the answer
+    as pass-through does, then write the shed record from what is known."""
+    x = r.x
+    outcome = r.new_outcome("shadow")
+    async with x.call_upstream(x.body, stream=x.stream) as (resp, up):
+        x.status = outcome.upstream_status = resp.status
+        ok = resp.status < 400
+        headers = verity_headers(r.policy, "shadow", outcome.audit_id if ok else None)
+        if ok:
+            r.track(outcome, _relaying)
+        if x.stream and ok and is_sse(resp):
+            await relay_stream(x, resp, up, headers)
+        else:
+            data = await resp.read()
+            if up.recording:
+                parsed = maybe_json(data)
+                up.response(resp.status, parsed if isinstance(parsed, dict) else None)
+            await x.respond(resp.status, data, resp.headers + headers)
+    if ok:  # an upstream error is relayed without a record, as on the full path
+        r.untrack()
+        pool.shed_relayed()
+        record_shed(engine.recorder, engine.telemetry, outcome,
+                    [PolicyRef(c.name, c.version) for c in r.selection.candidates],
+                    x.trace, reason="relay_busy")
+
+
+def _relaying() -> tuple[str, str | None]:
+    return "while the answer was relayed (its verification already shed: relay_busy)", None
+
+
+def _submitter(engine: VerityEngine, r: PolicyRequest, outcome: Outcome, *,
+               admitted: bool = False) -> Callable[[dict[str, Any]], None]:
     """Hand the answer's verification to the job runner, which writes the record from
-    then on (no await: it may run inside the disconnect path)."""
+    then on (no await: it may run inside the disconnect path). ``admitted``: the
+    saturated relay's hand-off budget already admitted it (only the queue may shed
+    it); else the runner is asked as usual (saturation may have begun meanwhile)."""
     def submit(completion: dict[str, Any]) -> None:
         r.untrack()
         r.salvage = None
         outcome.response_id = completion.get("id")
-        why = engine.runner.shed("verify")  # decided before the job is built: no job at all
+        # Decided before the job is built: no job at all.
+        why = engine.shadow.shed("shadow") if admitted else engine.runner.shed("verify")
         if why:
             record_shed(engine.recorder, engine.telemetry, outcome,
                         [PolicyRef(c.name, c.version) for c in r.selection.candidates],

@@ -107,6 +107,16 @@ class RelayLoad:
     def admit(self) -> bool:
         """Whether a job may be handed off now: always when the relay is not
         saturated; else within ``jobs_per_second`` (False is counted in :attr:`shed`)."""
+        if self.take():
+            return True
+        self.shed += 1
+        return False
+
+    def take(self) -> bool:
+        """:meth:`admit` without counting a refusal: a shadow request asks when it
+        arrives (``gateway.modes.shadow``) and counts its shed once its answer is
+        relayed (:meth:`ProcessRunner.shed_relayed <gateway.pool.ProcessRunner.
+        shed_relayed>`)."""
         if not self.saturated:
             return True
         now = time.monotonic()
@@ -115,7 +125,6 @@ class RelayLoad:
         if self._tokens >= 1.0:
             self._tokens -= 1.0
             return True
-        self.shed += 1
         return False
 
     def status(self) -> dict[str, Any]:

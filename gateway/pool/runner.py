@@ -40,7 +40,7 @@ import os
 import pickle
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import gateway.pool.worker as worker
 from gateway.audit.sink import EncodedRecord
@@ -343,6 +343,22 @@ class ProcessRunner:
             why = "relay_busy"
             self.queue.count_shed(qkind, why)
         return why
+
+    def hand_off(self) -> Literal["shed", "token", "free"]:
+        """Asked as a shadow request arrives: ``shed`` when the relay is saturated and
+        its hand-off budget spent (its answer is then relayed unread, see
+        :meth:`shed_relayed`); ``token``: saturated, a token taken (then only the
+        queue may still shed its job); ``free``: not saturated (its job is asked
+        about again, :meth:`shed`, once its answer is in)."""
+        if not self.load.saturated:
+            return "free"
+        return "token" if self.load.take() else "shed"
+
+    def shed_relayed(self) -> None:
+        """Count a job :meth:`hand_off` refused as shed (``relay_busy``), once its
+        answer was relayed (the caller writes its record)."""
+        self.load.shed += 1
+        self.queue.count_shed("shadow", "relay_busy")
 
     def _shed_backlog(self) -> None:
         """The relay just became saturated: shed the jobs still queued (``relay_busy``)."""

@@ -7,6 +7,7 @@ held on the queue's only task keeps the others waiting)."""
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import pytest
@@ -79,3 +80,31 @@ async def test_the_backlog_queued_before_saturation_is_shed_and_recorded(
         await queue.close()
         await runner.close()
         assert queue.completed == 1
+
+
+async def test_a_request_asks_the_relays_budget_as_it_arrives(tmp_path: Path) -> None:
+    # free: not saturated (its job is asked about again once its answer is in);
+    # token: saturated, within the budget; shed: saturated, the budget spent — counted
+    # only once its answer was relayed (shed_relayed), with the queue's other sheds.
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "default.yaml").write_text(SHADOW, encoding="utf-8")
+    (tmp_path / "p" / "cand.yaml").write_text(CANDIDATE, encoding="utf-8")
+    settings = Settings(policies_dir=str(tmp_path / "p"), audit={"path": None},
+                        pool={"busy_jobs_per_second": 1000.0})
+    telemetry = create_telemetry({})
+    async with open_runtime(settings, telemetry=telemetry) as runtime:
+        queue = ShadowQueue(settings.shadow, telemetry)
+        runner = ProcessRunner(settings, queue, Verifier(runtime),
+                               Recorder(telemetry, MemoryAuditSink()), telemetry, 1)
+        assert runner.hand_off() == "free"
+        runner.load.saturated = True
+        runner.load._tokens, runner.load._filled = 2.0, time.monotonic()
+        assert [runner.hand_off(), runner.hand_off()] == ["token", "token"]
+        runner.load.rate, runner.load._tokens = 0.0, 0.0  # the budget is spent
+        assert runner.hand_off() == "shed"
+        assert runner.load.shed == 0 and queue.dropped == 0
+        runner.shed_relayed()
+        status = runner.status()
+        assert status["relay"]["shed"] == 1 and status["dropped"] == 1
+        assert status["sample"]["total"]["dropped"] == 1
+        await runner.close()

@@ -15,8 +15,9 @@ import openai
 import pytest
 
 from gateway.pool.relay_load import TICK_S, RelayLoad
+from gateway.testing.scripted import read_all, serve_lifespan
 from gateway.testing.servers import ServerThread
-from modes.support import FIXED_JSON, FixedUpstream
+from modes.support import FIXED_JSON, FIXED_STREAM, FixedUpstream
 from serving import GatewayFactory
 
 SHADOW = "mode: shadow\ndefault: true\nlayers: [{name: keyword, config: {block: [zzz]}}]\n"
@@ -132,6 +133,93 @@ def test_a_forced_saturation_sheds_the_job_with_its_reason_and_says_so(
     assert status["relay"]["shed"] == 1 and status["dropped"] == 1
     assert status["sample"]["total"]["dropped"] == 1
     assert status["sample"]["total"]["verified"] == 0
+
+
+def test_a_request_asking_as_it_arrives_takes_a_token_but_counts_no_shed() -> None:
+    load = _load(0.9, 0.0, [1.0] * 4)
+    assert [load.take() for _ in range(3)] == [False, False, False]
+    assert load.shed == 0  # counted by the runner once the answer was relayed
+    load = _load(0.9, 1000.0, [1.0] * 4)
+    load._filled -= 1.0
+    assert load.take() and load.shed == 0
+
+
+def test_a_job_shed_as_its_request_arrives_relays_the_answer_unread(
+        make_gateway: GatewayFactory, tmp_path: Path, fixed_upstream: ServerThread,
+        make_client: Callable[..., openai.OpenAI], wait_until: Callable[..., Any]) -> None:
+    # Saturated with no budget when the request arrives: the job is shed before the
+    # upstream call, the answer relayed as pass-through relays it (never read: the
+    # record has no response_id), JSON and stream alike, each shed counted once.
+    gw, shadow, raw, rec = _ask_saturated(make_gateway, make_client, wait_until, tmp_path,
+                                          fixed_upstream, {"shadow": SHADOW})
+    assert raw.http_response.content == FIXED_JSON
+    assert raw.headers["x-custom"] == "kept" and raw.headers["x-verity-mode"] == "shadow"
+    assert rec["response_id"] is None and rec["upstream_status"] == 200
+    with httpx.stream("POST", gw.url + "/v1/chat/completions", timeout=30, json={
+            "model": "fixed-model", "stream": True,
+            "messages": [{"role": "user", "content": "Tell me."}]}) as resp:
+        body = b"".join(resp.iter_raw())
+        audit_id = resp.headers["x-verity-audit-id"]
+    assert body == b"".join(FIXED_STREAM)
+    audit = Path(gw.settings.audit.path or "")
+
+    def record() -> dict[str, Any] | None:
+        lines = audit.read_text().splitlines()
+        return next((r for r in map(json.loads, lines) if r["audit_id"] == audit_id), None)
+
+    streamed = wait_until(record, timeout=60.0, message="the stream's record")
+    assert streamed["stream"] is True and streamed["response_id"] is None
+    assert streamed["note"] == rec["note"] and streamed["shadow"]["result"] == "dropped"
+    status = wait_until(lambda: (s := shadow())["dropped"] == 2 and s, timeout=60.0,
+                        message="two sheds")
+    assert status["relay"]["shed"] == 2 and status["sample"]["total"]["dropped"] == 2
+
+
+class _Failing:
+    """Answers every request with a 400 error body (not retried)."""
+
+    body = b'{"error": {"message": "bad", "type": "invalid_request_error"}}'
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            return await serve_lifespan(receive, send)
+        await read_all(receive)
+        await send({"type": "http.response.start", "status": 400, "headers": [
+            (b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": self.body, "more_body": False})
+
+
+def test_an_upstream_error_shed_as_it_arrives_leaves_no_record_and_no_shed(
+        make_gateway: GatewayFactory, tmp_path: Path,
+        wait_until: Callable[..., Any]) -> None:
+    # As on the full path: an upstream error is relayed unverified, with no record;
+    # the job shed on arrival is not counted either (there was no answer to verify).
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "shadow.yaml").write_text(SHADOW, encoding="utf-8")
+    audit = tmp_path / "audit.jsonl"
+    with ServerThread(_Failing()) as upstream:
+        gw = make_gateway(policies_dir=str(tmp_path / "policies"), readyz_detail="public",
+                          reload_policies=False, audit={"path": str(audit)},
+                          pool={"workers": 1, "relay_busy": 1e-9,
+                                "busy_jobs_per_second": 0},
+                          upstreams=[{"name": "failing", "base_url": upstream.url + "/v1"}])
+
+        def shadow() -> dict[str, Any]:
+            data: dict[str, Any] = httpx.get(gw.url + "/readyz", timeout=30).json()["shadow"]
+            return data
+
+        wait_until(lambda: shadow()["relay"]["saturated"], timeout=60.0,
+                   message="saturation")
+        resp = httpx.post(gw.url + "/v1/chat/completions", timeout=30, json={
+            "model": "m", "messages": [{"role": "user", "content": "Tell me."}]})
+        assert resp.status_code == 400 and resp.content == _Failing.body
+        assert resp.headers["x-verity-mode"] == "shadow"
+        assert "x-verity-audit-id" not in resp.headers
+        status = shadow()
+    assert status["relay"]["shed"] == 0 and status["dropped"] == 0
+    sink = gw.app.proxy.engine.audit  # type: ignore[union-attr]
+    sink.flush()
+    assert not audit.exists() or not audit.read_bytes()
 
 
 def test_the_start_of_a_saturation_is_announced_once() -> None:
