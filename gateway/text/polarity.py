@@ -67,8 +67,21 @@ _NEG_PREFIXES = ("non", "un", "in", "im", "il", "ir", "dis")
 _NEG_SUFFIX_OK = ("ed", "able", "ible", "ful", "ing", "al", "ive", "ent", "ant", "ary")
 
 
+_PARTICLE_PREFIX = " \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f\"'("
+"""The ASCII characters of the patterns' opening ``[\\s"“'‘(]*``."""
+_PARTICLE_STARTS = (
+    "yes", "yeah", "yep", "yup", "correct", "that", "right", "indeed", "sure", "absolutely",
+    "exactly", "true", "of", "certainly", "definitely", "no", "nah", "incorrect",
+    "unfortunately", "sadly", "actually", "afraid", "i", "it", "he", "she", "they", "this",
+    "you", "we", "there")
+"""How every alternative of ``_YES``, ``_NO`` and ``_CORRECTION`` starts."""
+
+
 def leading_particle(text: str) -> tuple[str | None, int]:
     """``("yes" | "no" | None, offset where the claim starts)`` of an answer sentence."""
+    if text.isascii() and not text.lstrip(_PARTICLE_PREFIX)[:13].lower().startswith(
+            _PARTICLE_STARTS):
+        return None, 0  # (ASCII: case is ignored letter by letter) most sentences
     for stance, pat in (("no", _NO), ("no", _CORRECTION), ("yes", _YES)):
         m = pat.match(text)
         if m is not None:
