@@ -388,7 +388,10 @@ def entity_candidates(sentence: str) -> list[Span]:
             word = sentence[words[0][0]:words[0][1]]
             if not (word.isupper() and len(word) > 1) and not any(map(str.isdigit, word)):
                 continue  # "Despite ...", "Zebeto, who ...": capitalized only as an opener
-        while words and _CONNECT_RE.fullmatch(sentence[words[-1][0]:words[-1][1]]):
+        # (Every connector starts with a lower-case letter: a capitalized last word or a
+        # number is none, and no pattern call is needed to say so.)
+        while words and sentence[words[-1][0]].islower() and \
+                _CONNECT_RE.fullmatch(sentence[words[-1][0]:words[-1][1]]):
             words.pop()
         if not words or not sentence[words[0][0]].isupper():
             continue  # nothing left, or only the trailing number ("About 300")
