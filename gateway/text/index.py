@@ -179,18 +179,22 @@ class TextIndex:
 
     def resolve(self, word: str) -> str | None:
         """The form under which ``word`` occurs in the indexed text, or ``None``."""
-        if word in self.vocab:
+        vocab = self.vocab
+        if word in vocab:
             return word
-        for form in variants(word)[1:]:
-            if form in self.vocab:
+        forms = variants(word)
+        if vocab.isdisjoint(forms):  # (most misses: one C-level pass, no Python loop)
+            return None
+        for form in forms[1:]:
+            if form in vocab:
                 return form
         return None
 
     def resolve_all(self, words: Iterable[str]) -> dict[str, str | None]:
         """:meth:`resolve` of each word (an answer resolves its words once, then every
         check looks them up)."""
-        resolve = self.resolve
-        return {w: resolve(w) for w in words}
+        resolve, vocab = self.resolve, self.vocab
+        return {w: w if w in vocab else resolve(w) for w in words}  # (most are as written)
 
     def posting(self, form: str) -> list[int]:
         """Ids of the sentences containing ``form`` (ascending; empty for a stopword or
