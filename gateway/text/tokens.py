@@ -372,10 +372,22 @@ def entity_candidates(sentence: str) -> list[Span]:
     lead = len(sentence) - len(sentence.lstrip(_LEADING_PUNCT))
     for m in _ENTITY.finditer(sentence):
         g, base = m.group(0), m.start()
-        if " " in g or "\t" in g:
-            words = [(w.start() + base, w.end() + base) for w in _NONSPACE.finditer(g)]
-        else:  # one word (most matches): the whole match
-            words = [(base, m.end())]
+        if " " not in g and "\t" not in g:
+            # One word (most matches), the steps below for it alone: it opens with a
+            # capital [A-Z], so it is no connector and keeps its first letter.
+            low = g.lower()
+            if low in STOPWORDS or (base <= lead and low in OPENERS) or (
+                    base <= lead and not (g.isupper() and len(g) > 1)
+                    and not any(map(str.isdigit, g))):
+                continue
+            end = m.end()
+            while end > base and sentence[end - 1] in ".,":
+                end -= 1
+            if end - base < 2 and not sentence[base:end].isupper():
+                continue
+            out.append(Span(sentence[base:end], base, end))
+            continue
+        words = [(w.start() + base, w.end() + base) for w in _NONSPACE.finditer(g)]
         at_start = opening = base <= lead
         while words:
             first = sentence[words[0][0]:words[0][1]].lower()
