@@ -73,11 +73,11 @@ class GroundingContext:
 
     def memo(self, key: str, build: Any) -> Any:
         """Return ``build()`` once per request under ``key`` (an index, tokens, …)."""
-        try:
-            return self._cache[key]
-        except KeyError:
-            value = self._cache[key] = build()
-            return value
+        cache = self._cache
+        value = cache.get(key, _MISSING)  # (no KeyError raised on the first look-up)
+        if value is _MISSING:
+            value = cache[key] = build()
+        return value
 
 
 def message_text(message: Mapping[str, Any]) -> str:
@@ -102,6 +102,7 @@ def message_text(message: Mapping[str, Any]) -> str:
 
 
 _SCANNERS: list[Any] = []
+_MISSING = object()
 
 
 def _block_scanners() -> tuple[Any, Any]:

@@ -215,7 +215,7 @@ class TextIndex:
         known = self._postings
         # Only words of the text get an entry: a cached index shared by many requests
         # must not grow with every word some answer happened to use.
-        need = {f for f in forms if f not in known} & self.vocab
+        need = set(forms).difference(known).intersection(self.vocab)  # (set operations in C)
         if not need:
             return
         wanted = need - STOPWORDS
