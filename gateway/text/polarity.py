@@ -184,8 +184,9 @@ def clause_polarity(text: str, skip: list[tuple[int, int]] | None = None,
                     neg.add(base)
         dir_words = wset & _DIRECTION_WORDS  # (is_direction_word, as one set operation)
         has_dir = bool(dir_words) or not _DIR_OR_UPDOWN.isdisjoint(low)
+        c = bisect_left(cues, a)  # (cues ascend: a cue in [a, b) is the first from a)
         out.append(Clause(a, b, frozenset(stems.values()), plain, wset,
-                          any(a <= c < b for c in cues), frozenset(neg),
+                          c < len(cues) and cues[c] < b, frozenset(neg),
                           directions(_blank(text, a, b, skip)) if has_dir else frozenset(),
                           frozenset(stems[w] for w in dir_words)))
     return out
