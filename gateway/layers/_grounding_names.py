@@ -181,9 +181,28 @@ def _anchor_of(cf: ContextFacts, f: Fact, a_text: str, c: Fact,
     c_key = (sid, c.name.start, c.name.end)
     b = read.get(c_key)
     if b is None:
-        b = read[c_key] = sides(cf.index.sentences[sid].text, c.name.start, c.name.end)
+        b = read[c_key] = _context_sides(cf, c_key)
     got = anchor_sides(a, b)
     return got if anchored(got) else None
+
+
+SIDES_KEY = "gateway.layers._grounding_names.sides"
+"""Index memo key (``TextIndex.memo``) of the context mentions' :func:`sides`, by
+(sentence, start, end): context-side words, read once per context (a cached index
+keeps them across requests) instead of once per answer sentence that asks. Never
+mutated; nothing in them refers to the index."""
+
+
+def _context_sides(cf: ContextFacts, key: tuple[int, int, int]) -> Sides:
+    memo = cf.index.memo
+    known = memo.get(SIDES_KEY)
+    if not isinstance(known, dict):
+        known = memo[SIDES_KEY] = {}
+    got: Sides | None = known.get(key)
+    if got is None:
+        sid, start, end = key
+        got = known[key] = sides(cf.index.sentences[sid].text, start, end)
+    return got
 
 
 def _beside(cf: ContextFacts, c: Fact, key: frozenset[str]) -> bool:

@@ -152,6 +152,10 @@ def clause_flip(text: str, start: int, skip: list[tuple[int, int]], cf: ContextF
     return None
 
 
+def _has_none(stems: frozenset[str]) -> bool:
+    return False
+
+
 def _pairs(text: str, start: int, skip: list[tuple[int, int]], cf: ContextFacts,
            sids: Sequence[int], min_coverage: float, cues: FlipCues,
            has: Callable[[frozenset[str]], bool], memo: AnswerClauses) -> list[_Pair]:
@@ -161,8 +165,10 @@ def _pairs(text: str, start: int, skip: list[tuple[int, int]], cf: ContextFacts,
     # Most sentence pairs have nothing that could flip (no negation on either side, no
     # opposite directions, no prefix-negated word the other has): no clause analysis.
     # (A negation in the answer always may: the context's cues are not read then.)
+    # (The context sentence's stems are asked only about the answer's prefixed words.)
     if not cues.neg and not any(may_flip(cues, cf.flip_cues(sid), has,
-                                         partial(cf.has_stem, sid)) for sid in sids):
+                                         partial(cf.has_stem, sid) if cues.prefixed
+                                         else _has_none) for sid in sids):
         return []
     # Nothing to flip when neither side has a negation, a negating prefix or a direction
     # word (most sentences): the clause analysis is skipped.

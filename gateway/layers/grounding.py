@@ -296,8 +296,10 @@ class GroundingLayer:
         score, checks = check_answer(answer, ctx, question, cfg,
                                      answer_sentences(inp.context, answer), shape,
                                      inp.context.memo(SHARE_KEY, AnswerShare), self._core_key)
-        counts = {s: sum(1 for c in checks if c.status == s)
-                  for s in ("supported", "unsupported", "contradicted")}
+        counts = dict.fromkeys(("supported", "unsupported", "contradicted"), 0)
+        for c in checks:  # (one pass)
+            if c.status in counts:
+                counts[c.status] += 1
         failed = [c for c in checks if c.status != "supported"]
         ranked = sorted(checks, key=lambda c: -c.risk)[: cfg.max_evidence]
         evidence = [

@@ -73,11 +73,11 @@ class GroundingContext:
 
     def memo(self, key: str, build: Any) -> Any:
         """Return ``build()`` once per request under ``key`` (an index, tokens, …)."""
-        try:
-            return self._cache[key]
-        except KeyError:
-            value = self._cache[key] = build()
-            return value
+        cache = self._cache
+        value = cache.get(key, _MISSING)  # (no KeyError raised on the first look-up)
+        if value is _MISSING:
+            value = cache[key] = build()
+        return value
 
 
 def message_text(message: Mapping[str, Any]) -> str:
@@ -101,6 +101,20 @@ def message_text(message: Mapping[str, Any]) -> str:
     return ""
 
 
+_SCANNERS: list[Any] = []
+_MISSING = object()
+
+
+def _block_scanners() -> tuple[Any, Any]:
+    """``gateway.sources.blocks``' ``find_blocks`` and ``split_blocks``, imported on first
+    use (keeps the import off pass-through) and then kept: an import statement in the
+    function ran the import machinery on every request (~1 % of a warm verification)."""
+    if not _SCANNERS:
+        from gateway.sources.blocks import find_blocks, split_blocks
+        _SCANNERS.extend((find_blocks, split_blocks))
+    return _SCANNERS[0], _SCANNERS[1]
+
+
 def extract_context(
     messages: Sequence[Mapping[str, Any]],
     spec: ContextSpec,
@@ -110,9 +124,7 @@ def extract_context(
 
     Never raises on a message's shape: one that is not an object, or has no text, adds
     nothing (the proxy rejects the invalid shapes before a policy sees them)."""
-    # local: keeps import cost off pass-through
-    from gateway.sources.blocks import find_blocks, split_blocks
-
+    find_blocks, split_blocks = _block_scanners()
     docs: list[Document] = []
     n = 0
     sources, tags = spec.sources, spec.block_tags

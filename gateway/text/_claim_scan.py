@@ -119,11 +119,18 @@ _REGULATORY_LEADS: tuple[tuple[str | None, bool, bytes | None], ...] = (
 """Per pattern of :data:`REGULATORY_PATTERNS`, in order: the literal it opens with after
 ``\\b`` (lower case if the pattern ignores case, the second field), and the literal's
 first word when it is always a whole word; ``None`` for the CFR pattern."""
+_CI_LEADS = re.compile(b"|".join(sorted({(w or (lead or "").encode()) for lead, ci, w
+                                         in _REGULATORY_LEADS if ci})))
+"""Every case-insensitive pattern's literal (or its first word) in one pattern: a text
+whose ``[a-z0-9]`` words contain none of them, and none of the case-sensitive
+acronyms, cites no regulation (one scan instead of one per pattern)."""
 _WORD_BYTES = bytes(c if 0x30 <= c <= 0x39 or 0x61 <= c <= 0x7A else 0x20 for c in range(256))
 """``bytes.translate`` table blanking everything but ``[a-z0-9]``."""
 _GLUED_UNITS = (b"second", b"minute", b"hour", b"day", b"week", b"month", b"year", b"decade",
                 b"centur")
 """The :data:`_DURATION_UNITS` a number may precede without a space ("5years")."""
+_GLUED_ANY = re.compile(b"|".join(_GLUED_UNITS))
+"""Any of them, in one scan (most sentences have none)."""
 _WORD_UNITS = (b" season ", b" tomorrow ", b" spring ", b" summer ", b" autumn ", b" fall ",
                b" winter ")
 """The other :data:`_DURATION_UNITS`: _DURATION only matches them as whole words."""
@@ -254,6 +261,8 @@ class _Folded:
         where it occurs, so each is tried there alone (``match`` at ``pos`` sees the
         characters before it, as ``finditer`` does)."""
         cased = _REGULATORY_CASED.search(text) is not None  # every case-sensitive one needs it
+        if not cased and _CI_LEADS.search(self.words) is None:
+            return  # no pattern has its literal (most answers)
         for pat, (lead, ci, word) in zip(_REGULATORY_FLAT, _REGULATORY_LEADS, strict=True):
             if lead is None:
                 if cased:
@@ -286,7 +295,7 @@ class _Folded:
         """
         words, n = self.words, len(self.low)
         hits: list[tuple[int, int]] = []  # (start, end) of the unit's word
-        for unit in _GLUED_UNITS:
+        for unit in _GLUED_UNITS if _GLUED_ANY.search(words) is not None else ():
             for u in _occurrences(words, unit):
                 st = words.rfind(b" ", 0, u) + 1
                 en = words.find(b" ", u)

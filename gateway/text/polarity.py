@@ -67,8 +67,21 @@ _NEG_PREFIXES = ("non", "un", "in", "im", "il", "ir", "dis")
 _NEG_SUFFIX_OK = ("ed", "able", "ible", "ful", "ing", "al", "ive", "ent", "ant", "ary")
 
 
+_PARTICLE_PREFIX = " \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f\"'("
+"""The ASCII characters of the patterns' opening ``[\\s"“'‘(]*``."""
+_PARTICLE_STARTS = (
+    "yes", "yeah", "yep", "yup", "correct", "that", "right", "indeed", "sure", "absolutely",
+    "exactly", "true", "of", "certainly", "definitely", "no", "nah", "incorrect",
+    "unfortunately", "sadly", "actually", "afraid", "i", "it", "he", "she", "they", "this",
+    "you", "we", "there")
+"""How every alternative of ``_YES``, ``_NO`` and ``_CORRECTION`` starts."""
+
+
 def leading_particle(text: str) -> tuple[str | None, int]:
     """``("yes" | "no" | None, offset where the claim starts)`` of an answer sentence."""
+    if text.isascii() and not text.lstrip(_PARTICLE_PREFIX)[:13].lower().startswith(
+            _PARTICLE_STARTS):
+        return None, 0  # (ASCII: case is ignored letter by letter) most sentences
     for stance, pat in (("no", _NO), ("no", _CORRECTION), ("yes", _YES)):
         m = pat.match(text)
         if m is not None:
@@ -171,8 +184,9 @@ def clause_polarity(text: str, skip: list[tuple[int, int]] | None = None,
                     neg.add(base)
         dir_words = wset & _DIRECTION_WORDS  # (is_direction_word, as one set operation)
         has_dir = bool(dir_words) or not _DIR_OR_UPDOWN.isdisjoint(low)
+        c = bisect_left(cues, a)  # (cues ascend: a cue in [a, b) is the first from a)
         out.append(Clause(a, b, frozenset(stems.values()), plain, wset,
-                          any(a <= c < b for c in cues), frozenset(neg),
+                          c < len(cues) and cues[c] < b, frozenset(neg),
                           directions(_blank(text, a, b, skip)) if has_dir else frozenset(),
                           frozenset(stems[w] for w in dir_words)))
     return out

@@ -113,13 +113,19 @@ _PUNCT = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~“”‘’–—…«»·•£€�
 TO_SPACE = str.maketrans({c: " " for c in _PUNCT})
 """``str.translate`` table used by :func:`tokenize` (punctuation -> space)."""
 _PUNCT_RE = re.compile("[" + re.escape(_PUNCT) + "]")
+_ASCII_TO_SPACE = bytes(32 if i < 128 and chr(i) in _PUNCT else i for i in range(256))
+"""``TO_SPACE`` as a ``bytes.translate`` table, for ASCII text."""
 
 
 def punct_to_space(text: str) -> str:
     """``text.translate(TO_SPACE)``, fast on any text: ``str.translate`` is quick only on
     ASCII (about 100x slower once one non-ASCII character is present, e.g. a no-break
-    space or a curly quote); there, one regex substitution does the same at C speed."""
-    return text.translate(TO_SPACE) if text.isascii() else _PUNCT_RE.sub(" ", text)
+    space or a curly quote); there, one regex substitution does the same at C speed.
+    ASCII text goes through ``bytes.translate`` (a plain 256-byte table: several times
+    cheaper per call than ``str.translate``'s per-character table look-ups)."""
+    if text.isascii():
+        return text.encode("ascii").translate(_ASCII_TO_SPACE).decode("ascii")
+    return _PUNCT_RE.sub(" ", text)
 
 _CAMEL_GLUE = re.compile(r"(?<=[a-z])(?=[A-Z][a-z])")
 # Same test, starting at the capital: a pattern that opens with a character class gets
@@ -366,10 +372,22 @@ def entity_candidates(sentence: str) -> list[Span]:
     lead = len(sentence) - len(sentence.lstrip(_LEADING_PUNCT))
     for m in _ENTITY.finditer(sentence):
         g, base = m.group(0), m.start()
-        if " " in g or "\t" in g:
-            words = [(w.start() + base, w.end() + base) for w in _NONSPACE.finditer(g)]
-        else:  # one word (most matches): the whole match
-            words = [(base, m.end())]
+        if " " not in g and "\t" not in g:
+            # One word (most matches), the steps below for it alone: it opens with a
+            # capital [A-Z], so it is no connector and keeps its first letter.
+            low = g.lower()
+            if low in STOPWORDS or (base <= lead and low in OPENERS) or (
+                    base <= lead and not (g.isupper() and len(g) > 1)
+                    and not any(map(str.isdigit, g))):
+                continue
+            end = m.end()
+            while end > base and sentence[end - 1] in ".,":
+                end -= 1
+            if end - base < 2 and not sentence[base:end].isupper():
+                continue
+            out.append(Span(sentence[base:end], base, end))
+            continue
+        words = [(w.start() + base, w.end() + base) for w in _NONSPACE.finditer(g)]
         at_start = opening = base <= lead
         while words:
             first = sentence[words[0][0]:words[0][1]].lower()
@@ -382,7 +400,10 @@ def entity_candidates(sentence: str) -> list[Span]:
             word = sentence[words[0][0]:words[0][1]]
             if not (word.isupper() and len(word) > 1) and not any(map(str.isdigit, word)):
                 continue  # "Despite ...", "Zebeto, who ...": capitalized only as an opener
-        while words and _CONNECT_RE.fullmatch(sentence[words[-1][0]:words[-1][1]]):
+        # (Every connector starts with a lower-case letter: a capitalized last word or a
+        # number is none, and no pattern call is needed to say so.)
+        while words and sentence[words[-1][0]].islower() and \
+                _CONNECT_RE.fullmatch(sentence[words[-1][0]:words[-1][1]]):
             words.pop()
         if not words or not sentence[words[0][0]].isupper():
             continue  # nothing left, or only the trailing number ("About 300")

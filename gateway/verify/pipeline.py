@@ -255,7 +255,8 @@ async def _run_layer(rl: ResolvedLayer, inp: VerifyInput, layer_for: LayerFactor
                      max_cost: float | None = None, *, timed: bool = True,
                      scope: JobScope | None = None) -> LayerOutcome:
     spec = rl.spec
-    if scope is not None and getattr(rl.cls, "cpu_only", False) is not True:
+    cpu_only = getattr(rl.cls, "cpu_only", False) is True
+    if scope is not None and not cpu_only:
         scope = None  # only model-free results are shared
     out = LayerOutcome(key=rl.key, name=rl.name, weight=spec.weight)
     with trace.layer(rl.key) as span:
@@ -278,13 +279,19 @@ async def _run_layer(rl: ResolvedLayer, inp: VerifyInput, layer_for: LayerFactor
                 out.cache_hit = True
             else:
                 layer = layer_for(rl)
-                # A reply that broke the layer is not kept; the calls it made are counted.
-                with uncache_on_error(), metered(_allowance(budget, max_cost)) as usage:
-                    if timed:
-                        async with asyncio.timeout(timeout_ms / 1000):
+                if cpu_only and not timed:
+                    # Model-free and never awaiting: no judge call to meter or uncache
+                    # (the outcome's judge fields keep their zeros), no timeout to set.
+                    result = await layer.verify(inp)
+                else:
+                    # A reply that broke the layer is not kept; the calls it made are
+                    # counted.
+                    with uncache_on_error(), metered(_allowance(budget, max_cost)) as usage:
+                        if timed:
+                            async with asyncio.timeout(timeout_ms / 1000):
+                                result = await layer.verify(inp)
+                        else:
                             result = await layer.verify(inp)
-                    else:
-                        result = await layer.verify(inp)
                 _fill(out, result, spec.calibration)
                 if scope is not None:
                     scope.keep(rl.cls, rl.config, inp.context, inp.response_text, result)

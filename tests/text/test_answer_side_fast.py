@@ -90,7 +90,7 @@ def _reference_clauses(text: str, skip: list[tuple[int, int]], start: int) -> li
     written), against the bisected ones."""
     old_bisect = P.bisect_left
 
-    def walk(offsets: list[int], x: int, lo: int) -> int:
+    def walk(offsets: list[int], x: int, lo: int = 0) -> int:
         while lo < len(offsets) and offsets[lo] < x:
             lo += 1
         return lo
