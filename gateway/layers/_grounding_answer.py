@@ -14,6 +14,7 @@ from math import exp, log
 from typing import TYPE_CHECKING
 
 from gateway.layers._citation_pairs import marker_spans, norm
+from gateway.layers._grounding_correction import unsupported_correction
 from gateway.layers._grounding_novelty import adds_nothing, denies_the_asked, negated
 from gateway.layers._grounding_premise import check_stance
 from gateway.layers._grounding_sentence import (
@@ -146,8 +147,22 @@ def check_answer(
     if boost != cfg.contradiction_boost and cfg.document_unit_strong and \
             any(c.status == "contradicted" and same_unit_conflict(c.facts) for c in checks):
         novel = max(novel, cfg.novelty_boost)  # a figure restated wrongly (_grounding_units)
+    if cfg.corrections and shape == "conversation" and novel < cfg.correction_boost:
+        novel = max(novel, _correction(checks, cfg))
     evidence = max(evidence, novel)  # at least a disclaimer; a block needs other evidence
     return calibrated_score(evidence, shape, cfg.threshold, cfg.shape_scale, cfg.shape_power), checks
+
+
+def _correction(checks: list[SentenceCheck], cfg: GroundingConfig) -> float:
+    """``cfg.correction_boost`` when a sentence corrects the conversation with what the
+    context lacks (``_grounding_correction``): that sentence becomes unsupported and
+    says why; 0.0 otherwise."""
+    c = unsupported_correction(checks)
+    if c is None:
+        return 0.0
+    c.status = "unsupported"
+    c.premise = "corrects the conversation with what the context does not state"
+    return cfg.correction_boost
 
 
 def _names_bound_only(checks: Sequence[SentenceCheck]) -> bool:

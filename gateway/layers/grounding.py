@@ -187,6 +187,14 @@ class GroundingConfig(LayerConfig):
     with a vague amount neither the context nor the question uses ("a few albums",
     "for many years"), or gives no year where the question asks for one, is unsupported
     like ``question_novelty``'s (``gateway.text.vague``). On by default."""
+    corrections: bool = True
+    """In the ``conversation`` shape, a reply sentence that corrects the conversation
+    ("Actually, …", "in fact") and asserts names, numbers or words the context lacks
+    makes the reply unsupported with at least ``correction_boost`` of evidence
+    (``_grounding_correction``): a disclaimer at most on its own. On by default."""
+    correction_boost: float = Field(1.0, ge=0.0)
+    """The evidence ``corrections`` raises such a reply's to, at least (1.0: a
+    disclaimer at the shipped conversation scale, never a block on its own)."""
     novelty_boost: float = Field(0.5, ge=0.0)
     """The evidence ``question_novelty`` raises such an answer's to, at least (0.5: a
     disclaimer at the shipped passage scale; a block only with other evidence)."""
