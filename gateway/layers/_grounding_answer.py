@@ -31,6 +31,7 @@ from gateway.scoring.task_calibration import calibrated_score
 from gateway.text.answer import AnswerSentence, analyze_answer
 from gateway.text.choice import choice_conflict
 from gateway.text.comparison import comparison_conflict
+from gateway.text.correction import may_correct
 from gateway.text.frames import frame_words
 from gateway.text.index import TextIndex
 from gateway.text.tokens import content_words, tokenize
@@ -147,7 +148,8 @@ def check_answer(
     if boost != cfg.contradiction_boost and cfg.document_unit_strong and \
             any(c.status == "contradicted" and same_unit_conflict(c.facts) for c in checks):
         novel = max(novel, cfg.novelty_boost)  # a figure restated wrongly (_grounding_units)
-    if cfg.corrections and shape == "conversation" and novel < cfg.correction_boost:
+    if cfg.corrections and shape == "conversation" and novel < cfg.correction_boost \
+            and may_correct(answer):
         novel = max(novel, _correction(checks, cfg))
     evidence = max(evidence, novel)  # at least a disclaimer; a block needs other evidence
     return calibrated_score(evidence, shape, cfg.threshold, cfg.shape_scale, cfg.shape_power), checks

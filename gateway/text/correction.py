@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["correction_marker"]
+__all__ = ["correction_marker", "may_correct"]
 
 MAX_SENTENCE = 600
 """Only this many characters of a sentence are read (bounded work on hostile input)."""
@@ -31,6 +31,13 @@ _KEYS = ("ctual", "fact", "realit", "contrary")
 """Substrings of every ``_MARKER`` form: a cheap test before the pattern (most sentences)."""
 _TITLE_BEFORE = re.compile(r"[A-Z][\w'’-]*[\"”]?\s+$")
 """A capitalised word right before a capitalised marker: "Love Actually" is a name."""
+
+
+def may_correct(text: str) -> bool:
+    """``False`` when no sentence of ``text`` can carry a marker (most answers): one
+    look at the whole answer before any sentence is read."""
+    low = text.lower()
+    return any(k in low for k in _KEYS)
 
 
 def correction_marker(sentence: str) -> bool:
