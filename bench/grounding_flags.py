@@ -8,8 +8,8 @@ strongest reason it fell: a discrete check (a contradicted ``name`` — ``substi
 a ``comparison``), ``novelty`` (``question_novelty``: an answer adding nothing the
 context holds to the question), ``correction`` (``corrections``: a dialogue reply
 correcting the conversation with what the context lacks) or ``scale`` (unsupported
-words only, no contradiction). Prints, per bucket, faithful answers flagged and hallucinated answers caught: how often each check
-is right on rows nobody tuned on. ``--list`` prints every flagged faithful answer with
+words only, no contradiction). Prints, per bucket, faithful answers flagged and
+hallucinated answers caught: how often each check is right on rows nobody tuned on. ``--list`` prints every flagged faithful answer with
 its reasons, to read.
 
     .venv/bin/python bench/grounding_flags.py data/halueval/halueval-diagnosis.jsonl
