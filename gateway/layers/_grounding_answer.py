@@ -127,6 +127,8 @@ def check_answer(
         rare += w * sum(1 for u in c.unsupported_words if len(u) >= cfg.rare_min_length)
         rare += len(c.unsupported_values)  # a number/date is specific
         rare += name_rarity * len(c.unsupported_entities)  # and so is a name
+    if shape == "document":  # a summary's own couple of words (GroundingConfig)
+        n_unsupported = max(0.0, n_unsupported - cfg.document_free_words)
     weak = (
         cfg.share_weight * share_risk
         + 1.0 - exp(-n_unsupported / cfg.count_scale)

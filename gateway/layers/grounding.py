@@ -187,6 +187,14 @@ class GroundingConfig(LayerConfig):
     with a vague amount neither the context nor the question uses ("a few albums",
     "for many years"), or gives no year where the question asks for one, is unsupported
     like ``question_novelty``'s (``gateway.text.vague``). On by default."""
+    document_free_words: float = Field(2.0, ge=0.0)
+    """In the ``document`` shape, this many unsupported words (weighted as counted) carry
+    no weak evidence of their own: a summary brings in a couple of words of its own — a
+    paraphrase ("plea", "pretenders"), a connective — whatever its length, and a
+    one-sentence summary of a long article gets almost no length allowance. They still
+    count in the pooled share. HaluEval development summaries (425 faithful): with 2
+    and the document scale 0.35 -> 0.50, 15 -> 8 faithful flagged and 101 -> 103
+    hallucinated caught (docs/layers.md). 0: off."""
     corrections: bool = True
     """In the ``conversation`` shape, a reply sentence that corrects the conversation
     ("Actually, …", "in fact") and asserts names, numbers or words the context lacks

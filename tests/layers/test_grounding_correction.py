@@ -4,15 +4,24 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from gateway.layers.base import LayerResources, LayerResult, VerifyInput
 from gateway.layers.grounding import GroundingConfig, GroundingLayer
 from gateway.sources.context import Document, GroundingContext
 
-SHIPPED = {"shape_scale": {"passage": 1.302, "conversation": 0.12, "document": 0.35},
-           "negation_scope": True}
+
+def _shipped() -> dict[str, Any]:
+    policy = yaml.safe_load((Path(__file__).parents[2] / "policies" / "grounding.yaml")
+                            .read_text(encoding="utf-8"))
+    return dict(next(la["config"] for la in policy["layers"] if la["name"] == "grounding"))
+
+
+SHIPPED = _shipped()
 
 
 def chat(answer: str, knowledge: str, dialogue: str, **config: object) -> LayerResult:
