@@ -34,6 +34,7 @@ from gateway.text.comparison import comparison_conflict
 from gateway.text.correction import may_correct
 from gateway.text.frames import frame_words
 from gateway.text.index import TextIndex
+from gateway.text.roles import role_conflict
 from gateway.text.tokens import content_words, tokenize
 from gateway.text.vague import vague_answer
 
@@ -153,6 +154,9 @@ def check_answer(
     if cfg.corrections and shape == "conversation" and novel < cfg.correction_boost \
             and may_correct(answer):
         novel = max(novel, _correction(checks, cfg))
+    if cfg.role_credits and shape != "document" and question is not None \
+            and novel < cfg.novelty_boost:
+        novel = max(novel, _role_credit(checks, ctx, question, cfg, shape))
     evidence = max(evidence, novel)  # at least a disclaimer; a block needs other evidence
     return calibrated_score(evidence, shape, cfg.threshold, cfg.shape_scale, cfg.shape_power), checks
 
@@ -167,6 +171,27 @@ def _correction(checks: list[SentenceCheck], cfg: GroundingConfig) -> float:
     c.status = "unsupported"
     c.premise = "corrects the conversation with what the context does not state"
     return cfg.correction_boost
+
+
+def _role_credit(checks: list[SentenceCheck], ctx: TextIndex, question: TextIndex,
+                 cfg: GroundingConfig, shape: str) -> float:
+    """A disclaimer's evidence (``correction_boost`` in a conversation, ``novelty_boost``
+    in a passage) when a sentence credits a work the context credits to another person
+    in the same role (``gateway.text.roles``): that sentence becomes unsupported and says
+    why; 0.0 otherwise."""
+    if not any(" by " in c.text for c in checks):
+        return 0.0
+    context = " ".join(s.text for s in ctx.sentences)
+    asked = " ".join(s.text for s in question.sentences)
+    for c in checks:
+        if c.status == "contradicted":
+            continue
+        why = role_conflict(c.text, context, asked)
+        if why is not None:
+            c.status = "unsupported"
+            c.premise = why
+            return cfg.correction_boost if shape == "conversation" else cfg.novelty_boost
+    return 0.0
 
 
 def _names_bound_only(checks: Sequence[SentenceCheck]) -> bool:

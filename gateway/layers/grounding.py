@@ -200,6 +200,13 @@ class GroundingConfig(LayerConfig):
     ("Actually, …", "in fact") and asserts names, numbers or words the context lacks
     makes the reply unsupported with at least ``correction_boost`` of evidence
     (``_grounding_correction``): a disclaimer at most on its own. On by default."""
+    role_credits: bool = True
+    """Outside the ``document`` shape, a sentence that credits a work to a person the
+    context and the question never name, in a role the context gives another person
+    beside the same work's words ("Les Misérables was written by William Shakespeare"
+    against "Les Misérables is written by Victor Hugo"), makes the answer unsupported
+    (``gateway.text.roles``): a disclaimer (``correction_boost`` in a conversation,
+    ``novelty_boost`` in a passage). On by default."""
     correction_boost: float = Field(1.0, ge=0.0)
     """The evidence ``corrections`` raises such a reply's to, at least (1.0: a
     disclaimer at the shipped conversation scale, never a block on its own)."""
