@@ -34,7 +34,7 @@ from gateway.text.comparison import comparison_conflict
 from gateway.text.correction import may_correct
 from gateway.text.frames import frame_words
 from gateway.text.index import TextIndex
-from gateway.text.roles import role_conflict
+from gateway.text.roles import credits_someone, role_conflict
 from gateway.text.tokens import content_words, tokenize
 from gateway.text.vague import vague_answer
 
@@ -179,13 +179,12 @@ def _role_credit(checks: list[SentenceCheck], ctx: TextIndex, question: TextInde
     in a passage) when a sentence credits a work the context credits to another person
     in the same role (``gateway.text.roles``): that sentence becomes unsupported and says
     why; 0.0 otherwise."""
-    if not any(" by " in c.text for c in checks):
+    crediting = [c for c in checks if c.status != "contradicted" and credits_someone(c.text)]
+    if not crediting:
         return 0.0
     context = " ".join(s.text for s in ctx.sentences)
     asked = " ".join(s.text for s in question.sentences)
-    for c in checks:
-        if c.status == "contradicted":
-            continue
+    for c in crediting:
         why = role_conflict(c.text, context, asked)
         if why is not None:
             c.status = "unsupported"

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["role_conflict"]
+__all__ = ["credits_someone", "role_conflict"]
 
 MAX_TEXT = 20_000
 """Characters of the context (and of a sentence) read."""
@@ -73,6 +73,12 @@ def _credits(context: str) -> list[tuple[str, str, int, int]]:
     for m in _CONTEXT_ACTIVE.finditer(context):
         out.append((_ROLES[m.group(2)], _clean(m.group(1)), m.end(), m.end() + WINDOW))
     return out
+
+
+def credits_someone(sentence: str) -> bool:
+    """Whether ``sentence`` credits someone ("… written by <Name>"): a cheap test before
+    :func:`role_conflict` reads the context."""
+    return " by " in sentence and _ANSWER.search(sentence[:MAX_TEXT]) is not None
 
 
 def role_conflict(sentence: str, context: str, dialogue: str = "") -> str | None:
