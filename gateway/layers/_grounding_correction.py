@@ -27,9 +27,12 @@ from gateway.text.correction import MAX_SENTENCE, correction_marker
 
 __all__ = ["MIN_WORDS", "unsupported_correction"]
 
-MIN_WORDS = 2
+MIN_WORDS = 3
 """Content words absent from the context and the dialogue that make a correction's
-assertion unsupported (one is often a paraphrase: "stared", "together")."""
+assertion unsupported: one or two are often a paraphrase ("the warranty *lasts* two
+years from when you *bought* it", "take each one with a *meal*")."""
+MARKER_WORDS = frozenset(["actually", "fact", "reality", "matter", "contrary"])
+"""The markers' own words are no part of what the correction asserts."""
 _FIRST_PERSON = re.compile(r"\b(?:i|i'm|i've|me|my|we|our|us)\b", re.IGNORECASE)
 SHORT = 3
 """A marker sentence of at most this many words ("Actually, no.") corrects with the next
@@ -49,7 +52,7 @@ def unsupported_correction(checks: Sequence[SentenceCheck]) -> SentenceCheck | N
         for s in said:
             if s.opinion and _FIRST_PERSON.search(s.text[:MAX_SENTENCE]):
                 continue  # about the speaker: "I actually don't know"
-            if s.unsupported_entities or s.unsupported_values or \
-                    len(s.unsupported_words) >= MIN_WORDS:
+            words = [w for w in s.unsupported_words if w not in MARKER_WORDS]
+            if s.unsupported_entities or s.unsupported_values or len(words) >= MIN_WORDS:
                 return s
     return None

@@ -60,6 +60,10 @@ RIGHT = [
     ("Actually, no. They play at Millbrook Park.", CLUB, CLUB_CHAT),
     ("I actually don't know, sorry!", PLAN, PLAN_CHAT),
     ("Did you know it is actually one of the cheapest plans around?", PLAN, PLAN_CHAT),
+    # Paraphrased corrections: one or two words of their own are no assertion.
+    ("Actually, Basic gives you 20 GB for 4 euros a month, with help by email.", PLAN, PLAN_CHAT),
+    ("In fact, support comes only through email on Basic.", PLAN, PLAN_CHAT),
+    ("Actually you take Amoxil three times daily, one capsule each time.", DOSE, DOSE_CHAT),
 ]
 
 
