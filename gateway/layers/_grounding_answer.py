@@ -14,6 +14,7 @@ from math import exp, log
 from typing import TYPE_CHECKING
 
 from gateway.layers._citation_pairs import marker_spans, norm
+from gateway.layers._grounding_correction import unsupported_correction
 from gateway.layers._grounding_novelty import adds_nothing, denies_the_asked, negated
 from gateway.layers._grounding_premise import check_stance
 from gateway.layers._grounding_sentence import (
@@ -30,8 +31,10 @@ from gateway.scoring.task_calibration import calibrated_score
 from gateway.text.answer import AnswerSentence, analyze_answer
 from gateway.text.choice import choice_conflict
 from gateway.text.comparison import comparison_conflict
+from gateway.text.correction import may_correct
 from gateway.text.frames import frame_words
 from gateway.text.index import TextIndex
+from gateway.text.roles import credits_someone, role_conflict
 from gateway.text.tokens import content_words, tokenize
 from gateway.text.vague import vague_answer
 
@@ -125,6 +128,8 @@ def check_answer(
         rare += w * sum(1 for u in c.unsupported_words if len(u) >= cfg.rare_min_length)
         rare += len(c.unsupported_values)  # a number/date is specific
         rare += name_rarity * len(c.unsupported_entities)  # and so is a name
+    if shape == "document":  # a summary's own couple of words (GroundingConfig)
+        n_unsupported = max(0.0, n_unsupported - cfg.document_free_words)
     weak = (
         cfg.share_weight * share_risk
         + 1.0 - exp(-n_unsupported / cfg.count_scale)
@@ -146,8 +151,46 @@ def check_answer(
     if boost != cfg.contradiction_boost and cfg.document_unit_strong and \
             any(c.status == "contradicted" and same_unit_conflict(c.facts) for c in checks):
         novel = max(novel, cfg.novelty_boost)  # a figure restated wrongly (_grounding_units)
+    if cfg.corrections and shape == "conversation" and novel < cfg.correction_boost \
+            and may_correct(answer):
+        novel = max(novel, _correction(checks, cfg))
+    if cfg.role_credits and shape != "document" and question is not None \
+            and novel < cfg.novelty_boost:
+        novel = max(novel, _role_credit(checks, ctx, question, cfg, shape))
     evidence = max(evidence, novel)  # at least a disclaimer; a block needs other evidence
     return calibrated_score(evidence, shape, cfg.threshold, cfg.shape_scale, cfg.shape_power), checks
+
+
+def _correction(checks: list[SentenceCheck], cfg: GroundingConfig) -> float:
+    """``cfg.correction_boost`` when a sentence corrects the conversation with what the
+    context lacks (``_grounding_correction``): that sentence becomes unsupported and
+    says why; 0.0 otherwise."""
+    c = unsupported_correction(checks)
+    if c is None:
+        return 0.0
+    c.status = "unsupported"
+    c.premise = "corrects the conversation with what the context does not state"
+    return cfg.correction_boost
+
+
+def _role_credit(checks: list[SentenceCheck], ctx: TextIndex, question: TextIndex,
+                 cfg: GroundingConfig, shape: str) -> float:
+    """A disclaimer's evidence (``correction_boost`` in a conversation, ``novelty_boost``
+    in a passage) when a sentence credits a work the context credits to another person
+    in the same role (``gateway.text.roles``): that sentence becomes unsupported and says
+    why; 0.0 otherwise."""
+    crediting = [c for c in checks if c.status != "contradicted" and credits_someone(c.text)]
+    if not crediting:
+        return 0.0
+    context = " ".join(s.text for s in ctx.sentences)
+    asked = " ".join(s.text for s in question.sentences)
+    for c in crediting:
+        why = role_conflict(c.text, context, asked)
+        if why is not None:
+            c.status = "unsupported"
+            c.premise = why
+            return cfg.correction_boost if shape == "conversation" else cfg.novelty_boost
+    return 0.0
 
 
 def _names_bound_only(checks: Sequence[SentenceCheck]) -> bool:

@@ -187,6 +187,29 @@ class GroundingConfig(LayerConfig):
     with a vague amount neither the context nor the question uses ("a few albums",
     "for many years"), or gives no year where the question asks for one, is unsupported
     like ``question_novelty``'s (``gateway.text.vague``). On by default."""
+    document_free_words: float = Field(2.0, ge=0.0)
+    """In the ``document`` shape, this many unsupported words (weighted as counted) carry
+    no weak evidence of their own: a summary brings in a couple of words of its own — a
+    paraphrase ("plea", "pretenders"), a connective — whatever its length, and a
+    one-sentence summary of a long article gets almost no length allowance. They still
+    count in the pooled share. HaluEval development summaries (425 faithful): with 2
+    and the document scale 0.35 -> 0.50, 15 -> 8 faithful flagged and 101 -> 103
+    hallucinated caught (docs/layers.md). 0: off."""
+    corrections: bool = True
+    """In the ``conversation`` shape, a reply sentence that corrects the conversation
+    ("Actually, …", "in fact") and asserts names, numbers or words the context lacks
+    makes the reply unsupported with at least ``correction_boost`` of evidence
+    (``_grounding_correction``): a disclaimer at most on its own. On by default."""
+    role_credits: bool = True
+    """Outside the ``document`` shape, a sentence that credits a work to a person the
+    context and the question never name, in a role the context gives another person
+    beside the same work's words ("Les Misérables was written by William Shakespeare"
+    against "Les Misérables is written by Victor Hugo"), makes the answer unsupported
+    (``gateway.text.roles``): a disclaimer (``correction_boost`` in a conversation,
+    ``novelty_boost`` in a passage). On by default."""
+    correction_boost: float = Field(1.0, ge=0.0)
+    """The evidence ``corrections`` raises such a reply's to, at least (1.0: a
+    disclaimer at the shipped conversation scale, never a block on its own)."""
     novelty_boost: float = Field(0.5, ge=0.0)
     """The evidence ``question_novelty`` raises such an answer's to, at least (0.5: a
     disclaimer at the shipped passage scale; a block only with other evidence)."""

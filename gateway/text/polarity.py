@@ -241,8 +241,9 @@ def prefix_negated(word: str, other_stems: frozenset[str]) -> bool:
     return base is not None and base in other_stems
 
 
-_NEG_TOKENS = frozenset("not no never none nobody nothing neither nor cannot without t".split())
-"""The tokens of every negation cue (``n't`` tokenizes as "…n" and "t")."""
+_NEG_TOKENS = frozenset(
+    "not no never none nobody nothing neither nor cannot without t fail fails failed".split())
+"""The tokens of every negation cue (``n't`` tokenizes as "…n" and "t"; "failed to" as "failed")."""
 
 
 @dataclass(slots=True)

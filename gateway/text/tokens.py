@@ -132,8 +132,8 @@ _CAMEL_GLUE = re.compile(r"(?<=[a-z])(?=[A-Z][a-z])")
 # the regex engine's fast scan to the (rare) capitals instead of an attempt per letter.
 _CAMEL_ANY = re.compile(r"[A-Z](?<=[a-z][A-Z])(?=[a-z])")
 _NEG_RE = re.compile(  # the look-ahead: the letters a cue can start with (fast rejection)
-    r"(?=[ncw])(?:\b(?:not|no|never|none|nobody|nothing|neither|nor|cannot|without)\b"
-    r"|n[’']t\b)",
+    r"(?=[ncwf])(?:\b(?:not|no|never|none|nobody|nothing|neither|nor|cannot|without)\b"
+    r"|n[’']t\b|\bfail(?:s|ed)?\s+to\b)",
     re.IGNORECASE,
 )
 
