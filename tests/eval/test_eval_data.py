@@ -70,14 +70,15 @@ def test_halueval_dev_and_heldout_are_paired_and_disjoint() -> None:
 
 def test_the_tuning_and_later_heldout_samples_are_disjoint_from_every_earlier_one() -> None:
     names = ["dev", "heldout", "tuning", "heldout-2", "heldout-3", "diagnosis", "heldout-4",
-             "diagnosis-2", "heldout-5"]
+             "diagnosis-2", "heldout-5", "heldout-6"]
     files = {n: _rows(HALUEVAL / f"halueval-{n}.jsonl") for n in names}
     assert Counter(t for t, _ in files["tuning"]) == {
         "qa": 200, "dialogue": 300, "summarization": 150}
     assert Counter(t for t, _ in files["diagnosis"]) == {"dialogue": 400}
     assert Counter(t for t, _ in files["diagnosis-2"]) == {
         "qa": 300, "dialogue": 400, "summarization": 200}
-    for held in [n for n in ("heldout-2", "heldout-3", "heldout-4", "heldout-5") if n in files]:
+    for held in [n for n in ("heldout-2", "heldout-3", "heldout-4", "heldout-5",
+                                         "heldout-6") if n in files]:
         assert Counter(t for t, _ in files[held]) == {
             "qa": 300, "dialogue": 200, "summarization": 150}
     for i, later in enumerate(names):
