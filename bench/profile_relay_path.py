@@ -12,7 +12,8 @@ process). The request is the issue-12 RAG body (a ~700-word HaluEval article as
 process: the app, aiohttp's client, the event loop, the collector; not uvicorn's
 protocol, which the app does not own): what an A/B of the common path reads with less
 noise than a load test on a shared box. ``--telemetry`` points the OTLP exporter at
-an unused local port (spans built and batched; their export fails quietly).
+the mock, which answers every export 404 at once (spans and metrics built, batched
+and sent; nothing retried).
 """
 
 from __future__ import annotations
@@ -48,8 +49,9 @@ async def measure(args: argparse.Namespace, upstream: str, workdir: Path) -> lis
                         upstreams=[{"name": "default", "base_url": upstream}])
     telemetry = None
     if args.telemetry:
-        telemetry = create_telemetry({"OTEL_EXPORTER_OTLP_ENDPOINT":
-                                      f"http://127.0.0.1:{rp.free_port()}",
+        # The mock answers the exports 404 at once: spans and metrics are built,
+        # batched and sent, with no retry (a refused connection would be retried).
+        telemetry = create_telemetry({"OTEL_EXPORTER_OTLP_ENDPOINT": upstream.removesuffix("/v1"),
                                       "OTEL_SERVICE_NAME": "bench"})
     app = create_app(settings, telemetry=telemetry)
     bodies, _ = traffic(args.cases)
