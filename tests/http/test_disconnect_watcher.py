@@ -1,6 +1,7 @@
 """DisconnectWatcher: it cancels the request when the client leaves while armed, not
-after disarm(); and a disarmed watcher leaves no reference cycle behind (one per
-request made the collector's passes a per-request cost; docs/benchmarks.md)."""
+after disarm(); it listens only from WATCH_AFTER on (a request answered sooner starts
+no task); and a disarmed watcher leaves no reference cycle behind (one per request made
+the collector's passes a per-request cost; docs/benchmarks.md)."""
 
 from __future__ import annotations
 
@@ -53,10 +54,34 @@ def test_a_client_leaving_after_disarm_cancels_nothing() -> None:
     assert asyncio.run(main()) == ("done", False)
 
 
+def test_a_request_answered_before_the_delay_never_listens() -> None:
+    async def main() -> tuple[int, int]:
+        calls = 0
+        never = asyncio.Event()
+
+        async def receive() -> dict[str, Any]:
+            nonlocal calls
+            calls += 1
+            await never.wait()
+            return {"type": "http.disconnect"}
+
+        early = DisconnectWatcher(receive, delay=0.05)
+        early.disarm()  # answered at once
+        await asyncio.sleep(0.2)
+        after_early = calls
+        late = DisconnectWatcher(receive, delay=0.05)
+        await asyncio.sleep(0.2)  # past the delay: this one listens
+        late.disarm()
+        await asyncio.sleep(0)
+        return after_early, calls
+
+    assert asyncio.run(main()) == (0, 1)
+
+
 def test_a_disarmed_watcher_is_freed_without_the_collector() -> None:
     async def main() -> bool:
         leave = asyncio.Event()  # never set: the watcher waits until disarmed
-        watcher = DisconnectWatcher(_receive(leave))
+        watcher = DisconnectWatcher(_receive(leave), delay=0)
         await asyncio.sleep(0)  # the watch task is waiting in receive()
         watch = weakref.ref(watcher._watch)  # in the cycle there was, with the watcher
         watcher.disarm()
