@@ -77,8 +77,13 @@ class GatewayApp:
                 self.proxy = proxy
                 # Everything made at start-up (modules, compiled patterns, policies) lives
                 # for the process: keep it out of the collector's full passes, which
-                # otherwise cost ~8 ms each on the request path (docs/layers.md).
+                # otherwise cost ~8 ms each on the request path (docs/layers.md); and
+                # collect the young generation only past what the requests in flight
+                # hold (server.gc_gen0_threshold), not every ~10 requests.
                 gc.freeze()
+                default_thresholds = gc.get_threshold()
+                gc.set_threshold(self.settings.server.gc_gen0_threshold,
+                                 *default_thresholds[1:])
                 self.ready = True
                 log.info("gateway ready: %d upstream(s), verification %s",
                          len(clients), "on" if engine is not None else "off (pass-through)")
@@ -86,6 +91,7 @@ class GatewayApp:
                     yield
                 finally:
                     self.ready = False
+                    gc.set_threshold(*default_thresholds)
         finally:
             await upstreams.aclose()
             if self.dashboard is not None:

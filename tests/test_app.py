@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -33,6 +34,15 @@ def test_health_needs_no_key(make_gateway: Callable[..., ServedGateway]) -> None
         assert http.get("/healthz").status_code == 200
         assert http.get("/readyz").status_code == 200
         assert http.get("/v1/models").status_code == 401
+
+
+def test_the_collector_threshold_is_the_configured_one_while_ready(
+        make_gateway: Callable[..., ServedGateway]) -> None:
+    before = gc.get_threshold()
+    gw = make_gateway(server={"gc_gen0_threshold": 23_456})
+    assert gc.get_threshold() == (23_456, *before[1:])
+    gw.stop()
+    assert gc.get_threshold() == before  # what the process had, once the app is gone
 
 
 def _in_background(fn: Callable[[], Any]) -> tuple[threading.Thread, dict[str, Any]]:

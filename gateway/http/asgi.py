@@ -17,8 +17,9 @@ from gateway.errors import GatewayError, PayloadTooLarge
 from gateway.wire.duplicates import duplicate_key
 from gateway.wire.messages import load_object, parse_object, parsed, refuse_duplicate, settle
 
-__all__ = ["LARGE_BODY", "ClientGone", "DisconnectWatcher", "Offload", "header_map", "read_body",
-           "read_object", "refuse_duplicate_keys", "send_bytes", "send_error", "send_json"]
+__all__ = ["LARGE_BODY", "WATCH_AFTER", "ClientGone", "DisconnectWatcher", "Offload", "header_map",
+           "read_body", "read_object", "refuse_duplicate_keys", "send_bytes", "send_error",
+           "send_json"]
 
 Scope = Mapping[str, Any]
 Headers = list[tuple[bytes, bytes]]
@@ -131,31 +132,61 @@ async def send_error(send: Any, err: GatewayError,
     await send_bytes(send, err.status, err.body_bytes(), [*headers, *extra])
 
 
+WATCH_AFTER = 0.25
+"""Seconds into a request before its :class:`DisconnectWatcher` starts listening: a
+request answered sooner never starts one (a task per request was ~12 µs of the relay's
+CPU; docs/benchmarks.md, session 6), and a client that leaves is noticed at most this
+much later."""
+
+
 class DisconnectWatcher:
     """Cancel the current task if the client disconnects before :meth:`disarm`.
 
     Used while waiting on upstream, so a client that goes away cancels the
     upstream request instead of leaving it running. ``disconnected`` tells the
-    cancelled code why it was cancelled.
+    cancelled code why it was cancelled. It listens from ``delay`` seconds on
+    (:data:`WATCH_AFTER`; 0: at once).
     """
 
-    __slots__ = ("_armed", "_task", "_watch", "disconnected")
+    __slots__ = ("_armed", "_receive", "_start", "_task", "_watch", "disconnected")
 
-    def __init__(self, receive: Any) -> None:
+    def __init__(self, receive: Any, delay: float = WATCH_AFTER) -> None:
         self._task = asyncio.current_task()
         self._armed = True
         self.disconnected = False
-        self._watch = asyncio.ensure_future(self._run(receive))
+        self._receive = receive
+        self._watch: asyncio.Future[None] | None = None
+        self._start: asyncio.TimerHandle | None = None
+        if delay > 0:
+            self._start = asyncio.get_running_loop().call_later(delay, self._begin)
+        else:
+            self._begin()
+
+    def _begin(self) -> None:
+        self._start = None
+        if self._armed:
+            self._watch = asyncio.ensure_future(self._run(self._receive))
 
     async def _run(self, receive: Any) -> None:
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                if self._armed and self._task is not None:
-                    self.disconnected = True
-                    self._task.cancel()
-                return
+        try:
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    if self._armed and self._task is not None:
+                        self.disconnected = True
+                        self._task.cancel()
+                    return
+        except asyncio.CancelledError:
+            # disarm()'s cancel (nobody awaits this task): end quietly. Ended by the
+            # exception, the task would keep it, its traceback this frame, the frame
+            # this watcher, the watcher the task: a reference cycle per request, left
+            # to the collector (~20 objects; docs/benchmarks.md, session 6).
+            return
 
     def disarm(self) -> None:
         self._armed = False
-        self._watch.cancel()
+        if self._start is not None:  # not listening yet: it never will
+            self._start.cancel()
+            self._start = None
+        if self._watch is not None:
+            self._watch.cancel()

@@ -312,6 +312,11 @@ class ServerConfig(_Strict):
     workers: int = Field(1, ge=1, le=64)
     """Relay processes sharing the port (``gateway serve --workers``); the limits above
     apply to each."""
+    gc_gen0_threshold: int = Field(10_000, ge=700, le=1_000_000)
+    """The cyclic collector's generation-0 threshold, set once the gateway is ready
+    (Python's default is 700). The objects of the requests in flight alone pass 700 at
+    a few dozen concurrent requests, so at 700 the relay ran a young collection every
+    ~10 requests that found nothing to free (docs/benchmarks.md, session 6)."""
 
 
 class Settings(_Strict):

@@ -201,12 +201,12 @@ class RequestTrace:
     def selected(self, policy: str, mode: str) -> None:
         """A policy applies to this request, in ``mode`` (inline or shadow)."""
 
-    @contextmanager
     def upstream(self, *, model: str, provider: str, server_address: str,
                  stream: bool, operation: str = "chat",
                  server_url: str | None = None, attempt: int = 1,
-                 upstream: str | None = None) -> Iterator[UpstreamTrace]:
-        yield _NOOP_UPSTREAM
+                 upstream: str | None = None) -> AbstractContextManager[UpstreamTrace]:
+        # Every upstream call opens this block: no generator per call when it does nothing.
+        return _NOOP_UPSTREAM_BLOCK
 
     def served(self, upstream: str | None, attempts: int) -> None:
         """The request's upstream calls are over: ``upstream`` (its name; None: none
@@ -262,6 +262,7 @@ class _Yields(AbstractContextManager[Any]):
 
 
 _NOOP_UPSTREAM = UpstreamTrace()
+_NOOP_UPSTREAM_BLOCK = _Yields(_NOOP_UPSTREAM)
 _NOOP_LAYER = LayerSpan()
 _NOOP_LAYER_BLOCK = _Yields(_NOOP_LAYER)
 _NOOP_PREPARE = PrepareSpan()

@@ -266,6 +266,10 @@ class OpenAIUpstreamClient(UpstreamClient):
             # relayed and the engine parses the body.
             auto_decompress=True, skip_auto_headers=("User-Agent", "Accept-Encoding"),
             trust_env=False, trace_configs=trace_configs or None,
+            # One session serves every caller: a cookie an upstream sets in answer to one
+            # client must not ride on the next client's request (a client's own Cookie
+            # header is forwarded as given). No jar also skips its lookup per request.
+            cookie_jar=aiohttp.DummyCookieJar(),
         )
         return cls(config, session, secrets)
 
