@@ -3,6 +3,7 @@ path (front door, exchange, upstream client, telemetry, response) driven in-proc
 
     .venv/bin/python bench/profile_relay_path.py [--requests 20000] [--rounds 3]
     .venv/bin/python bench/profile_relay_path.py --telemetry   # with an OTLP exporter
+    .venv/bin/python bench/profile_relay_path.py --policies policies --shed-all  # shadow, shed
 
 The gateway's ASGI app (``gateway.app.create_app``, its real lifespan, an empty
 policies directory) is called directly with ``--concurrency`` ASGI requests at a time
@@ -44,9 +45,12 @@ async def measure(args: argparse.Namespace, upstream: str, workdir: Path) -> lis
     from gateway.telemetry import create_telemetry
 
     (workdir / "empty").mkdir(exist_ok=True)
-    settings = Settings(policies_dir=str(workdir / "empty"),
+    extra: dict[str, Any] = {}
+    if args.shed_all:  # the relay reads itself saturated at once and hands off nothing
+        extra["pool"] = {"relay_busy": 0.01, "busy_jobs_per_second": 0}
+    settings = Settings(policies_dir=str(args.policies or workdir / "empty"),
                         audit={"path": str(workdir / "audit.jsonl")},
-                        upstreams=[{"name": "default", "base_url": upstream}])
+                        upstreams=[{"name": "default", "base_url": upstream}], **extra)
     telemetry = None
     if args.telemetry:
         # The mock answers the exports 404 at once: spans and metrics are built,
@@ -160,6 +164,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--concurrency", type=int, default=16)
     p.add_argument("--cases", type=int, default=40, help="articles rotated")
     p.add_argument("--telemetry", action="store_true", help="an OTLP exporter configured")
+    p.add_argument("--policies", type=Path, default=None,
+                   help="a policies directory (default: an empty one, pass-through)")
+    p.add_argument("--shed-all", action="store_true",
+                   help="shed every shadow job (pool.relay_busy 0.01, no hand-off): what a "
+                        "shadow request costs the relay beside pass-through")
     p.add_argument("--cycles", type=int, default=0, metavar="N",
                    help="after the rounds, list the reference cycles N requests leave")
     p.add_argument("--gen0", type=int, default=None,
