@@ -378,13 +378,83 @@ class Outcome:
         """The audit record as one JSON line, without the newline (what the JSONL sink
         writes, on its thread): :meth:`to_dict` with credential-named keys removed from
         the mappings that come from elsewhere (:data:`_FOREIGN`); every other key of
-        the record is fixed here and names no credential, so the rest is not walked."""
+        the record is fixed here and names no credential, so the rest is not walked.
+
+        A record nothing was verified for (no layers, reasons, claims, attempts or
+        content: a shed or dropped shadow job, an answer that was not one) is encoded
+        by :meth:`_bare_line` — the same bytes, without building the general form
+        (a saturated relay writes one per shed request)."""
+        if not (self.layers or self.reasons or self.failed_claims or self.attempt_history
+                or self.content is not None):
+            return self._bare_line()
+        return self._full_line()
+
+    def _full_line(self) -> bytes:
+        """:meth:`audit_line` for any record."""
         out = self.to_dict()
         for key in _FOREIGN:
             value = out.get(key)
             if value:
                 out[key] = scrub(value)
         return orjson.dumps(out, default=str)
+
+
+    def _bare_line(self) -> bytes:
+        """:meth:`audit_line` of a record with no layers, reasons, failed claims,
+        attempts or content: the fields of :meth:`to_dict` in its order, built
+        directly; ``upstream`` and ``shadow`` as they are when they are plain (known
+        keys, scalar values or lists of them: :func:`scrub` would copy them unchanged),
+        else scrubbed (tests check it equals :meth:`_full_line` byte for byte)."""
+        redact = self.redact or redact_secrets
+        candidates = [{"name": c.name, "version": c.version, "verdict": c.verdict,
+                       "score": _round(c.score), "action": c.action,
+                       "error": redact(c.error) if c.error else c.error, "layers": []}
+                      if not c.layers else c.to_dict(self.redact) for c in self.candidates]
+        upstream = self.upstream
+        out: dict[str, Any] = {
+            "audit_id": self.audit_id, "policy": self.policy,
+            "policy_version": self.policy_version, "mode": self.mode, "model": self.model,
+            "tenant": self.tenant, "stream": self.stream, "streaming": self.streaming,
+            "started_at": self.started_at, "finished_at": self.finished_at,
+            "duration_ms": round(self.duration_ms, 3), "risk_level": self.risk_level,
+            "verdict": self.verdict, "score": _round(self.score),
+            "min_confidence": self.min_confidence, "action": self.action,
+            "applied": self.applied, "attempts": self.attempts, "reasons": [],
+            "failed_claims": [], "failed_claim_count": 0, "layers": [],
+            "attempt_history": [], "candidates": candidates,
+            "response_id": self.response_id, "upstream_status": self.upstream_status,
+            "upstream": (upstream if _plain(upstream) else scrub(_upstream(upstream)))
+            if upstream else None,
+            "note": self.note,
+        }
+        if self.trace_id is not None:
+            out["trace_id"] = self.trace_id
+        shadow = self.shadow
+        if shadow is not None:
+            out["shadow"] = shadow if _plain(shadow) else scrub(shadow)
+        return orjson.dumps(out, default=str)
+
+
+_PLAIN_KEYS = frozenset({"name", "attempts", "tried", "reasons", "fallback", "model",
+                         "result", "queue_ms", "worker"})
+"""The keys of ``upstream`` (the front door's) and ``shadow`` (:func:`~gateway.verify.runner.shadow_info`):
+none names a credential."""
+_PLAIN_VALUES = frozenset({str, int, float, bool, type(None)})
+
+
+def _plain(value: Mapping[str, Any] | None) -> bool:
+    """Whether ``value`` is a dict of :data:`_PLAIN_KEYS` whose values are scalars or
+    lists of scalars: :func:`scrub` would return an equal copy, so it is encoded as is."""
+    if type(value) is not dict or not value.keys() <= _PLAIN_KEYS:
+        return False
+    for v in value.values():
+        t = type(v)
+        if t is list:
+            if any(type(e) not in _PLAIN_VALUES for e in v):
+                return False
+        elif t not in _PLAIN_VALUES:
+            return False
+    return True
 
 
 _FOREIGN = ("upstream", "attempt_history", "content", "shadow")

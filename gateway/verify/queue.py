@@ -86,6 +86,11 @@ class SampleMeter:
                 None if ratio is None else round(ratio, 4), "total": dict(self.totals)}
 
 
+async def _spent() -> str | None:
+    """A released :class:`ShadowJob`'s ``run``: it has already ended."""
+    return None
+
+
 @dataclass(slots=True)
 class ShadowJob:
     run: Callable[[], Awaitable[str | None]]
@@ -103,6 +108,14 @@ class ShadowJob:
     reason: str | None = None
     """Why it was dropped from the queue when not for the queue's own reasons (the
     runner's shed reason: :meth:`ShadowQueue.shed_queued`), for its record."""
+
+    def release(self) -> None:
+        """Let go of ``run`` and ``on_drop`` once the job has ended: a runner's
+        closures usually hold the job itself (its record reads ``waited``), so the pair
+        would otherwise stay alive as a reference cycle until the collector's next pass
+        (a busy relay ends thousands of jobs between two)."""
+        self.run = _spent
+        self.on_drop = None
 
     def dropped(self, why: str) -> None:
         if self.on_drop is not None:
@@ -236,8 +249,10 @@ class ShadowQueue:
         self.telemetry.count("shadow.dropped", 1, {"kind": kind, "reason": reason})
 
     def settle(self, job: ShadowJob, result: str) -> None:
-        """Count how ``job`` ended (``shadow.settled``, the sample meter)."""
+        """Count how ``job`` ended (``shadow.settled``, the sample meter); it is
+        released (:meth:`ShadowJob.release`): every end of a job passes here."""
         self._settle(job.kind, result)
+        job.release()
 
     def _settle(self, kind: str, result: str) -> None:
         self.sample.settle(result)

@@ -102,6 +102,52 @@ def test_an_outcomes_audit_line_is_its_scrubbed_record() -> None:
     assert orjson.loads(line) == scrub(o.to_dict())
 
 
+def _bare_outcomes() -> list[Outcome]:
+    """Records nothing was verified for (shed, dropped, not an answer), with every
+    field a bare record can hold set one way or another."""
+    from gateway.verify.runner import shadow_info
+    shed = Outcome(policy="p", policy_version="v1", mode="shadow", model="m", tenant="t",
+                   stream=True, streaming="buffer", upstream={"name": "u", "attempts": 1})
+    shed.upstream_status = 200
+    shed.note = "not verified: the relay was saturated (shadow sample reduced)"
+    shed.candidates = [CandidateOutcome("c", "v2", error="dropped"),
+                       CandidateOutcome("d", "v3", verdict="pass", score=0.123456789,
+                                        action="pass", error="Bearer sk-abcdefghijklmnop12")]
+    shed.shadow = shadow_info("dropped")
+    shed.trace_id = "ab" * 16
+    shed.duration_ms = 1.23456789
+    routed = Outcome(policy="p", policy_version="v1", mode="shadow", model="m",
+                     upstream={"name": "u", "attempts": 3, "tried": ["a", "b"],
+                               "reasons": ["status 503"], "fallback": True, "model": "x"})
+    routed.shadow = {"result": "verified", "queue_ms": 2.5, "worker": 7}
+    hostile = Outcome(policy="p", policy_version="v1", mode="shadow", model="m")
+    hostile.upstream = {"name": "u", "attempts": 1, "Authorization": "Bearer sk-up"}
+    hostile.shadow = {"result": "dropped", "queue_ms": None, "worker": None, "api-key": "k"}
+    nested = Outcome(policy="p", policy_version="v1", mode="inline", model="m",
+                     upstream={"name": "u", "tried": [{"cookie": "c", "name": "a"}]})
+    with_layers = Outcome(policy="p", policy_version="v1", mode="shadow", model="m")
+    with_layers.candidates = [CandidateOutcome("c", "v2", layers=[
+        LayerOutcome("g", "grounding", score=0.5, explanation="why")])]
+    out = [shed, routed, hostile, nested, with_layers,
+           Outcome(policy="p", policy_version="v1", mode="shadow")]
+    for o in out:
+        o.finish()
+    return out
+
+
+def test_a_bare_records_direct_encoding_is_the_general_one_byte_for_byte() -> None:
+    """What nothing was verified for (a shed shadow job's record, written once per
+    request by a saturated relay) skips the general form: the same bytes, scrubbed."""
+    for o in _bare_outcomes():
+        line = o.audit_line()
+        assert line == o._full_line()
+        assert orjson.loads(line) == scrub(o.to_dict())
+        assert b"sk-" not in line and b"cookie" not in line.lower() \
+            and b"api-key" not in line and b"authorization" not in line.lower()
+    verified = _hostile_outcome()  # layers: the general path
+    assert verified.audit_line() == verified._full_line()
+
+
 def test_an_encoded_record_gets_the_relays_fields_spliced_in(tmp_path: Path) -> None:
     o = _hostile_outcome()
     o.shadow = None

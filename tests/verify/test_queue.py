@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import weakref
 
 import pytest
 
@@ -123,3 +125,43 @@ async def test_the_waiting_jobs_can_be_shed_with_a_reason_the_running_one_finish
     gate.set()
     await q.close()
     assert q.completed == 1 and q.status()["sample"]["total"]["verified"] == 1
+
+
+async def test_an_ended_job_lets_go_of_its_closures() -> None:
+    """A runner's closures hold their job (run -> cell -> job -> run): once the job has
+    ended (run, dropped, or cancelled at shutdown) the queue releases them, so the
+    pair is freed at once, not left to the collector."""
+    q, _ = _queue(size=1)
+    gate = asyncio.Event()
+    refs: list[weakref.ref[object]] = []
+    seen: list[float] = []
+
+    def make(wait: bool) -> ShadowJob:
+        async def run() -> str:
+            if wait:
+                await gate.wait()
+            seen.append(sj.waited)
+            return "verified"
+
+        def dropped(why: str) -> None:
+            seen.append(sj.waited)
+
+        sj = ShadowJob(run, dropped)
+        refs.extend((weakref.ref(run), weakref.ref(dropped)))
+        return sj
+
+    enabled = gc.isenabled()
+    gc.disable()  # only reference counting frees what follows
+    try:
+        assert q.submit(make(wait=True))
+        for _ in range(50):  # until the worker holds it
+            await asyncio.sleep(0)
+        assert q.submit(make(wait=False))  # queued behind it
+        assert not q.submit(make(wait=False))  # the queue is full: dropped
+        gate.set()
+        await q.close()
+        assert q.completed == 2 and q.dropped == 1 and len(seen) == 3
+        assert [r() for r in refs] == [None] * 6
+    finally:
+        if enabled:
+            gc.enable()
