@@ -345,11 +345,10 @@ class Outcome:
         self.finished_at = utc_now()
         self.duration_ms = (time.perf_counter() - self._t0) * 1000
 
-    def to_dict(self) -> dict[str, Any]:
-        """The wire form (see the module docstring for what holds content)."""
-        content = self.redact
-        text = content or redact_secrets
-        out: dict[str, Any] = {
+    def _head(self) -> dict[str, Any]:
+        """The record's own fields, ``audit_id`` to ``attempts`` (no outside data):
+        the start of :meth:`to_dict` and of :meth:`_bare_line` alike."""
+        return {
             "audit_id": self.audit_id, "policy": self.policy,
             "policy_version": self.policy_version, "mode": self.mode, "model": self.model,
             "tenant": self.tenant, "stream": self.stream, "streaming": self.streaming,
@@ -358,6 +357,14 @@ class Outcome:
             "verdict": self.verdict, "score": _round(self.score),
             "min_confidence": self.min_confidence, "action": self.action,
             "applied": self.applied, "attempts": self.attempts,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """The wire form (see the module docstring for what holds content)."""
+        content = self.redact
+        text = content or redact_secrets
+        out = self._head()
+        out.update({
             "reasons": [text(r) for r in self.reasons],
             **_claims(self.failed_claims, content),
             "layers": [o.to_dict(content) for o in self.layers],
@@ -365,7 +372,7 @@ class Outcome:
             "candidates": [c.to_dict(content) for c in self.candidates],
             "response_id": self.response_id, "upstream_status": self.upstream_status,
             "upstream": _upstream(self.upstream), "note": self.note,
-        }
+        })
         if self.trace_id is not None:
             out["trace_id"] = self.trace_id
         if self.content is not None:
@@ -398,7 +405,6 @@ class Outcome:
                 out[key] = scrub(value)
         return orjson.dumps(out, default=str)
 
-
     def _bare_line(self) -> bytes:
         """:meth:`audit_line` of a record with no layers, reasons, failed claims,
         attempts or content: the fields of :meth:`to_dict` in its order, built
@@ -411,22 +417,15 @@ class Outcome:
                        "error": redact(c.error) if c.error else c.error, "layers": []}
                       if not c.layers else c.to_dict(self.redact) for c in self.candidates]
         upstream = self.upstream
-        out: dict[str, Any] = {
-            "audit_id": self.audit_id, "policy": self.policy,
-            "policy_version": self.policy_version, "mode": self.mode, "model": self.model,
-            "tenant": self.tenant, "stream": self.stream, "streaming": self.streaming,
-            "started_at": self.started_at, "finished_at": self.finished_at,
-            "duration_ms": round(self.duration_ms, 3), "risk_level": self.risk_level,
-            "verdict": self.verdict, "score": _round(self.score),
-            "min_confidence": self.min_confidence, "action": self.action,
-            "applied": self.applied, "attempts": self.attempts, "reasons": [],
-            "failed_claims": [], "failed_claim_count": 0, "layers": [],
+        out = self._head()
+        out.update({
+            "reasons": [], "failed_claims": [], "failed_claim_count": 0, "layers": [],
             "attempt_history": [], "candidates": candidates,
             "response_id": self.response_id, "upstream_status": self.upstream_status,
             "upstream": (upstream if _plain(upstream) else scrub(_upstream(upstream)))
             if upstream else None,
             "note": self.note,
-        }
+        })
         if self.trace_id is not None:
             out["trace_id"] = self.trace_id
         shadow = self.shadow
