@@ -54,6 +54,7 @@ GATEWAY_INLINE = {"x-verity-policy", "x-verity-mode", "x-verity-audit-id", "x-ve
 GATEWAY_SHADOW = {"x-verity-policy", "x-verity-mode", "x-verity-audit-id"}
 USER = [{"role": "user", "content": "capital of France?"}]
 Client = Callable[..., openai.OpenAI]
+ONE_ATTEMPT = {"retries": {"max_attempts": 1}}
 
 POLICIES = {
     "watch": """
@@ -91,7 +92,10 @@ def gw(make_gateway: GatewayFactory, hostile: HostileUpstream,
         (policies / f"{name}.yaml").write_text(text, encoding="utf-8")
     # Models ending in -429 go to an upstream that answers 429. The first upstream also
     # gets what names no model (forwarded GET / DELETE).
-    return make_gateway(policies_dir=str(policies), reload_policies=False, upstreams=[
+    # One attempt: these tests read what is relayed, not the retries (a 429 with its
+    # retry-after 2 would otherwise be waited for twice per test).
+    return make_gateway(policies_dir=str(policies), reload_policies=False, routing=ONE_ATTEMPT,
+                        upstreams=[
         {"name": "hostile", "base_url": hostile.base_url("ok"),
          "models": ["plain", "shadow-m", "inline-m", "live-m", "e", "hostile-model"]},
         {"name": "limited", "base_url": hostile.base_url("status-429"), "models": ["*-429"]}])
@@ -167,7 +171,8 @@ def test_upstream_errors(gw: ServedGateway, make_client: Client, model: str, own
 
 
 def test_forwarded_error(make_gateway: GatewayFactory, hostile: HostileUpstream) -> None:
-    gw = make_gateway(upstreams=[{"name": "down", "base_url": hostile.base_url("status-503")}])
+    gw = make_gateway(routing=ONE_ATTEMPT,
+                      upstreams=[{"name": "down", "base_url": hostile.base_url("status-503")}])
     with httpx.Client(base_url=gw.base_url) as http:
         r = http.get("/files/file-1")
     assert r.status_code == 503
