@@ -3,7 +3,7 @@
 :func:`serve` is the worker process's main (the relay's side is
 :mod:`gateway.pool.channel`): :func:`init`, then one call after another read from its
 socket until the relay closes it. :func:`init` lowers the process's priority (``pool.nice``: under contention the
-relay runs first), opens an event loop and a :class:`~gateway.verify.runtime.Runtime`
+relay runs first; background jobs also in ``SCHED_IDLE``, :mod:`gateway.pool.sched`), opens an event loop and a :class:`~gateway.verify.runtime.Runtime`
 from the settings alone (``gateway.runtime.open_runtime``), and its own telemetry
 from the environment (``OTEL_*``, as ``gateway serve`` reads it: spans and metrics
 are exported per process). Then, per call, in the process's main thread:
@@ -49,6 +49,7 @@ from multiprocessing import util as mp_util
 from typing import Any
 
 from gateway.audit.sink import NullAuditSink, encode
+from gateway.pool.sched import Scheduling
 from gateway.runtime import open_runtime
 from gateway.settings import Settings
 from gateway.telemetry import Telemetry, create_telemetry
@@ -109,56 +110,6 @@ _worker: _Worker | None = None
 def _alarm(_signum: int, _frame: Any) -> None:
     if _worker is not None and _worker.armed:
         raise OverBudget
-
-
-class Scheduling:
-    """``pool.sched_idle``: background jobs (:func:`run_job`) run in the ``SCHED_IDLE``
-    scheduling class (Linux), on CPU time no normal process wants — the relay, and on a
-    small box the upstream and the clients sharing it, always go first, and a relay
-    waking up takes the core at once; a call a request awaits (an inline verification,
-    a body parse) runs in the normal class at ``pool.nice``. Usable only where the
-    thread may leave ``SCHED_IDLE`` again (root, ``CAP_SYS_NICE`` or a high enough
-    ``RLIMIT_NICE``: tried once on a scratch thread at start): else, or where the OS
-    has no such class, every call runs at ``pool.nice`` (:attr:`usable` False)."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.idle = False
-        self.usable = enabled and _can_return_from_idle()
-
-    def background(self, yes: bool) -> None:
-        """The calling (main) thread's class for the next call: idle for a background job."""
-        if not self.usable or yes == self.idle:
-            return
-        try:
-            os.sched_setscheduler(0, os.SCHED_IDLE if yes else os.SCHED_OTHER,
-                                  os.sched_param(0))
-        except OSError:  # refused after all: stay normal from now on
-            if self.idle:
-                log.warning("verification worker: cannot leave SCHED_IDLE; "
-                            "inline calls now share the idle class")
-            self.usable = False
-            return
-        self.idle = yes
-
-
-def _can_return_from_idle() -> bool:
-    """Whether a thread of this process may enter ``SCHED_IDLE`` and leave it (a scratch
-    thread tries both: the class is per thread)."""
-    if not hasattr(os, "SCHED_IDLE") or not hasattr(os, "sched_setscheduler"):
-        return False
-    ok: list[bool] = []
-
-    def probe() -> None:
-        try:
-            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
-            ok.append(True)
-        except OSError:
-            pass
-    t = threading.Thread(target=probe, name="sched-probe", daemon=True)
-    t.start()
-    t.join()
-    return bool(ok)
 
 
 def init(settings: Settings, nice: int, relay: int) -> None:

@@ -92,7 +92,7 @@ class PoolConfig(_Strict):
     load the sample waits in the queue and sheds (``full``) instead. Calls a request
     awaits (inline verification, a body parse) stay in the normal class at ``nice``.
     Where the OS lacks the class, or the worker may not leave it again (no
-    ``CAP_SYS_NICE`` / ``RLIMIT_NICE``): ``nice`` alone (``gateway.pool.worker.Scheduling``)."""
+    ``CAP_SYS_NICE`` / ``RLIMIT_NICE``): ``nice`` alone (``gateway.pool.sched.Scheduling``)."""
     inline_min_bytes: int | None = Field(65536, ge=0)
     """An inline verification whose request messages plus answer are at least this
     large (characters) runs in a worker, the request awaiting it; smaller ones stay on

@@ -147,8 +147,8 @@ def test_background_jobs_run_in_the_idle_class_and_awaited_calls_do_not(
         wait_until: Callable[..., Any]) -> None:
     # pool.sched_idle (default true): a shadow job gets only CPU nobody else wants; an
     # inline verification the client awaits runs in the normal class (at pool.nice).
-    from gateway.pool.worker import _can_return_from_idle
-    if not _can_return_from_idle():
+    from gateway.pool.sched import can_return_from_idle
+    if not can_return_from_idle():
         pytest.skip("this process may not leave SCHED_IDLE (no CAP_SYS_NICE / RLIMIT_NICE)")
     gw = pooled({"shadow": SHADOW, "inline": INLINE_BY_MODEL},
                 pool={"workers": 1, "inline_min_bytes": 1000})
@@ -170,7 +170,7 @@ def test_background_jobs_run_in_the_idle_class_and_awaited_calls_do_not(
 
 
 def test_without_sched_idle_every_call_stays_in_the_normal_class() -> None:
-    from gateway.pool.worker import Scheduling
+    from gateway.pool.sched import Scheduling
     off = Scheduling(False)
     off.background(True)
     assert not off.usable and not off.idle
