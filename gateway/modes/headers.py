@@ -17,11 +17,23 @@ def _h(name: str, value: str) -> tuple[bytes, bytes]:
     return name.encode("latin-1"), value.encode("latin-1", "replace")
 
 
+_PAIRS_MAX = 256
+"""(policy, mode) header pairs kept encoded; past it the cache starts over."""
+_pairs: dict[tuple[str, str], tuple[tuple[bytes, bytes], tuple[bytes, bytes]]] = {}
+
+
 def verity_headers(policy: Policy, mode: str, audit_id: str | None = None) -> Headers:
-    """``x-verity-policy``, ``-mode`` and (when a record is written) ``-audit-id``."""
-    out = [_h("x-verity-policy", policy.name), _h("x-verity-mode", mode)]
+    """``x-verity-policy``, ``-mode`` and (when a record is written) ``-audit-id``; the
+    first two encoded once per (policy name, mode)."""
+    key = (policy.name, mode)
+    pairs = _pairs.get(key)
+    if pairs is None:
+        if len(_pairs) >= _PAIRS_MAX:
+            _pairs.clear()
+        pairs = _pairs[key] = (_h("x-verity-policy", policy.name), _h("x-verity-mode", mode))
+    out = list(pairs)
     if audit_id is not None:
-        out.append(_h("x-verity-audit-id", audit_id))
+        out.append((b"x-verity-audit-id", audit_id.encode("latin-1", "replace")))
     return out
 
 

@@ -3,7 +3,7 @@
 :func:`serve` is the worker process's main (the relay's side is
 :mod:`gateway.pool.channel`): :func:`init`, then one call after another read from its
 socket until the relay closes it. :func:`init` lowers the process's priority (``pool.nice``: under contention the
-relay runs first), opens an event loop and a :class:`~gateway.verify.runtime.Runtime`
+relay runs first; background jobs also in ``SCHED_IDLE``, :mod:`gateway.pool.sched`), opens an event loop and a :class:`~gateway.verify.runtime.Runtime`
 from the settings alone (``gateway.runtime.open_runtime``), and its own telemetry
 from the environment (``OTEL_*``, as ``gateway serve`` reads it: spans and metrics
 are exported per process). Then, per call, in the process's main thread:
@@ -49,6 +49,7 @@ from multiprocessing import util as mp_util
 from typing import Any
 
 from gateway.audit.sink import NullAuditSink, encode
+from gateway.pool.sched import Scheduling
 from gateway.runtime import open_runtime
 from gateway.settings import Settings
 from gateway.telemetry import Telemetry, create_telemetry
@@ -190,9 +191,11 @@ def serve(conn: socket.socket, settings: Settings, nice: int, relay: int) -> Non
         _send(conn, ("failed", f"{type(exc).__name__}: {exc}"[:300]))
         return
     _send(conn, ("ready", os.getpid()))
+    sched = Scheduling(settings.pool.sched_idle)
     while (data := _recv(conn)) is not None:
         try:
             fn, args = pickle.loads(data)
+            sched.background(fn is run_job)
             reply: tuple[bool, Any] = (True, fn(*args))
         except Exception as exc:  # noqa: BLE001 - the caller's to handle
             reply = (False, exc)

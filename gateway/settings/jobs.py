@@ -85,6 +85,14 @@ class PoolConfig(_Strict):
     nice: int = Field(10, ge=0, le=19)
     """Added to the workers' niceness: under CPU contention the relay goes first, and
     the shadow sample sheds instead of clients slowing down."""
+    sched_idle: bool = True
+    """Background jobs (shadow, candidates) run in the ``SCHED_IDLE`` scheduling class
+    (Linux): on CPU time no normal process wants, so verification never takes a core
+    from the relay, nor from an upstream or clients sharing the box; under full CPU
+    load the sample waits in the queue and sheds (``full``) instead. Calls a request
+    awaits (inline verification, a body parse) stay in the normal class at ``nice``.
+    Where the OS lacks the class, or the worker may not leave it again (no
+    ``CAP_SYS_NICE`` / ``RLIMIT_NICE``): ``nice`` alone (``gateway.pool.sched.Scheduling``)."""
     inline_min_bytes: int | None = Field(65536, ge=0)
     """An inline verification whose request messages plus answer are at least this
     large (characters) runs in a worker, the request awaiting it; smaller ones stay on

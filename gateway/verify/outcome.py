@@ -32,10 +32,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-import orjson
-
-from gateway.audit.sink import scrub
 from gateway.redact import Redactor, redact_secrets
+from gateway.verify.audit_line import audit_line, full_line
+from gateway.verify.audit_line import round6 as _round
+from gateway.verify.audit_line import upstream_copy as _upstream
 
 if TYPE_CHECKING:
     from gateway.verify.job import VerificationJob
@@ -383,82 +383,14 @@ class Outcome:
 
     def audit_line(self) -> bytes:
         """The audit record as one JSON line, without the newline (what the JSONL sink
-        writes, on its thread): :meth:`to_dict` with credential-named keys removed from
-        the mappings that come from elsewhere (:data:`_FOREIGN`); every other key of
-        the record is fixed here and names no credential, so the rest is not walked.
-
-        A record nothing was verified for (no layers, reasons, claims, attempts or
-        content: a shed or dropped shadow job, an answer that was not one) is encoded
-        by :meth:`_bare_line` — the same bytes, without building the general form
-        (a saturated relay writes one per shed request)."""
-        if not (self.layers or self.reasons or self.failed_claims or self.attempt_history
-                or self.content is not None):
-            return self._bare_line()
-        return self._full_line()
+        writes): :mod:`gateway.verify.audit_line` (credential-named keys removed from
+        the mappings that come from elsewhere; a record nothing was verified for — a
+        shed shadow job's — from its shape's precomputed fixed part)."""
+        return audit_line(self)
 
     def _full_line(self) -> bytes:
-        """:meth:`audit_line` for any record."""
-        out = self.to_dict()
-        for key in _FOREIGN:
-            value = out.get(key)
-            if value:
-                out[key] = scrub(value)
-        return orjson.dumps(out, default=str)
-
-    def _bare_line(self) -> bytes:
-        """:meth:`audit_line` of a record with no layers, reasons, failed claims,
-        attempts or content: the fields of :meth:`to_dict` in its order, built
-        directly; ``upstream`` and ``shadow`` as they are when they are plain (known
-        keys, scalar values or lists of them: :func:`scrub` would copy them unchanged),
-        else scrubbed (tests check it equals :meth:`_full_line` byte for byte)."""
-        redact = self.redact or redact_secrets
-        candidates = [{"name": c.name, "version": c.version, "verdict": c.verdict,
-                       "score": _round(c.score), "action": c.action,
-                       "error": redact(c.error) if c.error else c.error, "layers": []}
-                      if not c.layers else c.to_dict(self.redact) for c in self.candidates]
-        upstream = self.upstream
-        out = self._head()
-        out.update({
-            "reasons": [], "failed_claims": [], "failed_claim_count": 0, "layers": [],
-            "attempt_history": [], "candidates": candidates,
-            "response_id": self.response_id, "upstream_status": self.upstream_status,
-            "upstream": (upstream if _plain(upstream) else scrub(_upstream(upstream)))
-            if upstream else None,
-            "note": self.note,
-        })
-        if self.trace_id is not None:
-            out["trace_id"] = self.trace_id
-        shadow = self.shadow
-        if shadow is not None:
-            out["shadow"] = shadow if _plain(shadow) else scrub(shadow)
-        return orjson.dumps(out, default=str)
-
-
-_PLAIN_KEYS = frozenset({"name", "attempts", "tried", "reasons", "fallback", "model",
-                         "result", "queue_ms", "worker"})
-"""The keys of ``upstream`` (the front door's) and ``shadow`` (:func:`~gateway.verify.runner.shadow_info`):
-none names a credential."""
-_PLAIN_VALUES = frozenset({str, int, float, bool, type(None)})
-
-
-def _plain(value: Mapping[str, Any] | None) -> bool:
-    """Whether ``value`` is a dict of :data:`_PLAIN_KEYS` whose values are scalars or
-    lists of scalars: :func:`scrub` would return an equal copy, so it is encoded as is."""
-    if type(value) is not dict or not value.keys() <= _PLAIN_KEYS:
-        return False
-    for v in value.values():
-        t = type(v)
-        if t is list:
-            if any(type(e) not in _PLAIN_VALUES for e in v):
-                return False
-        elif t not in _PLAIN_VALUES:
-            return False
-    return True
-
-
-_FOREIGN = ("upstream", "attempt_history", "content", "shadow")
-"""The record's fields whose keys the record does not fix (the front door's upstream
-calls, regenerate attempts, recorded content, a job's shadow info)."""
+        """:meth:`audit_line` through the general form (tests compare the two)."""
+        return full_line(self)
 
 
 def _claims(claims: list[str], content: Redactor | None) -> dict[str, Any]:
@@ -478,14 +410,3 @@ def claims_entry(entry: Mapping[str, Any], content: Redactor | None) -> dict[str
     if isinstance(error, str):
         out["error"] = (content or redact_secrets)(error)
     return out
-
-
-def _upstream(used: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """A copy (the front door may hold the same mapping), None when empty."""
-    return {k: list(v) if isinstance(v, list) else v for k, v in used.items()} if used else None
-
-
-def _round(value: float | None) -> float | None:
-    if value is None or (type(value) is float and value.is_integer()):
-        return value  # 1.0 and 0.0 are common: round() is slow and gives them back as is
-    return round(value, 6)

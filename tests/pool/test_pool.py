@@ -133,6 +133,51 @@ def test_the_workers_run_at_a_lower_priority_than_the_relay(
         assert os.getpriority(os.PRIO_PROCESS, pid) == min(19, relay + 10), pid
 
 
+INLINE_BY_MODEL = """\
+mode: inline
+match: {models: [inline-*]}
+context: {sources: [system]}
+layers: [{name: grounding}]
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="no SCHED_IDLE on this OS")
+def test_background_jobs_run_in_the_idle_class_and_awaited_calls_do_not(
+        pooled: Callable[..., ServedGateway], make_client: Callable[..., openai.OpenAI],
+        wait_until: Callable[..., Any]) -> None:
+    # pool.sched_idle (default true): a shadow job gets only CPU nobody else wants; an
+    # inline verification the client awaits runs in the normal class (at pool.nice).
+    from gateway.pool.sched import can_return_from_idle
+    if not can_return_from_idle():
+        pytest.skip("this process may not leave SCHED_IDLE (no CAP_SYS_NICE / RLIMIT_NICE)")
+    gw = pooled({"shadow": SHADOW, "inline": INLINE_BY_MODEL},
+                pool={"workers": 1, "inline_min_bytes": 1000})
+    (pid,) = wait_until(lambda: _shadow(gw)["pool"]["pids"], timeout=60.0, message="the pool")
+    client = make_client(gw, timeout=120)
+    assert os.sched_getscheduler(pid) == os.SCHED_OTHER  # nothing ran yet
+    raw = _ask(client, ARTICLE * 3)
+    assert _record(gw, raw.headers["x-verity-audit-id"], wait_until)["shadow"]["result"] \
+        == "verified"
+    assert os.sched_getscheduler(pid) == os.SCHED_IDLE
+    inline = client.chat.completions.with_raw_response.create(
+        model="inline-m", messages=[{"role": "system", "content": ARTICLE * 20},
+                                    {"role": "user", "content": "Tell me about it."}])
+    assert inline.headers["x-verity-mode"] == "inline"
+    assert _record(gw, inline.headers["x-verity-audit-id"], wait_until)["layers"]
+    assert os.sched_getscheduler(pid) == os.SCHED_OTHER
+    assert os.getpriority(os.PRIO_PROCESS, pid) == min(19, os.getpriority(
+        os.PRIO_PROCESS, 0) + 10)
+
+
+def test_without_sched_idle_every_call_stays_in_the_normal_class() -> None:
+    from gateway.pool.sched import Scheduling
+    off = Scheduling(False)
+    off.background(True)
+    assert not off.usable and not off.idle
+    if hasattr(os, "sched_getscheduler"):
+        assert os.sched_getscheduler(0) == os.SCHED_OTHER
+
+
 # aiohttp nags about any request body over 1 MB sent as bytes (gateway/upstream/openai.py)
 @pytest.mark.filterwarnings("ignore:Sending a large body:ResourceWarning")
 def test_a_10_mb_context_never_holds_up_a_health_check_and_is_abandoned_at_its_budget(
