@@ -184,7 +184,10 @@ class ContextFacts:
         """The measures of sentence ``sid`` (offsets relative to the sentence)."""
         got = self._measures.get(sid)
         if got is None:
-            if not self.index.numbers_of(sid) and not self.index.dates_of(sid):
+            values = self._values.get(sid)
+            if values is not None:  # some of its measures asked for by base value before
+                got = values.every(self.index.sentences[sid].tokens)
+            elif not self.index.numbers_of(sid) and not self.index.dates_of(sid):
                 got = []
             else:
                 text, qs, ds = self._facts_of(sid)

@@ -362,8 +362,14 @@ def sentence_measures(text: str, numbers: Iterable[Quantity],
         out.append(measure_of(text, q))
     if len(out) > 1:
         _inherit_ranges(text, out)
-    dates = list(dates)
-    dates, years = years_as_measures(text, dates)
+    dates, years = years_as_measures(text, list(dates))
+    return _finish(text, out, dates, years, clocks, words)
+
+
+def _finish(text: str, out: list[Measure], dates: list[DateRef], years: list[Measure],
+            clocks: list[Measure], words: Set[str] | None) -> list[Measure]:
+    """:func:`sentence_measures` after its numbers' measures (``out``, extended here):
+    the years that are quantities, values without digits, clock times, ceilings."""
     out += years
     taken = [(m.start, m.end) for m in out] + [(d.start, d.end) for d in dates] + \
         [(c.start, c.end) for c in clocks]
@@ -405,10 +411,11 @@ class NumberMeasures:
     None when it cannot tell: a clock time, a base a value without digits such as "half
     an hour" can have, numbers out of text order — read them all)."""
 
-    __slots__ = ("_text", "_nums", "_bare", "_ranged", "_years", "_done", "_ordered")
+    __slots__ = ("_text", "_nums", "_bare", "_ranged", "_years", "_done", "_ordered",
+                 "_clocks", "_dates")
 
     def __init__(self, text: str, numbers: Sequence[Quantity], dates: Sequence[DateRef]) -> None:
-        clocks = _sentence_clocks(text)
+        self._clocks = clocks = _sentence_clocks(text)
         nums = [q for q in numbers if not any(c.start <= q.start < c.end for c in clocks)]
         bare = [_bare_measure(text, q) for q in nums]
         self._ranged = [i + 1 < len(bare) and _opens_range(m) and _range_unit(text, m, bare[i + 1])
@@ -417,7 +424,12 @@ class NumberMeasures:
                       for i, (m, r) in enumerate(zip(bare, self._ranged, strict=True))]
         self._text, self._nums, self._done = text, nums, [False] * len(nums)
         self._ordered = all(a.start < b.start for a, b in zip(nums, nums[1:], strict=False))
-        self._years = years_as_measures(text, dates)[1]
+        self._dates, self._years = years_as_measures(text, list(dates))
+
+    def every(self, words: Set[str] | None = None) -> list[Measure]:
+        """``sentence_measures(text, numbers, dates, words)``, the units already read."""
+        return _finish(self._text, [self._qualified(i) for i in range(len(self._bare))],
+                       self._dates, self._years, self._clocks, words)
 
     def with_base(self, base_dim: str, base: float) -> list[Measure] | None:
         if base_dim == "clock" or not self._ordered or (

@@ -72,9 +72,14 @@ def test_real_documents() -> None:
 
 
 def test_same_base_is_the_full_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through ``ContextFacts`` (prepared or not): what it gave when every sentence it
+    looked at was read in full; and a sentence's full read after reads by base value
+    (:meth:`NumberMeasures.every`) is ``sentence_measures``'."""
     texts = [t for t in real_texts() if len(t) > 2000][:40] + [" ".join(FORMS)]
-    for text in texts:
+    for i, text in enumerate(texts):
         fast = ContextFacts(build_index([("c", text)]))
+        if i % 2:
+            fast.prepare()  # the sentences stating each number, read before the answer
         with monkeypatch.context() as m:
             m.setattr(M.NumberMeasures, "with_base", lambda self, dim, base: None)
             slow = ContextFacts(build_index([("c", text)]))
@@ -83,3 +88,9 @@ def test_same_base_is_the_full_read(monkeypatch: pytest.MonkeyPatch) -> None:
             slow = ContextFacts(build_index([("c", text)]))
             want = [slow.same_base(dim, base) for dim, base in keys]
         assert [fast.same_base(dim, base) for dim, base in keys] == want, text[:80]
+        # A sentence read by base value first, then in full, reuses the units it read.
+        sids = sorted(fast.index.facts().by_sentence)
+        assert any(sid in fast._values for sid in sids)
+        assert [fast.measures(sid) for sid in sids] == [
+            M.sentence_measures(*fast._facts_of(sid), fast.index.sentences[sid].tokens)
+            for sid in sids]
