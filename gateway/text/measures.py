@@ -416,7 +416,8 @@ class NumberMeasures:
 
     def __init__(self, text: str, numbers: Sequence[Quantity], dates: Sequence[DateRef]) -> None:
         self._clocks = clocks = _sentence_clocks(text)
-        nums = [q for q in numbers if not any(c.start <= q.start < c.end for c in clocks)]
+        nums = [q for q in numbers if not any(c.start <= q.start < c.end for c in clocks)] \
+            if clocks else list(numbers)
         bare = [_bare_measure(text, q) for q in nums]
         self._ranged = [i + 1 < len(bare) and _opens_range(m) and _range_unit(text, m, bare[i + 1])
                         for i, m in enumerate(bare)]
