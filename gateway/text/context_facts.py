@@ -33,7 +33,13 @@ from typing import Any
 
 from gateway.text.frames import Filler, Slot, make_slots
 from gateway.text.index import TextIndex
-from gateway.text.measures import COUNT, Measure, sentence_measures, years_as_measures
+from gateway.text.measures import (
+    COUNT,
+    Measure,
+    NumberMeasures,
+    sentence_measures,
+    years_as_measures,
+)
 from gateway.text.names import ProperWords, name_key, names_in
 from gateway.text.polarity import (
     Clause,
@@ -143,6 +149,7 @@ class ContextFacts:
             return
         self._proper: ProperWords | None = None
         self._measures: dict[int, list[Measure]] = {}
+        self._values: dict[int, NumberMeasures] = {}
         self._by_dim: dict[str, list[tuple[int, Measure]]] | None = None
         self._names: dict[int, list[Span]] = {}
         self._slots: dict[int, list[Fact]] = {}
@@ -177,20 +184,26 @@ class ContextFacts:
         """The measures of sentence ``sid`` (offsets relative to the sentence)."""
         got = self._measures.get(sid)
         if got is None:
-            numbers, dates = self.index.numbers_of(sid), self.index.dates_of(sid)
-            if not numbers and not dates:
+            values = self._values.get(sid)
+            if values is not None:  # some of its measures asked for by base value before
+                got = values.every(self.index.sentences[sid].tokens)
+            elif not self.index.numbers_of(sid) and not self.index.dates_of(sid):
                 got = []
             else:
-                off = self._offset(sid)
-                text = self.index.sentences[sid].text
-                qs = [Quantity(q.value, q.kind, q.unit, q.text, q.start - off, q.end - off,
-                               q.sig_digits) for q in numbers]
-                ds = [_shift(d, off) for d in dates]
+                text, qs, ds = self._facts_of(sid)
                 got = sentence_measures(text, qs, ds, self.index.sentences[sid].tokens)
             # Word values ("an hour", "a tenth") in sentences without digits are not
             # scanned here: the context states its facts with numbers.
             self._measures[sid] = got
         return got
+
+    def _facts_of(self, sid: int) -> tuple[str, list[Quantity], list[DateRef]]:
+        """Sentence ``sid``'s text, numbers and dates (offsets relative to it)."""
+        off = self._offset(sid)
+        return (self.index.sentences[sid].text,
+                [Quantity(q.value, q.kind, q.unit, q.text, q.start - off, q.end - off,
+                          q.sig_digits) for q in self.index.numbers_of(sid)],
+                [_shift(d, off) for d in self.index.dates_of(sid)])
 
     def dates(self, sid: int) -> list[DateRef]:
         """The dates of sentence ``sid`` (offsets relative to the sentence)."""
@@ -233,11 +246,24 @@ class ContextFacts:
         sids: set[int] = set()
         for f in (1.0, *factors_of(base_dim)):
             sids.update(by.get(_near(base / f), ()))
-        got = [m for sid in sorted(sids) for m in self.measures(sid)
-               if m.base == base and m.base_dim == base_dim]
+        got = [m for sid in sorted(sids) for m in self._with_base(sid, base_dim, base)]
         if got:  # the context's own values only: a cached index must not grow per answer
             self._same_base[(base_dim, base)] = got
         return got
+
+    def _with_base(self, sid: int, base_dim: str, base: float) -> list[Measure]:
+        """The measures of sentence ``sid`` with that base value: only those read
+        (:class:`~gateway.text.measures.NumberMeasures`) unless the sentence's are."""
+        got = self._measures.get(sid)
+        if got is None:
+            values = self._values.get(sid)
+            if values is None:
+                values = self._values[sid] = NumberMeasures(*self._facts_of(sid))
+            some = values.with_base(base_dim, base)
+            if some is not None:
+                return some
+            got = self.measures(sid)
+        return [m for m in got if m.base == base and m.base_dim == base_dim]
 
     def _numbers_stated(self) -> dict[float, list[int]]:
         """Each number (rounded to 9 significant digits) and year the context states ->
@@ -398,12 +424,16 @@ class ContextFacts:
         return self._idf.get(key, 1.0)
 
     def prepare(self) -> None:
-        """What needs no answer and most answers ask for: the names and the sorted
-        vocabulary. Not every measure by dimension (:meth:`by_dim`), nor every date
-        (:meth:`dated`): on RAG news 27 % and 10 % of answers read them, and they cost
-        more than the rest of a preparation — read on first use, as without one."""
+        """What needs no answer and most answers ask for: the names, the sorted
+        vocabulary and the sentences stating each number (:meth:`same_base`, asked for
+        by every answer with a value). Not every measure by dimension (:meth:`by_dim`),
+        nor every date (:meth:`dated`): on RAG news 27 % and 10 % of answers read them,
+        and they cost more than the rest of a preparation — read on first use, as
+        without one."""
         bool(self.proper())
         self._vocab_sorted()
+        if self._by_number is None:
+            self._by_number = self._numbers_stated()
 
 
 def _near(x: float) -> float:

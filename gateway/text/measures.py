@@ -25,9 +25,10 @@ from collections.abc import Iterable, Sequence, Set
 from dataclasses import dataclass
 
 from gateway.text.quantities import DateRef, Quantity
-from gateway.text.units import Unit, read_unit, unit_named, unit_words
+from gateway.text.units import Unit, factors_of, read_unit, unit_named, unit_words
 
-__all__ = ["COUNT", "Measure", "measure_of", "sentence_measures", "years_as_measures"]
+__all__ = ["COUNT", "Measure", "NumberMeasures", "measure_of", "sentence_measures",
+           "years_as_measures"]
 
 COUNT = "count"
 """Dimension of a number without a unit ("15 patients", "3 of them")."""
@@ -179,6 +180,14 @@ def _qualifier(text: str, start: int, end: int) -> tuple[bool, int]:
 
 def measure_of(text: str, q: Quantity) -> Measure:
     """``q`` (found in ``text``) read with its unit and qualifier."""
+    m = _bare_measure(text, q)
+    m.approx, m.bound = _qualifier(text, q.start, q.end)
+    return m
+
+
+def _bare_measure(text: str, q: Quantity) -> Measure:
+    """``q`` read with its unit, without its qualifier (which changes neither its value
+    nor its dimension): :func:`measure_of` sets ``approx`` and ``bound``."""
     start = q.start
     num = _NUM_PART.match(text, start) if not q.text[:1].isalpha() else None
     unit_at = q.end
@@ -186,7 +195,7 @@ def measure_of(text: str, q: Quantity) -> Measure:
             _digits_value(num.group(0)) == q.value:
         # "330 m": the scale pattern took a unit letter it did not apply.
         unit_at = num.end()
-    approx, bound = _qualifier(text, start, q.end)
+    approx, bound = False, 0
     if q.kind == "percent":
         return Measure(q.value, q.value, "percent", unit_named("%"), "", q.text, start, q.end,
                        q.sig_digits, approx, bound)
@@ -225,18 +234,29 @@ def _inherit_ranges(text: str, out: list[Measure]) -> None:
     """``1.5 to 13 mm``: the first number of a range takes the second one's unit."""
     for i in range(len(out) - 1):
         a, b = out[i], out[i + 1]
-        if a.dim == COUNT and not a.noun.isalpha() or (a.dim == COUNT and a.noun in (
-                "to", "and", "or")):
-            pass
-        else:
-            continue
-        if b.unit is None or b.dim in (COUNT, "ordinal", "clock"):
-            continue
-        gap = text[a.end:b.start]
-        if len(gap) > 6 or not _RANGE_TO.match(" " + gap):
-            continue
-        out[i] = Measure(a.value, a.value * b.unit.factor, b.dim, b.unit, "", a.text, a.start,
-                         a.end, a.sig, a.approx or b.approx, a.bound)
+        if _opens_range(a) and _range_unit(text, a, b):
+            out[i] = _inherited(a, b)
+
+
+def _opens_range(a: Measure) -> bool:
+    """A count with no noun after it, or "to" / "and" / "or": it may take the unit of
+    the value after it (read only from ``a``'s unit and noun: no qualifier needed)."""
+    return a.dim == COUNT and (not a.noun.isalpha() or a.noun in ("to", "and", "or"))
+
+
+def _range_unit(text: str, a: Measure, b: Measure) -> bool:
+    """Whether ``a`` (:func:`_opens_range`) takes ``b``'s unit: ``b`` has one and follows
+    a short range word ("to", "-", "and", "or")."""
+    if b.unit is None or b.dim in (COUNT, "ordinal", "clock"):
+        return False
+    gap = text[a.end:b.start]
+    return len(gap) <= 6 and _RANGE_TO.match(" " + gap) is not None
+
+
+def _inherited(a: Measure, b: Measure) -> Measure:
+    assert b.unit is not None
+    return Measure(a.value, a.value * b.unit.factor, b.dim, b.unit, "", a.text, a.start,
+                   a.end, a.sig, a.approx or b.approx, a.bound)
 
 
 def _clocks(text: str) -> list[Measure]:
@@ -334,11 +354,7 @@ def sentence_measures(text: str, numbers: Iterable[Quantity],
     unit after it (:func:`years_as_measures`) is a measure, the caller drops it as a date.
     ``words``: the text's tokens when the caller has them (they only skip patterns that
     cannot match)."""
-    clocks = _clocks(text) if (":" in text or "m" in text or "noon" in text
-                               or "midnight" in text) and (
-        _DIGIT.search(text) is not None or "noon" in text.lower()
-        or "midnight" in text.lower()) and (
-        ":" in text or _CLOCK_HINT.search(text) is not None) else []
+    clocks = _sentence_clocks(text)
     out: list[Measure] = []
     for q in numbers:
         if clocks and any(c.start <= q.start < c.end for c in clocks):
@@ -346,8 +362,14 @@ def sentence_measures(text: str, numbers: Iterable[Quantity],
         out.append(measure_of(text, q))
     if len(out) > 1:
         _inherit_ranges(text, out)
-    dates = list(dates)
-    dates, years = years_as_measures(text, dates)
+    dates, years = years_as_measures(text, list(dates))
+    return _finish(text, out, dates, years, clocks, words)
+
+
+def _finish(text: str, out: list[Measure], dates: list[DateRef], years: list[Measure],
+            clocks: list[Measure], words: Set[str] | None) -> list[Measure]:
+    """:func:`sentence_measures` after its numbers' measures (``out``, extended here):
+    the years that are quantities, values without digits, clock times, ceilings."""
     out += years
     taken = [(m.start, m.end) for m in out] + [(d.start, d.end) for d in dates] + \
         [(c.start, c.end) for c in clocks]
@@ -358,3 +380,80 @@ def sentence_measures(text: str, numbers: Iterable[Quantity],
         if m.bound == -1 and _ceiling(text, m.start):
             m.ceiling = True
     return out
+
+
+def _sentence_clocks(text: str) -> list[Measure]:
+    return _clocks(text) if (":" in text or "m" in text or "noon" in text
+                             or "midnight" in text) and (
+        _DIGIT.search(text) is not None or "noon" in text.lower()
+        or "midnight" in text.lower()) and (
+        ":" in text or _CLOCK_HINT.search(text) is not None) else []
+
+
+def _round9(x: float) -> float:
+    return float(f"{x:.9g}")
+
+
+_EXTRA_BASES: dict[str, frozenset[float]] = {
+    **{dim: frozenset(_round9(v * f) for f in factors_of(dim) for v in (0.5, 1.0, 1.5))
+       for dim in ("time", "length", "mass", "volume")},
+    "percent": frozenset(_round9(100 * c * f) for c in _FRACTION_COUNT.values()
+                         for f in _FRACTIONS.values()),
+}
+"""The base values :func:`_extras` can read ("half an hour", "a tenth") by dimension, to
+9 significant digits (so a value within rounding of one is left to the full read)."""
+
+
+class NumberMeasures:
+    """The measures of one sentence's numbers and years by base value, each qualifier
+    read only when a measure is asked for: ``with_base(d, b)`` is ``[m for m in
+    sentence_measures(text, numbers, dates) if m.base_dim == d and m.base == b]`` (or
+    None when it cannot tell: a clock time, a base a value without digits such as "half
+    an hour" can have, numbers out of text order — read them all)."""
+
+    __slots__ = ("_text", "_nums", "_bare", "_ranged", "_years", "_done", "_ordered",
+                 "_clocks", "_dates")
+
+    def __init__(self, text: str, numbers: Sequence[Quantity], dates: Sequence[DateRef]) -> None:
+        self._clocks = clocks = _sentence_clocks(text)
+        nums = [q for q in numbers if not any(c.start <= q.start < c.end for c in clocks)] \
+            if clocks else list(numbers)
+        bare = [_bare_measure(text, q) for q in nums]
+        self._ranged = [i + 1 < len(bare) and _opens_range(m) and _range_unit(text, m, bare[i + 1])
+                        for i, m in enumerate(bare)]
+        self._bare = [_inherited(m, bare[i + 1]) if r else m
+                      for i, (m, r) in enumerate(zip(bare, self._ranged, strict=True))]
+        self._text, self._nums, self._done = text, nums, [False] * len(nums)
+        self._ordered = all(a.start < b.start for a, b in zip(nums, nums[1:], strict=False))
+        self._dates, self._years = years_as_measures(text, list(dates))
+
+    def every(self, words: Set[str] | None = None) -> list[Measure]:
+        """``sentence_measures(text, numbers, dates, words)``, the units already read."""
+        return _finish(self._text, [self._qualified(i) for i in range(len(self._bare))],
+                       self._dates, self._years, self._clocks, words)
+
+    def with_base(self, base_dim: str, base: float) -> list[Measure] | None:
+        if base_dim == "clock" or not self._ordered or (
+                base_dim in _EXTRA_BASES and _round9(base) in _EXTRA_BASES[base_dim]):
+            return None
+        out = [self._qualified(i) for i, m in enumerate(self._bare)
+               if m.base == base and m.base_dim == base_dim]
+        if self._years:  # then sentence_measures sorts (its numbers are in text order)
+            out = sorted(out + [m for m in self._years
+                                if m.base == base and m.base_dim == base_dim],
+                         key=lambda m: m.start)
+        for m in out:
+            if m.bound == -1 and _ceiling(self._text, m.start):
+                m.ceiling = True
+        return out
+
+    def _qualified(self, i: int) -> Measure:
+        m = self._bare[i]
+        if not self._done[i]:
+            q = self._nums[i]
+            m.approx, m.bound = _qualifier(self._text, q.start, q.end)
+            if self._ranged[i]:  # as _inherited: either side's hedge, the first one's bound
+                b = self._nums[i + 1]
+                m.approx = m.approx or _qualifier(self._text, b.start, b.end)[0]
+            self._done[i] = True
+        return m
