@@ -125,10 +125,10 @@ def split_blocks_kept(text: str, tags: tuple[str, ...]) -> Split:
     found, rest = split_blocks(text, tags)
     hit = _KEPT[key] = (tuple(found), rest)
     _kept_chars[0] += len(text)
-    while _kept_chars[0] > KEEP_TOTAL_CHARS:  # oldest first (a dict keeps insertion order)
+    while _kept_chars[0] > KEEP_TOTAL_CHARS and _KEPT:  # oldest first (insertion order)
         old = next(iter(_KEPT))
-        del _KEPT[old]
-        _kept_chars[0] -= len(old[0])
+        if _KEPT.pop(old, None) is not None:
+            _kept_chars[0] -= len(old[0])
     return hit
 
 
