@@ -137,11 +137,27 @@ def question_facts(question: TextIndex | None, ctx: TextIndex,
                          fact_options(cfg))
 
 
+_OPTIONS: dict[tuple[int, bool], tuple[GroundingConfig, FactOptions]] = {}
+""":func:`fact_options` per loaded configuration (by identity; the configuration is kept
+with its entry, so its id is not reused while the entry lives)."""
+_OPTIONS_MAX = 256
+
+
 def fact_options(cfg: GroundingConfig, binding: bool = True) -> FactOptions:
-    return FactOptions(window=cfg.contradiction_window, bind_min=cfg.bind_min,
+    """The fact options of ``cfg`` (built once per configuration object: a loaded
+    policy's configuration is frozen; the options are never changed by their readers)."""
+    key = (id(cfg), binding)
+    hit = _OPTIONS.get(key)
+    if hit is not None and hit[0] is cfg:
+        return hit[1]
+    opts = FactOptions(window=cfg.contradiction_window, bind_min=cfg.bind_min,
                        bind_ratio=cfg.bind_ratio, bind_margin=cfg.bind_margin,
                        substitute_min=cfg.substitute_min, binding=binding,
                        name_variants=cfg.name_variants)
+    if len(_OPTIONS) >= _OPTIONS_MAX:  # policies reloaded many times: start again
+        _OPTIONS.clear()
+    _OPTIONS[key] = (cfg, opts)
+    return opts
 
 
 def sentence_options(cfg: GroundingConfig, ctx: TextIndex) -> FactOptions:

@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterator
 from functools import lru_cache
 
-__all__ = ["find_blocks", "split_blocks", "strip_blocks"]
+__all__ = ["find_blocks", "split_blocks", "split_blocks_kept", "strip_blocks"]
 
 _ATTR = re.compile(r"""([A-Za-z_][\w.-]*)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]+))""")
 
@@ -97,6 +97,39 @@ def split_blocks(text: str,
         pos = close.end()
     parts.append(text[pos:])
     return found, "".join(parts)
+
+
+Split = tuple[tuple[tuple[str, dict[str, str], str], ...], str]
+_KEPT: dict[tuple[str, tuple[str, ...]], Split] = {}
+_kept_chars = [0]
+KEEP_MIN_CHARS = 1_000
+"""A text shorter than this is scanned again (its scan costs about what a look-up does)."""
+KEEP_MAX_CHARS = 200_000
+"""Nor is a longer one kept: its look-up hashes it whole (a scan's cost, not much less)."""
+KEEP_TOTAL_CHARS = 2_000_000
+"""The kept texts' characters, at most (the oldest go first)."""
+
+
+def split_blocks_kept(text: str, tags: tuple[str, ...]) -> Split:
+    """:func:`split_blocks` of a system message, kept per text: the same context sent
+    again (what the ``grounding`` layer's index cache also keeps) is not scanned again.
+    Only the message's own text is the key (its blocks and the rest are all that is
+    kept); the blocks' attribute dicts are shared, never to be changed by the caller."""
+    if not KEEP_MIN_CHARS <= len(text) <= KEEP_MAX_CHARS or "<" not in text:
+        found, rest = split_blocks(text, tags)
+        return tuple(found), rest
+    key = (text, tags)
+    hit = _KEPT.get(key)
+    if hit is not None:
+        return hit
+    found, rest = split_blocks(text, tags)
+    hit = _KEPT[key] = (tuple(found), rest)
+    _kept_chars[0] += len(text)
+    while _kept_chars[0] > KEEP_TOTAL_CHARS and _KEPT:  # oldest first (insertion order)
+        old = next(iter(_KEPT))
+        if _KEPT.pop(old, None) is not None:
+            _kept_chars[0] -= len(old[0])
+    return hit
 
 
 def strip_blocks(text: str, tags: tuple[str, ...]) -> str:

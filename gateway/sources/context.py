@@ -106,12 +106,12 @@ _MISSING = object()
 
 
 def _block_scanners() -> tuple[Any, Any]:
-    """``gateway.sources.blocks``' ``find_blocks`` and ``split_blocks``, imported on first
+    """``gateway.sources.blocks``' ``find_blocks`` and ``split_blocks_kept``, imported on first
     use (keeps the import off pass-through) and then kept: an import statement in the
     function ran the import machinery on every request (~1 % of a warm verification)."""
     if not _SCANNERS:
-        from gateway.sources.blocks import find_blocks, split_blocks
-        _SCANNERS.extend((find_blocks, split_blocks))
+        from gateway.sources.blocks import find_blocks, split_blocks_kept
+        _SCANNERS.extend((find_blocks, split_blocks_kept))
     return _SCANNERS[0], _SCANNERS[1]
 
 
@@ -138,9 +138,9 @@ def extract_context(
             continue
         system = role in ("system", "developer")
         rest = text
-        blocks: list[tuple[str, dict[str, str], str]] = []
+        blocks: Sequence[tuple[str, dict[str, str], str]] = ()
         if want_blocks and system and want_system:  # its blocks and the rest: one scan
-            blocks, rest = split_blocks(text, tags)
+            blocks, rest = split_blocks(text, tags)  # (kept per system message text)
         elif want_blocks:
             blocks = find_blocks(text, tags)
         for tag, attrs, body in blocks:
