@@ -14,6 +14,8 @@
   ``max_retries=0``; ``make_client(gw, **kw)`` / ``make_async_client`` for others.
 - ``wait_until(predicate, timeout=5.0)`` — bounded polling for an *event*
   (never a timing assertion).
+- ``quick_policy_watch`` — gateways started in the test poll their policies directory
+  every 0.2 s, not every second (a change goes live after two polls that agree).
 
 In this process, ``pool.workers`` unset means 0 (verification on the relay's event loop,
 as the tests were written for: in-memory telemetry, custom layer registries); the
@@ -39,6 +41,7 @@ import openai
 import pytest
 
 from gateway.app import create_app
+from gateway.policy.store import PolicyStore
 from gateway.testing.scripted import ScriptedUpstream
 from gateway.testing.servers import ServerThread
 from gateway.settings import load_settings
@@ -187,3 +190,16 @@ async def async_client(make_async_client: Callable[..., openai.AsyncOpenAI],
 def wait_until() -> Callable[..., Any]:
     """Poll ``predicate`` until truthy (bounded); fail with ``message`` otherwise."""
     return _wait_until
+
+
+@pytest.fixture
+def quick_policy_watch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The policy watcher of gateways started in this test polls every 0.2 s: what the
+    tests wait for is a change going live, not the product's one-second interval."""
+    watch = PolicyStore.watch
+
+    async def quick(self: PolicyStore, interval: float = 1.0,
+                    on_change: Callable[[], None] | None = None) -> None:
+        await watch(self, min(interval, 0.2), on_change)
+
+    monkeypatch.setattr(PolicyStore, "watch", quick)
