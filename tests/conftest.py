@@ -14,6 +14,10 @@
   ``max_retries=0``; ``make_client(gw, **kw)`` / ``make_async_client`` for others.
 - ``wait_until(predicate, timeout=5.0)`` — bounded polling for an *event*
   (never a timing assertion).
+- Every HTTP client made in this process with the default TLS settings (the SDK clients,
+  ``httpx`` calls, the gateway's own upstream clients) shares one default SSL context:
+  httpx builds a fresh one per client (loading certifi's CA bundle, ~50 ms of CPU), and
+  the tests make thousands of clients, all over plain-HTTP loopback.
 - ``quick_policy_watch`` — gateways started in the test poll their policies directory
   every 0.2 s, not every second (a change goes live after two polls that agree).
 
@@ -33,6 +37,8 @@ the package from source again (about half of a fresh ``import gateway.app``'s CP
 from __future__ import annotations
 
 import compileall
+import os
+import ssl
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -58,6 +64,26 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     for package in ("gateway", "bench"):
         if (ROOT / package).is_dir():
             compileall.compile_dir(ROOT / package, quiet=2)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_default_ssl_context() -> Iterator[None]:
+    import httpx._transports.default as transports
+
+    create = transports.create_ssl_context
+    made: dict[tuple[bool, str | None, str | None], ssl.SSLContext] = {}
+
+    def shared(verify: Any = True, cert: Any = None, trust_env: bool = True) -> ssl.SSLContext:
+        if verify is not True or cert is not None:
+            return create(verify=verify, cert=cert, trust_env=trust_env)
+        key = (trust_env, os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+        if key not in made:
+            made[key] = create(verify=verify, cert=cert, trust_env=trust_env)
+        return made[key]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(transports, "create_ssl_context", shared)
+        yield
 
 
 @pytest.fixture(scope="session")
