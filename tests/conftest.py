@@ -16,8 +16,8 @@
   (never a timing assertion).
 - Every HTTP client made in this process with the default TLS settings (the SDK clients,
   ``httpx`` calls, the gateway's own upstream clients) shares one default SSL context:
-  httpx builds a fresh one per client (loading certifi's CA bundle, ~50 ms of CPU), and
-  the tests make thousands of clients, all over plain-HTTP loopback.
+  httpx and httpx2 (the SDKs' fork) build a fresh one per client (loading a CA bundle,
+  50-100 ms of CPU), and the tests make thousands of clients, all over plain-HTTP loopback.
 - ``quick_policy_watch`` — gateways started in the test poll their policies directory
   every 0.2 s, not every second (a change goes live after two polls that agree).
 
@@ -37,6 +37,7 @@ the package from source again (about half of a fresh ``import gateway.app``'s CP
 from __future__ import annotations
 
 import compileall
+import importlib
 import os
 import ssl
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -66,11 +67,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             compileall.compile_dir(ROOT / package, quiet=2)
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _one_default_ssl_context() -> Iterator[None]:
-    import httpx._transports.default as transports
-
-    create = transports.create_ssl_context
+def _shared_default(create: Callable[..., ssl.SSLContext]) -> Callable[..., ssl.SSLContext]:
     made: dict[tuple[bool, str | None, str | None], ssl.SSLContext] = {}
 
     def shared(verify: Any = True, cert: Any = None, trust_env: bool = True) -> ssl.SSLContext:
@@ -81,8 +78,20 @@ def _one_default_ssl_context() -> Iterator[None]:
             made[key] = create(verify=verify, cert=cert, trust_env=trust_env)
         return made[key]
 
+    return shared
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_default_ssl_context() -> Iterator[None]:
+    # httpx, and httpx2 (the fork the openai/anthropic SDKs use) where it is installed.
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(transports, "create_ssl_context", shared)
+        for name in ("httpx._transports.default", "httpx2._transports.default"):
+            try:
+                transports = importlib.import_module(name)
+            except ImportError:
+                continue
+            mp.setattr(transports, "create_ssl_context",
+                       _shared_default(transports.create_ssl_context))
         yield
 
 
