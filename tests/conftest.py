@@ -14,6 +14,12 @@
   ``max_retries=0``; ``make_client(gw, **kw)`` / ``make_async_client`` for others.
 - ``wait_until(predicate, timeout=5.0)`` — bounded polling for an *event*
   (never a timing assertion).
+- Every HTTP client made in this process with the default TLS settings (the SDK clients,
+  ``httpx`` calls, the gateway's own upstream clients) shares one default SSL context:
+  httpx and httpx2 (the SDKs' fork) build a fresh one per client (loading a CA bundle,
+  50-100 ms of CPU), and the tests make thousands of clients, all over plain-HTTP loopback.
+- ``quick_policy_watch`` — gateways started in the test poll their policies directory
+  every 0.2 s, not every second (a change goes live after two polls that agree).
 
 In this process, ``pool.workers`` unset means 0 (verification on the relay's event loop,
 as the tests were written for: in-memory telemetry, custom layer registries); the
@@ -21,10 +27,19 @@ pool's own tests (``tests/pool``) set it. Gateways started as subprocesses keep 
 product default (worker processes).
 
 Async tests use the anyio plugin: ``@pytest.mark.anyio``.
+
+The session starts by writing the bytecode of ``gateway/`` and ``bench/`` (``compileall``,
+checked against the sources as Python always does): under ``PYTHONDONTWRITEBYTECODE`` every
+gateway CLI, worker process and fresh interpreter the tests start would otherwise compile
+the package from source again (about half of a fresh ``import gateway.app``'s CPU).
 """
 
 from __future__ import annotations
 
+import compileall
+import importlib
+import os
+import ssl
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -33,6 +48,7 @@ import openai
 import pytest
 
 from gateway.app import create_app
+from gateway.policy.store import PolicyStore
 from gateway.testing.scripted import ScriptedUpstream
 from gateway.testing.servers import ServerThread
 from gateway.settings import load_settings
@@ -40,6 +56,43 @@ from serving import CLIENT_KEY, GatewayFactory, ServedGateway, ServedUpstream
 from serving import wait_until as _wait_until
 
 __all__ = ["CLIENT_KEY", "GatewayFactory", "ServedGateway", "ServedUpstream"]  # re-exported
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    for package in ("gateway", "bench"):
+        if (ROOT / package).is_dir():
+            compileall.compile_dir(ROOT / package, quiet=2)
+
+
+def _shared_default(create: Callable[..., ssl.SSLContext]) -> Callable[..., ssl.SSLContext]:
+    made: dict[tuple[bool, str | None, str | None], ssl.SSLContext] = {}
+
+    def shared(verify: Any = True, cert: Any = None, trust_env: bool = True) -> ssl.SSLContext:
+        if verify is not True or cert is not None:
+            return create(verify=verify, cert=cert, trust_env=trust_env)
+        key = (trust_env, os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+        if key not in made:
+            made[key] = create(verify=verify, cert=cert, trust_env=trust_env)
+        return made[key]
+
+    return shared
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_default_ssl_context() -> Iterator[None]:
+    # httpx, and httpx2 (the fork the openai/anthropic SDKs use) where it is installed.
+    with pytest.MonkeyPatch.context() as mp:
+        for name in ("httpx._transports.default", "httpx2._transports.default"):
+            try:
+                transports = importlib.import_module(name)
+            except ImportError:
+                continue
+            mp.setattr(transports, "create_ssl_context",
+                       _shared_default(transports.create_ssl_context))
+        yield
 
 
 @pytest.fixture(scope="session")
@@ -172,3 +225,16 @@ async def async_client(make_async_client: Callable[..., openai.AsyncOpenAI],
 def wait_until() -> Callable[..., Any]:
     """Poll ``predicate`` until truthy (bounded); fail with ``message`` otherwise."""
     return _wait_until
+
+
+@pytest.fixture
+def quick_policy_watch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The policy watcher of gateways started in this test polls every 0.2 s: what the
+    tests wait for is a change going live, not the product's one-second interval."""
+    watch = PolicyStore.watch
+
+    async def quick(self: PolicyStore, interval: float = 1.0,
+                    on_change: Callable[[], None] | None = None) -> None:
+        await watch(self, min(interval, 0.2), on_change)
+
+    monkeypatch.setattr(PolicyStore, "watch", quick)

@@ -5,19 +5,41 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 from gateway.commands.demo import SCENARIOS
 
 
-def test_demo_runs_every_scenario(tmp_path: Path) -> None:
+def _env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("GATEWAY_", "OPENAI_"))}
     env.update(OPENAI_API_KEY="", NO_PROXY="*")
-    audit = tmp_path / "audit.jsonl"
+    return env
+
+
+@dataclass(frozen=True)
+class DemoRun:
+    proc: subprocess.CompletedProcess[str]
+    directory: Path
+    audit: Path
+
+
+@pytest.fixture(scope="module")
+def default_demo(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
+    """``gateway demo --audit …`` (the chat API), run once: two tests read its output."""
+    directory = tmp_path_factory.mktemp("demo")
+    audit = directory / "audit.jsonl"
     proc = subprocess.run([sys.executable, "-m", "gateway", "demo", "--audit", str(audit)],
-                          capture_output=True, text=True, env=env, timeout=120,
-                          cwd=tmp_path)
+                          capture_output=True, text=True, env=_env(), timeout=120,
+                          cwd=directory)
+    return DemoRun(proc, directory, audit)
+
+
+def test_demo_runs_every_scenario(default_demo: DemoRun) -> None:
+    proc, tmp_path, audit = default_demo.proc, default_demo.directory, default_demo.audit
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     blocks = out.split("\n[")[1:]
@@ -72,10 +94,14 @@ def test_demo_with_a_policy_it_cannot_select_shows_the_refusal(tmp_path: Path) -
         assert "    x-verity-*: none (error response: nothing was verified)\n" in block
 
 
-def test_demo_through_the_responses_api_gets_the_chat_verdicts(tmp_path: Path) -> None:
+def test_demo_through_the_responses_api_gets_the_chat_verdicts(
+        tmp_path: Path, default_demo: DemoRun) -> None:
+    # The chat side is the default run (``--api chat`` is the default; its --audit file
+    # changes no answer or header).
     def verdicts(api: str) -> list[list[str]]:
-        proc = subprocess.run([sys.executable, "-m", "gateway", "demo", "--api", api],
-                              capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        proc = default_demo.proc if api == "chat" else subprocess.run(
+            [sys.executable, "-m", "gateway", "demo", "--api", api],
+            capture_output=True, text=True, env=_env(), timeout=120, cwd=tmp_path)
         assert proc.returncode == 0, proc.stderr
         blocks = proc.stdout.split("\n[")[1:]
         assert len(blocks) == len(SCENARIOS)

@@ -271,13 +271,18 @@ def test_upstream_status_passes_through(client: openai.OpenAI, upstream: ServedU
 
 
 @pytest.mark.anyio
-async def test_async_rate_limit(async_client: openai.AsyncOpenAI,
+async def test_async_rate_limit(make_gateway: Callable[..., ServedGateway],
+                                make_async_client: Callable[..., openai.AsyncOpenAI],
                                 upstream: ServedUpstream) -> None:
+    # One attempt: this reads what is relayed, not the retries (the 429's retry-after 3
+    # would otherwise be waited for twice).
+    async_client = make_async_client(make_gateway(routing={"retries": {"max_attempts": 1}}))
     with pytest.raises(openai.RateLimitError) as info:
         await async_client.chat.completions.create(
             model="scripted-small", messages=USER,
             extra_headers={"x-mock-status": "429", "x-mock-retry-after": "3"})
     assert info.value.response.headers["retry-after"] == "3"
+    assert len(upstream.requests) == 1
 
 
 @pytest.mark.anyio

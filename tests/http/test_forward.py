@@ -48,13 +48,18 @@ def test_legacy_completions_pass_through(client: openai.OpenAI,
     assert r.choices[0].text == "You said: say hi"
 
 
-def test_upstream_error_on_forwarded_endpoint(client: openai.OpenAI,
+def test_upstream_error_on_forwarded_endpoint(make_gateway: Callable[..., ServedGateway],
+                                              make_client: Client,
                                               upstream: ServedUpstream) -> None:
+    # One attempt: this reads what is relayed, not the retries (the 429's retry-after 2
+    # would otherwise be waited for twice: embeddings are retried).
+    client = make_client(make_gateway(routing={"retries": {"max_attempts": 1}}))
     with pytest.raises(openai.RateLimitError) as info:
         client.embeddings.create(model="embed-small", input="x",
                                  extra_headers={"x-mock-status": "429",
                                                 "x-mock-retry-after": "2"})
     assert info.value.response.headers["retry-after"] == "2"
+    assert len(upstream.requests) == 1
 
 
 def test_unknown_v1_path_is_forwarded_with_query(gateway: ServedGateway,

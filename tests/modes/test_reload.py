@@ -70,6 +70,7 @@ def test_broken_reload_keeps_last_good_version(start_gateway: StartGateway, upst
     assert httpx.get(gw.url + "/readyz").json()["broken"] == {}
 
 
+@pytest.mark.usefixtures("quick_policy_watch")
 def test_watcher_picks_up_edits(start_gateway: StartGateway, upstream: Any,
                                make_client: Callable[..., openai.OpenAI],
                                wait_until: Callable[..., Any]) -> None:

@@ -57,6 +57,7 @@ def fixed_upstream() -> Iterator[ServerThread]:
         yield server
 
 
+@pytest.mark.usefixtures("quick_policy_watch")
 def test_the_pool_starts_once_a_reload_loads_a_policy_that_needs_it(
         make_gateway: GatewayFactory, tmp_path: Path, fixed_upstream: ServerThread,
         make_client: Callable[..., openai.OpenAI], wait_until: Callable[..., Any]) -> None:

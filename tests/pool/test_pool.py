@@ -273,6 +273,7 @@ def test_a_worker_that_dies_fails_its_job_and_is_replaced(
     assert rec["shadow"]["result"] == "verified" and rec["shadow"]["worker"] in new
 
 
+@pytest.mark.usefixtures("quick_policy_watch")
 def test_a_policy_reloaded_after_the_workers_started_is_verified_in_them(
         pooled: Callable[..., ServedGateway], make_client: Callable[..., openai.OpenAI],
         wait_until: Callable[..., Any]) -> None:

@@ -64,7 +64,10 @@ def gw(hostile: HostileUpstream, tmp_path_factory: pytest.TempPathFactory
     upstreams += [{"name": f"{b}-anthropic", "kind": "anthropic",
                    "base_url": hostile.base_url(b), "models": [f"{b}.anthropic"],
                    "api_key_env": "FAULT_UPSTREAM_KEY"} for b in (*ECHOES, "html-502")]
+    # Retries without the backoff between them: every retry path (and what it logs) still
+    # runs, without sleeping through it for each failing behaviour in the key sweep.
     config = {"log_level": "debug", "upstreams": upstreams,
+              "routing": {"retries": {"base_backoff": 0, "max_backoff": 0}},
               "auth": {"keys": [{"name": "initech-app", "tenant": "initech",
                                  "key_env": "FAULT_GATEWAY_KEY",
                                  "routes": ["POST /v1/chat/completions", "POST /v1/embeddings",

@@ -57,6 +57,7 @@ def ask(client: openai.OpenAI, text: str, model: str = "scripted-small") -> Any:
         model=model, messages=[{"role": "user", "content": text}])
 
 
+@pytest.mark.usefixtures("quick_policy_watch")
 def test_a_file_cut_mid_write_is_not_served(make_gateway: Callable[..., Any], upstream: Any,
                                            tmp_path: Path,
                                            make_client: Callable[..., openai.OpenAI]) -> None:
