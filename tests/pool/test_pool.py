@@ -17,10 +17,10 @@ import httpx
 import openai
 import orjson
 import pytest
-
-from gateway.testing.servers import ServerThread
 from modes.support import FIXED_JSON, FixedUpstream
 from serving import CLIENT_KEY, GatewayFactory, ServedGateway
+
+from gateway.testing.servers import ServerThread
 
 SHADOW = """\
 mode: shadow
