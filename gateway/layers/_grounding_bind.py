@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from gateway.text.context_facts import ContextFacts, Fact
+from gateway.text.context_facts import ContextFacts
 from gateway.text.frames import slot_similarity
+from gateway.text.slots import Fact
 
 __all__ = ["MAX_SAME", "FactCheck", "FactOptions", "aligned_facts", "best_slot", "best_same",
            "bind", "sid_of", "sim"]

@@ -1,7 +1,7 @@
 """The ``grounding`` layer's fact alignment: each value, date and name of an answer
 sentence against the context's.
 
-For every fact of the sentence (:func:`gateway.text.context_facts.sentence_slots`):
+For every fact of the sentence (:func:`gateway.text.slots.sentence_slots`):
 
 - **values** (:mod:`gateway.text.measures`): *found* when the context states the same
   quantity anywhere — in any unit, rounded when the answer hedges ("about"), within a
@@ -42,12 +42,13 @@ from gateway.layers._grounding_bind import (
     bind,
 )
 from gateway.layers._grounding_names import check_name
-from gateway.text.context_facts import ContextFacts, Fact, sentence_slots
+from gateway.text.context_facts import ContextFacts
 from gateway.text.derive import derivations, operands_of
 from gateway.text.index import TextIndex
 from gateway.text.measure_relation import CONFLICT, MATCH, relation
 from gateway.text.measures import COUNT, Measure
 from gateway.text.quantities import DateRef, date_matches
+from gateway.text.slots import Fact, sentence_slots
 from gateway.text.stem import stem
 from gateway.text.tokens import Span
 

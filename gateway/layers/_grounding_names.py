@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING
 
 from gateway.layers._grounding_bind import FactCheck, FactOptions, aligned_facts, best_slot, sid_of
 from gateway.text.anchors import Anchor, Sides, anchor_sides, anchored, sides
-from gateway.text.context_facts import ContextFacts, Fact
+from gateway.text.context_facts import ContextFacts
 from gateway.text.name_variants import name_variant, spelled_alike
 from gateway.text.names import acronym_of, name_class, same_name
+from gateway.text.slots import Fact
 from gateway.text.tokens import STOPWORDS
 
 if TYPE_CHECKING:

@@ -14,11 +14,12 @@ import re
 from dataclasses import dataclass, field
 
 from gateway.layers._grounding_bind import MAX_SAME, FactOptions, best_slot
-from gateway.text.context_facts import ContextFacts, sentence_slots
+from gateway.text.context_facts import ContextFacts
 from gateway.text.measure_relation import CONFLICT, MATCH, relation
 from gateway.text.measures import Measure, sentence_measures, years_as_measures
 from gateway.text.names import name_key
 from gateway.text.quantities import DateRef, extract_quantities
+from gateway.text.slots import sentence_slots
 from gateway.text.tokens import entity_candidates, split_sentences
 
 __all__ = ["QuestionFacts", "question_facts"]

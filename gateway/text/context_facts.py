@@ -19,19 +19,17 @@ requests). Everything in it is computed per sentence when first asked for:
   (:mod:`gateway.text.frames`);
 - :meth:`~ContextFacts.idf` — the IDF weight of a frame key.
 
-:func:`sentence_slots` builds the same slots for any sentence (the answer's).
+:func:`~gateway.text.slots.sentence_slots` builds the same slots for any sentence (the
+answer's).
 """
 
 from __future__ import annotations
 
 import weakref
 from bisect import bisect_right
-from collections.abc import Sequence
-from dataclasses import dataclass
 from math import log
 from typing import Any
 
-from gateway.text.frames import Filler, Slot, make_slots
 from gateway.text.index import TextIndex
 from gateway.text.measures import (
     COUNT,
@@ -50,12 +48,12 @@ from gateway.text.polarity import (
     polar,
 )
 from gateway.text.quantities import DateRef, Quantity
+from gateway.text.slots import Fact, sentence_slots
 from gateway.text.stem import stem, words_with_stem
 from gateway.text.tokens import STOPWORDS, Span, entity_candidates, tokenize
 from gateway.text.units import factors_of
 
-__all__ = ["KEY", "STATE_KEY", "ContextFacts", "Fact", "context_facts", "date_key", "measure_key",
-           "sentence_slots"]
+__all__ = ["KEY", "STATE_KEY", "ContextFacts", "context_facts"]
 
 KEY = "gateway.text.context_facts"
 """Memo key (on the index) of a weak reference to its :class:`ContextFacts`."""
@@ -63,74 +61,6 @@ STATE_KEY = "gateway.text.context_facts.state"
 """Memo key (on the index) of what its :class:`ContextFacts` has found."""
 VALUE_IDF = 2.5
 """Weight of a value or date inside another filler's frame (specific, like a rare word)."""
-
-
-@dataclass(slots=True)
-class Fact:
-    """One filler of a sentence: exactly one of ``measure``, ``date``, ``name`` is set."""
-
-    slot: Slot
-    measure: Measure | None = None
-    date: DateRef | None = None
-    name: Span | None = None
-    key: frozenset[str] = frozenset()
-    """A name's :func:`~gateway.text.names.name_key`."""
-    sid: int = -1
-    """The context sentence it is in (-1: an answer's)."""
-
-
-def measure_key(m: Measure) -> str:
-    return f"#{m.base_dim}:{m.base:.6g}"
-
-
-def date_key(d: DateRef) -> str:
-    return f"#date:{d.year}-{d.month}-{d.day}"
-
-
-def sentence_slots(text: str, measures: Sequence[Measure], dates: Sequence[DateRef],
-                   names: Sequence[Span], frames: bool = True) -> list[Fact]:
-    """The facts of one sentence with their frames (``frames=False``: empty ones). A
-    number inside a name ("Apollo 11") belongs to the name; a count without a noun or
-    unit inside a date is dropped."""
-    fillers: list[Filler] = []
-    made: list[tuple[str, object]] = []
-    # A date wins over a name written with it ("January 1887" is no entity), and so does
-    # a measure over a unit symbol read as a name ("80 Nm", "18 V").
-    if dates or measures:
-        names = [n for n in names if not any(n.start < d.end and d.start < n.end for d in dates)
-                 and not any(m.start <= n.start and n.end <= m.end for m in measures)]
-    spans = [(n.start, n.end) for n in names]
-
-    def inside(s: int, e: int) -> bool:
-        return any(a <= s and e <= b for a, b in spans)
-
-    for n in names:
-        fillers.append(Filler(n.start, n.end, "entity"))
-        made.append(("name", n))
-    for d in dates:
-        if inside(d.start, d.end):
-            continue
-        fillers.append(Filler(d.start, d.end, "date", date_key(d)))
-        made.append(("date", d))
-    for m in measures:
-        if inside(m.start, m.end) or any(
-                m.start < e and s < m.end for s, e in spans):
-            continue
-        fillers.append(Filler(m.start, m.end, "value", measure_key(m)))
-        made.append(("measure", m))
-    slots = make_slots(text, fillers) if frames else [Slot(f) for f in fillers]
-    out: list[Fact] = []
-    for slot, (kind, obj) in zip(slots, made, strict=True):
-        if kind == "name":
-            assert isinstance(obj, Span)
-            out.append(Fact(slot, name=obj, key=name_key(obj.text)))
-        elif kind == "date":
-            assert isinstance(obj, DateRef)
-            out.append(Fact(slot, date=obj))
-        else:
-            assert isinstance(obj, Measure)
-            out.append(Fact(slot, measure=obj))
-    return out
 
 
 class ContextFacts:

@@ -23,10 +23,11 @@ from gateway.layers._grounding_bind import FactOptions
 from gateway.layers.base import LayerResources, VerifyInput
 from gateway.layers.grounding import GroundingConfig, GroundingLayer
 from gateway.sources.context import ContextSpec, extract_context
-from gateway.text.context_facts import context_facts, sentence_slots
+from gateway.text.context_facts import context_facts
 from gateway.text.index import build_index
 from gateway.text.measures import sentence_measures, years_as_measures
 from gateway.text.quantities import extract_quantities
+from gateway.text.slots import sentence_slots
 from gateway.text.tokens import content_words, entity_candidates, split_sentences, tokenize
 
 ROOT = Path(__file__).resolve().parents[2]
