@@ -11,7 +11,9 @@
   (:class:`_Template`, at most :data:`TEMPLATES_MAX` kept) and per record formats
   only the request's own fields (audit id, model, tenant, stream, times, duration,
   response id, upstream status and calls, trace id). A saturated relay writes one
-  such record per shed request. Tests compare all three encodings byte for byte,
+  such record per shed request. A record whose fixed part cannot be kept (a
+  redaction hook, a candidate with layers, a ``shadow`` not of plain scalars) gets a
+  template of its own, used once. Tests compare all three encodings byte for byte,
   hostile values included.
 
 Also the two value helpers ``to_dict`` shares (:func:`round6`, :func:`upstream_copy`):
@@ -109,28 +111,10 @@ def _candidates(o: Outcome) -> list[dict[str, Any]]:
             if not c.layers else c.to_dict(o.redact) for c in o.candidates]
 
 
-def _direct(o: Outcome) -> bytes:
-    """:func:`bare_line` without a template: the fields of ``to_dict`` in its order,
-    built directly; ``upstream`` and ``shadow`` as they are when :func:`plain`, else
-    scrubbed."""
-    out = o._head()
-    out.update({
-        "reasons": [], "failed_claims": [], "failed_claim_count": 0, "layers": [],
-        "attempt_history": [], "candidates": _candidates(o),
-        "response_id": o.response_id, "upstream_status": o.upstream_status,
-        "upstream": _upstream_field(o.upstream), "note": o.note,
-    })
-    if o.trace_id is not None:
-        out["trace_id"] = o.trace_id
-    shadow = o.shadow
-    if shadow is not None:
-        out["shadow"] = shadow if plain(shadow) else scrub(shadow)
-    return orjson.dumps(out, default=str)
-
-
 class _Template:
     """The fixed part of a bare record's line, in the three pieces between the
-    request's own fields (see :func:`bare_line` for the order)."""
+    request's own fields (see :func:`bare_line` for the order); ``shadow`` as it is
+    when :func:`plain`, else scrubbed."""
 
     __slots__ = ("head", "middle", "tail")
 
@@ -147,6 +131,8 @@ class _Template:
             "failed_claim_count": 0, "layers": [], "attempt_history": [],
             "candidates": _candidates(o)})
         shadow = o.shadow
+        if shadow is not None and not plain(shadow):
+            shadow = scrub(shadow)
         self.tail = (inner({"shadow": shadow}) if shadow is not None else b"") + b"}"
 
 
@@ -181,17 +167,19 @@ def _shape(o: Outcome) -> tuple[Any, ...] | None:
 def bare_line(o: Outcome) -> bytes:
     """:func:`audit_line` of a record with no layers, reasons, failed claims, attempts
     or content. From its shape's :class:`_Template` when there is one (made on first
-    use, up to :data:`TEMPLATES_MAX`): ``{"audit_id"`` · head · the request's model
-    to duration · middle · response id, upstream status, upstream · note · trace id
-    (when set) · tail; else encoded directly."""
+    use, up to :data:`TEMPLATES_MAX`); else from a template made for ``o`` alone."""
     shape = _shape(o)
-    if shape is None:
-        return _direct(o)
-    t = _templates.get(shape)
+    t = _templates.get(shape) if shape is not None else None
     if t is None:
-        if len(_templates) >= TEMPLATES_MAX:
-            return _direct(o)
-        t = _templates[shape] = _Template(o)
+        t = _Template(o)
+        if shape is not None and len(_templates) < TEMPLATES_MAX:
+            _templates[shape] = t
+    return _render(t, o)
+
+
+def _render(t: _Template, o: Outcome) -> bytes:
+    """``{"audit_id"`` · head · the request's model to duration · middle · response
+    id, upstream status, upstream · note · trace id (when set) · tail."""
     dumps = orjson.dumps
     own = dumps({"audit_id": o.audit_id}, default=str)[:-1]
     request = dumps({

@@ -347,7 +347,7 @@ class Outcome:
 
     def _head(self) -> dict[str, Any]:
         """The record's own fields, ``audit_id`` to ``attempts`` (no outside data):
-        the start of :meth:`to_dict` and of :meth:`_bare_line` alike."""
+        the start of :meth:`to_dict`."""
         return {
             "audit_id": self.audit_id, "policy": self.policy,
             "policy_version": self.policy_version, "mode": self.mode, "model": self.model,
