@@ -124,7 +124,7 @@ def extract_context(
 
     Never raises on a message's shape: one that is not an object, or has no text, adds
     nothing (the proxy rejects the invalid shapes before a policy sees them)."""
-    find_blocks, split_blocks = _block_scanners()
+    find_blocks, split_blocks_kept = _block_scanners()
     docs: list[Document] = []
     n = 0
     sources, tags = spec.sources, spec.block_tags
@@ -140,7 +140,7 @@ def extract_context(
         rest = text
         blocks: Sequence[tuple[str, dict[str, str], str]] = ()
         if want_blocks and system and want_system:  # its blocks and the rest: one scan
-            blocks, rest = split_blocks(text, tags)  # (kept per system message text)
+            blocks, rest = split_blocks_kept(text, tags)
         elif want_blocks:
             blocks = find_blocks(text, tags)
         for tag, attrs, body in blocks:
