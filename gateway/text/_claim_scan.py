@@ -119,11 +119,14 @@ _REGULATORY_LEADS: tuple[tuple[str | None, bool, bytes | None], ...] = (
 """Per pattern of :data:`REGULATORY_PATTERNS`, in order: the literal it opens with after
 ``\\b`` (lower case if the pattern ignores case, the second field), and the literal's
 first word when it is always a whole word; ``None`` for the CFR pattern."""
-_CI_LEADS = re.compile(b"|".join(sorted({(w or (lead or "").encode()) for lead, ci, w
-                                         in _REGULATORY_LEADS if ci})))
-"""Every case-insensitive pattern's literal (or its first word) in one pattern: a text
-whose ``[a-z0-9]`` words contain none of them, and none of the case-sensitive
-acronyms, cites no regulation (one scan instead of one per pattern)."""
+_CI_KEYS = tuple(sorted({(lead or "").encode() for lead, ci, w in _REGULATORY_LEADS
+                         if ci and w is None}))
+_CI_WORDS = frozenset(w for lead, ci, w in _REGULATORY_LEADS if ci and w is not None)
+"""What :meth:`_Folded.regulations` tries a case-insensitive pattern on: its literal
+anywhere in ``words`` (``_CI_KEYS``), or its first word as a whole word (``_CI_WORDS``).
+A text with neither, and none of the case-sensitive acronyms, cites no regulation: three
+``in`` tests and a set look-up (a regex alternation of the eight literals, which the
+engine tries at every position, cost ~6 µs on a 55-word answer)."""
 _WORD_BYTES = bytes(c if 0x30 <= c <= 0x39 or 0x61 <= c <= 0x7A else 0x20 for c in range(256))
 """``bytes.translate`` table blanking everything but ``[a-z0-9]``."""
 _GLUED_UNITS = (b"second", b"minute", b"hour", b"day", b"week", b"month", b"year", b"decade",
@@ -261,8 +264,10 @@ class _Folded:
         where it occurs, so each is tried there alone (``match`` at ``pos`` sees the
         characters before it, as ``finditer`` does)."""
         cased = _REGULATORY_CASED.search(text) is not None  # every case-sensitive one needs it
-        if not cased and _CI_LEADS.search(self.words) is None:
-            return  # no pattern has its literal (most answers)
+        words = self.words
+        if not cased and self.vocab.isdisjoint(_CI_WORDS) and not any(
+                key in words for key in _CI_KEYS):
+            return  # no pattern would be tried below (most answers)
         for pat, (lead, ci, word) in zip(_REGULATORY_FLAT, _REGULATORY_LEADS, strict=True):
             if lead is None:
                 if cased:
