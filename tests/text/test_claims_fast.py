@@ -388,3 +388,21 @@ def test_each_case_insensitive_regulation_passes_the_gate(phrase: str) -> None:
         assert _claim_scan._REGULATORY_CASED.search(text) is None
         assert as_tuples(extract_entities(text)) == as_tuples(ref_extract(text)), text
     assert any(e.type == "REGULATION" for e in extract_entities(phrase))
+
+
+def test_cased_hint_is_the_cased_pattern() -> None:
+    """``_cased_hint`` (substring tests) says what ``_REGULATORY_CASED.search`` says, on
+    the labelled texts and on random texts dense in the acronyms' pieces."""
+    from corpus_texts import real_texts
+
+    rng = random.Random(11)
+    bits = ["FAR", "FA", "AR", "NIST", "NIS", "CMMC", "CMM", "ISO", "IS", "ITAR", "ITA", "EAR",
+            "EA", "C", "F", "R", ".", "CF", "C.", ".F", "F.R", "DFARS", "x", " ", "c.f.r", "é"]
+    texts = list(real_texts()) + ["".join(rng.choices(bits, k=rng.randint(0, 8)))
+                                  for _ in range(20000)]
+    hits = 0
+    for text in texts:
+        want = _claim_scan._REGULATORY_CASED.search(text) is not None
+        assert _claim_scan._cased_hint(text) is want, text
+        hits += want
+    assert 1000 < hits < len(texts) - 1000
