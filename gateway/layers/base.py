@@ -102,7 +102,7 @@ class VerifyInput:
     ``judge_calls``, ``cache_hit``, ``skipped``): a layer may then leave ``evidence``
     and ``details`` empty and skip the work only they need. The verification pipeline
     sets it (its :class:`~gateway.verify.outcome.LayerOutcome` keeps neither); a
-    direct caller (``gateway eval``, the benches) gets the full result."""
+    direct caller of a layer (the benches, the tests) gets the full result."""
 
     @property
     def question(self) -> str:
