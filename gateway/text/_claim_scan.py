@@ -65,11 +65,8 @@ open with a literal let the engine jump between candidate first letters."""
 
 
 def _cased_hint(text: str) -> bool:
-    """``_REGULATORY_CASED.search(text) is not None`` by substring tests: the pattern has
-    no anchor, so it matches iff one of its alternatives occurs ("DFARS" contains "FAR";
-    ``C\\.?F\\.?R`` is one of four spellings). The alternation has no literal prefix for
-    the regex engine to skip to: it was tried at every position (~35 k instructions on a
-    55-word answer)."""
+    """``_REGULATORY_CASED.search(text) is not None`` by substring tests (it has no anchor:
+    a match is an alternative occurring; the regex engine tried it at every position)."""
     if "F" in text and ("FAR" in text or "CFR" in text or "CF.R" in text or "C.FR" in text
                         or "C.F.R" in text):
         return True
@@ -136,11 +133,9 @@ first word when it is always a whole word; ``None`` for the CFR pattern."""
 _CI_KEYS = tuple(sorted({(lead or "").encode() for lead, ci, w in _REGULATORY_LEADS
                          if ci and w is None}))
 _CI_WORDS = frozenset(w for lead, ci, w in _REGULATORY_LEADS if ci and w is not None)
-"""What :meth:`_Folded.regulations` tries a case-insensitive pattern on: its literal
-anywhere in ``words`` (``_CI_KEYS``), or its first word as a whole word (``_CI_WORDS``).
-A text with neither, and none of the case-sensitive acronyms, cites no regulation: three
-``in`` tests and a set look-up (a regex alternation of the eight literals, which the
-engine tries at every position, cost ~6 µs on a 55-word answer)."""
+"""What :meth:`_Folded.regulations` tries a case-insensitive pattern on: its literal in
+``words`` (``_CI_KEYS``) or its first word in ``vocab`` (``_CI_WORDS``); with neither
+(and no cased acronym) it tries none (cheaper than one regex alternation of them)."""
 _WORD_BYTES = bytes(c if 0x30 <= c <= 0x39 or 0x61 <= c <= 0x7A else 0x20 for c in range(256))
 """``bytes.translate`` table blanking everything but ``[a-z0-9]``."""
 _GLUED_UNITS = (b"second", b"minute", b"hour", b"day", b"week", b"month", b"year", b"decade",
@@ -313,7 +308,7 @@ class _Folded:
         words, n = self.words, len(self.low)
         hits: list[tuple[int, int]] = []  # (start, end) of the unit's word
         for unit in _GLUED_UNITS:
-            if unit not in words:  # (most: an ``in`` per unit, no regex alternation scan)
+            if unit not in words:  # (most)
                 continue
             for u in _occurrences(words, unit):
                 st = words.rfind(b" ", 0, u) + 1
