@@ -96,6 +96,13 @@ class VerifyInput:
     model: str = ""
     metadata: Mapping[str, Any] = field(default_factory=dict)
     """The request's ``metadata`` object, if any."""
+    brief: bool = False
+    """The caller reads only a result's verdict fields (``score``, ``passed``,
+    ``label``, ``explanation``, ``failed_claims``, ``credit_score``, ``cost``,
+    ``judge_calls``, ``cache_hit``, ``skipped``): a layer may then leave ``evidence``
+    and ``details`` empty and skip the work only they need. The verification pipeline
+    sets it (its :class:`~gateway.verify.outcome.LayerOutcome` keeps neither); a
+    direct caller of a layer (the benches, the tests) gets the full result."""
 
     @property
     def question(self) -> str:

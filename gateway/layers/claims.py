@@ -46,8 +46,10 @@ class ClaimsLayer:
 
     async def verify(self, inp: VerifyInput) -> LayerResult:
         cfg = self.config
+        brief = inp.brief  # no evidence: the entities' types are never read
         claims = detect_claims(inp.response_text,
-                               answer_sentences(inp.context, inp.response_text))
+                               answer_sentences(inp.context, inp.response_text),
+                               typed=not brief)
         by_class = {"verifiable": 0, "hedged": 0, "opinion": 0}
         by_type = dict.fromkeys(CLAIM_TYPES, 0)
         factual = 0
@@ -62,7 +64,7 @@ class ClaimsLayer:
                     assertive.append(c.text)
         score = 1.0 if factual < max(1, cfg.min_claims) else 1.0 - len(assertive) / factual
         passed = score >= cfg.threshold
-        evidence = [
+        evidence = [] if brief else [
             Evidence(text=c.text, status=c.classification, score=None,
                      reason=f"{', '.join(c.types) or 'opinion'}: "
                             + "; ".join(f"{e.type} {e.text}" for e in c.entities))
@@ -78,6 +80,7 @@ class ClaimsLayer:
             ),
             evidence=evidence,
             failed_claims=list(assertive) if not passed else [],
-            details={"claims": len(claims), "by_classification": by_class, "by_type": by_type,
-                     "needs_verification": assertive},
+            details={} if brief else {
+                "claims": len(claims), "by_classification": by_class, "by_type": by_type,
+                "needs_verification": assertive},
         )

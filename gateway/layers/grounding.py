@@ -324,11 +324,11 @@ class GroundingLayer:
             if c.status in counts:
                 counts[c.status] += 1
         failed = [c for c in checks if c.status != "supported"]
-        ranked = sorted(checks, key=lambda c: -c.risk)[: cfg.max_evidence]
-        evidence = [
+        # brief (the pipeline): no evidence read, so none ranked and built.
+        evidence = [] if inp.brief else [
             Evidence(text=c.text, status=c.status, source_id=c.source_id,
                      source_span=c.source_span, score=round(1.0 - c.risk, 4), reason=_reason(c))
-            for c in ranked
+            for c in sorted(checks, key=lambda c: -c.risk)[: cfg.max_evidence]
         ]
         passed = score >= cfg.threshold
         label = ("contradicted" if counts["contradicted"]
@@ -345,5 +345,5 @@ class GroundingLayer:
             ),
             evidence=evidence,
             failed_claims=[c.text for c in failed],
-            details={"sentences": len(checks), "shape": shape, **counts},
+            details={} if inp.brief else {"sentences": len(checks), "shape": shape, **counts},
         )

@@ -57,10 +57,21 @@ _REGULATORY_HINT = re.compile(
 )
 """Text every pattern above needs: when it is absent, none of them is run."""
 _REGULATORY_CASED = re.compile(r"DFARS|FAR|NIST|CMMC|ISO|ITAR|EAR|C\.?F\.?R")
+
 _REGULATORY_FOLDED = re.compile(r"dfars|nist|cmmc|federal acquisition|cybersecurity maturity"
                                 r"|international traffic|export administration")
 """The two halves of the hint, the second for lower-cased ASCII text: patterns that
 open with a literal let the engine jump between candidate first letters."""
+
+
+def _cased_hint(text: str) -> bool:
+    """``_REGULATORY_CASED.search(text) is not None`` by substring tests (it has no anchor:
+    a match is an alternative occurring; the regex engine tried it at every position)."""
+    if "F" in text and ("FAR" in text or "CFR" in text or "CF.R" in text or "C.FR" in text
+                        or "C.F.R" in text):
+        return True
+    return "NIST" in text or "CMMC" in text or "ISO" in text or "ITAR" in text or "EAR" in text
+
 
 _DURATION = re.compile(
     r"\b(?:\d+(?:\.\d+)?|a|an|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|"
@@ -119,18 +130,17 @@ _REGULATORY_LEADS: tuple[tuple[str | None, bool, bytes | None], ...] = (
 """Per pattern of :data:`REGULATORY_PATTERNS`, in order: the literal it opens with after
 ``\\b`` (lower case if the pattern ignores case, the second field), and the literal's
 first word when it is always a whole word; ``None`` for the CFR pattern."""
-_CI_LEADS = re.compile(b"|".join(sorted({(w or (lead or "").encode()) for lead, ci, w
-                                         in _REGULATORY_LEADS if ci})))
-"""Every case-insensitive pattern's literal (or its first word) in one pattern: a text
-whose ``[a-z0-9]`` words contain none of them, and none of the case-sensitive
-acronyms, cites no regulation (one scan instead of one per pattern)."""
+_CI_KEYS = tuple(sorted({(lead or "").encode() for lead, ci, w in _REGULATORY_LEADS
+                         if ci and w is None}))
+_CI_WORDS = frozenset(w for lead, ci, w in _REGULATORY_LEADS if ci and w is not None)
+"""What :meth:`_Folded.regulations` tries a case-insensitive pattern on: its literal in
+``words`` (``_CI_KEYS``) or its first word in ``vocab`` (``_CI_WORDS``); with neither
+(and no cased acronym) it tries none (cheaper than one regex alternation of them)."""
 _WORD_BYTES = bytes(c if 0x30 <= c <= 0x39 or 0x61 <= c <= 0x7A else 0x20 for c in range(256))
 """``bytes.translate`` table blanking everything but ``[a-z0-9]``."""
 _GLUED_UNITS = (b"second", b"minute", b"hour", b"day", b"week", b"month", b"year", b"decade",
                 b"centur")
 """The :data:`_DURATION_UNITS` a number may precede without a space ("5years")."""
-_GLUED_ANY = re.compile(b"|".join(_GLUED_UNITS))
-"""Any of them, in one scan (most sentences have none)."""
 _WORD_UNITS = (b" season ", b" tomorrow ", b" spring ", b" summer ", b" autumn ", b" fall ",
                b" winter ")
 """The other :data:`_DURATION_UNITS`: _DURATION only matches them as whole words."""
@@ -260,9 +270,11 @@ class _Folded:
         All but the CFR pattern open with ``\\b`` and a literal: they can only match
         where it occurs, so each is tried there alone (``match`` at ``pos`` sees the
         characters before it, as ``finditer`` does)."""
-        cased = _REGULATORY_CASED.search(text) is not None  # every case-sensitive one needs it
-        if not cased and _CI_LEADS.search(self.words) is None:
-            return  # no pattern has its literal (most answers)
+        cased = _cased_hint(text)  # every case-sensitive one needs it
+        words = self.words
+        if not cased and self.vocab.isdisjoint(_CI_WORDS) and not any(
+                key in words for key in _CI_KEYS):
+            return  # no pattern would be tried below (most answers)
         for pat, (lead, ci, word) in zip(_REGULATORY_FLAT, _REGULATORY_LEADS, strict=True):
             if lead is None:
                 if cased:
@@ -295,7 +307,9 @@ class _Folded:
         """
         words, n = self.words, len(self.low)
         hits: list[tuple[int, int]] = []  # (start, end) of the unit's word
-        for unit in _GLUED_UNITS if _GLUED_ANY.search(words) is not None else ():
+        for unit in _GLUED_UNITS:
+            if unit not in words:  # (most)
+                continue
             for u in _occurrences(words, unit):
                 st = words.rfind(b" ", 0, u) + 1
                 en = words.find(b" ", u)
@@ -386,4 +400,4 @@ def _may_cite_regulation(text: str, ascii_low: str | None) -> bool:
     """``_REGULATORY_HINT.search(text)``; ``ascii_low`` is ``text.lower()`` if ASCII."""
     if ascii_low is None:
         return _REGULATORY_HINT.search(text) is not None
-    return bool(_REGULATORY_CASED.search(text) or _REGULATORY_FOLDED.search(ascii_low))
+    return _cased_hint(text) or _REGULATORY_FOLDED.search(ascii_low) is not None

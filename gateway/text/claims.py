@@ -220,8 +220,10 @@ def extract_entities(
 
 
 def _extract(text: str, sentences: Sequence[Span] | Sequence[AnswerSentence],
-             folded: _Folded | None) -> list[ExtractedEntity]:
-    """:func:`extract_entities`; ``folded`` is ``_Folded.of(text)``."""
+             folded: _Folded | None, typed: bool = True) -> list[ExtractedEntity]:
+    """:func:`extract_entities`; ``folded`` is ``_Folded.of(text)``. ``typed=False``:
+    every name is ``MISC`` (not told apart as a person, place or organisation: each is
+    a ``named_entity`` claim alike), the rest as with ``typed``."""
     out: list[ExtractedEntity] = []
     taken = bytearray(len(text))  # 1 = character already claimed by an earlier kind
 
@@ -266,6 +268,10 @@ def _extract(text: str, sentences: Sequence[Span] | Sequence[AnswerSentence],
             piece = text[s:s + len(name)].rstrip(" .,;:")  # add(), typed only if kept
             e = s + len(piece)
             if piece and taken.find(1, s, e) < 0:
+                if not typed:
+                    out.append(ExtractedEntity(piece, "MISC", s, e))
+                    taken[s:e] = b"\x01" * (e - s)
+                    continue
                 kind = kinds.get(name)
                 if kind is None:
                     kind = kinds[name] = _name_kind(name)
@@ -293,17 +299,20 @@ def classify(sentence: str) -> Classification:
 
 
 def detect_claims(
-    text: str, analyzed: Sequence[AnswerSentence] | None = None
+    text: str, analyzed: Sequence[AnswerSentence] | None = None, *, typed: bool = True
 ) -> list[FactualClaim]:
     """One :class:`FactualClaim` per sentence with a factual element or an opinion.
 
     ``analyzed`` is ``analyze_answer(text)`` when the caller already has it.
+    ``typed=False``: the claims, their types and classifications are the same, but
+    each named entity's ``type`` is ``MISC`` (for a caller that reads no entity type:
+    telling a person from a place is most of the names' cost).
     """
     if analyzed is None:
         analyzed = analyze_answer(text)
     sentences = [a.span for a in analyzed]
     folded = _Folded.of(text)
-    entities = _extract(text, analyzed, folded)
+    entities = _extract(text, analyzed, folded, typed)
     if folded is not None and all(sent.end - sent.start == len(sent.text)
                                   and text.startswith(sent.text, sent.start)
                                   for sent in sentences):

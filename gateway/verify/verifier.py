@@ -128,8 +128,9 @@ class Verifier:
         over = bounded.oversize
         if over is not None and over.action != "truncate":
             return _oversize(policy, over)
+        # brief: the pipeline keeps no layer's evidence or details (LayerOutcome).
         inp = VerifyInput(messages=job.messages, response_text=text, context=bounded.context,
-                          model=job.model, metadata=job.metadata)
+                          model=job.model, metadata=job.metadata, brief=True)
         v = await run_pipeline(policy, inp, layer_for=runtime.layer_factory(policy),
                                trace=trace, telemetry=runtime.telemetry, budget=budget,
                                plans=runtime.plans, scope=scope)

@@ -20,7 +20,7 @@ import pytest
 from gateway.text.answer import AnswerSentence, analyze_answer
 from gateway.sources.context import GroundingContext
 from gateway.layers.claims import ClaimsConfig, ClaimsLayer
-from gateway.text import claims
+from gateway.text import _claim_scan, claims
 from gateway.text.claims import (
     REGULATORY_PATTERNS,
     ExtractedEntity,
@@ -369,3 +369,40 @@ def test_locative_prepositions_are_the_patterns() -> None:
 def test_unit_lists_cover_the_duration_units() -> None:
     units = {u.encode() for u in claims._DURATION_UNITS.pattern.split("|")}
     assert units == set(claims._GLUED_UNITS) | {u.strip() for u in claims._WORD_UNITS}
+
+
+CI_REGULATIONS = (
+    "dfars 252.204-7012", "Defense Federal Acquisition Regulation Supplement",
+    "federal acquisition regulations", "nist sp 800-171", "Nist Cybersecurity Framework 1.1",
+    "cmmc level 2", "Cybersecurity Maturity Model Certification",
+    "international traffic in arms regulations", "Export Administration Regulations",
+)
+
+
+@pytest.mark.parametrize("phrase", CI_REGULATIONS)
+def test_each_case_insensitive_regulation_passes_the_gate(phrase: str) -> None:
+    """With no case-sensitive acronym in the text, each case-insensitive pattern is still
+    tried (the gate's literal and whole-word tests, ``_CI_KEYS`` / ``_CI_WORDS``)."""
+    for text in (phrase, phrase.lower(), f"Under the {phrase}, they filed.", f"x{phrase}y",
+                 f"{phrase.split()[0]}s and more"):
+        assert _claim_scan._REGULATORY_CASED.search(text) is None
+        assert as_tuples(extract_entities(text)) == as_tuples(ref_extract(text)), text
+    assert any(e.type == "REGULATION" for e in extract_entities(phrase))
+
+
+def test_cased_hint_is_the_cased_pattern() -> None:
+    """``_cased_hint`` (substring tests) says what ``_REGULATORY_CASED.search`` says, on
+    the labelled texts and on random texts dense in the acronyms' pieces."""
+    from corpus_texts import real_texts
+
+    rng = random.Random(11)
+    bits = ["FAR", "FA", "AR", "NIST", "NIS", "CMMC", "CMM", "ISO", "IS", "ITAR", "ITA", "EAR",
+            "EA", "C", "F", "R", ".", "CF", "C.", ".F", "F.R", "DFARS", "x", " ", "c.f.r", "é"]
+    texts = list(real_texts()) + ["".join(rng.choices(bits, k=rng.randint(0, 8)))
+                                  for _ in range(20000)]
+    hits = 0
+    for text in texts:
+        want = _claim_scan._REGULATORY_CASED.search(text) is not None
+        assert _claim_scan._cased_hint(text) is want, text
+        hits += want
+    assert 1000 < hits < len(texts) - 1000
