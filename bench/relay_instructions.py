@@ -21,10 +21,17 @@ collector, allocation, the audit writer thread — divided by the requests.
   saturated relay does with almost every shadow request); its record written.
 
 The difference is what a shed shadow request costs the relay beyond pass-through.
-``--top N`` lists the N C functions (exclusive instructions per request) whose count
-differs most between the two configurations (needs ``callgrind_annotate``). One run per
-cell is enough: the counts repeat within ~1 % (the event loop batches a little
-differently run to run). Needs ``valgrind``; about a minute per cell on a quiet core.
+Work a clock drives is not per-request work, and under valgrind a second holds ~40
+requests instead of ~1,000: the policy watcher is off (``GATEWAY_RELOAD_POLICIES=false``:
+its per-second poll would read as tens of thousands of instructions per request), and
+the timers left (the relay-load tick, the pool) are taken out with a second window of
+``IDLE_S`` seconds without requests, scaled to the load window's length.
+``--top N`` lists the N C functions (exclusive instructions per request, timers taken
+out) whose count differs most between the two configurations (``callgrind_annotate``).
+One run per cell is enough: repeat runs agree within ~±6 k instructions per request
+(the event loop batches a little differently each time). Needs ``valgrind``; ~4 minutes
+per tree on a busy 2-core box. ``callgrind_control`` is always given the gateway's pid
+(without one it reaches every callgrind run on the machine).
 """
 
 from __future__ import annotations
