@@ -63,6 +63,7 @@ from gateway.verify.queue import ShadowQueue
 from gateway.verify.record import Recorder
 from gateway.verify.runner import JobRunner, LocalRunner, shadow_info
 from gateway.verify.runtime import Runtime
+from gateway.verify.shed import ShedRecord
 from gateway.verify.verifier import Verifier
 
 __all__ = ["VerityEngine", "needs_pool", "open_engine"]
@@ -106,10 +107,18 @@ class VerityEngine:
 
     async def handle(self, x: ChatExchange, plan: Selection) -> None:
         r = PolicyRequest(x, plan, self.audit_ids())
-        x.trace.selected(r.policy.name, r.policy.spec.mode)
+        policy = plan.policy
+        mode = policy.spec.mode
+        x.trace.selected(policy.name, mode)
         try:
-            if r.policy.spec.mode == "shadow":
-                await shadow.handle(self, r)
+            if mode == "shadow":
+                pool, budget = self.pool, "free"
+                if pool is not None:
+                    budget = pool.hand_off()
+                    if budget == "shed":  # a saturated relay: straight to the lean path
+                        await shadow.relay_shed(self, pool, r)
+                        return
+                await shadow.handle(self, r, budget)
             else:
                 await inline.handle(self, r)
         except UpstreamError as err:  # the gateway answers with this error, no byte sent yet
@@ -180,8 +189,10 @@ class VerityEngine:
         try:
             if r.salvage is not None and r.tracked is not None and r.salvage():
                 return
-            outcome, progress = r.tracked, r.progress
+            tracked, progress = r.tracked, r.progress
             r.untrack()
+            # A request whose job was shed on arrival: its record as it is so far.
+            outcome = tracked.outcome() if isinstance(tracked, ShedRecord) else tracked
             if outcome is None:
                 if x.status >= 400:
                     return

@@ -18,6 +18,7 @@ from gateway.policy.loader import Policy
 from gateway.policy.select import Selection
 from gateway.verify.job import JobKind, PolicyRef, VerificationJob
 from gateway.verify.outcome import Outcome, new_audit_id
+from gateway.verify.shed import ShedRecord
 
 __all__ = ["PolicyRequest", "Progress"]
 
@@ -36,8 +37,9 @@ class PolicyRequest:
     x: ChatExchange
     selection: Selection
     audit_id: str = field(default_factory=new_audit_id)
-    tracked: Outcome | None = None
-    """The record written if the client disconnects before it is finished."""
+    tracked: Outcome | ShedRecord | None = None
+    """The record written if the client disconnects before it is finished (a shed
+    request's :class:`~gateway.verify.shed.ShedRecord` becomes an ``Outcome`` then)."""
     progress: Progress | None = None
     """How much of a stream the client got (kept once given)."""
     salvage: Callable[[], bool] | None = None
@@ -48,7 +50,7 @@ class PolicyRequest:
     def policy(self) -> Policy:
         return self.selection.policy
 
-    def track(self, outcome: Outcome, progress: Progress | None = None) -> None:
+    def track(self, outcome: Outcome | ShedRecord, progress: Progress | None = None) -> None:
         """Make ``outcome`` the record written if the client disconnects before it is
         finished; ``progress`` (kept once given) tells how much of a stream it got."""
         self.tracked = outcome

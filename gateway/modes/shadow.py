@@ -25,27 +25,25 @@ from gateway.modes.headers import verity_headers
 from gateway.modes.relay import is_sse, relay_accumulating
 from gateway.modes.request import PolicyRequest
 from gateway.modes.unverified import not_answer, not_stream
+from gateway.policy.select import Selection
 from gateway.verify.job import PolicyRef
 from gateway.verify.outcome import Outcome
 from gateway.verify.runner import record_shed
+from gateway.verify.shed import ShedPlan, ShedRecord
 from gateway.wire.messages import maybe_json
 
 if TYPE_CHECKING:
     from gateway.modes.dispatch import VerityEngine
     from gateway.pool import ProcessRunner
 
-__all__ = ["handle"]
+__all__ = ["handle", "relay_shed"]
 
 
-async def handle(engine: VerityEngine, r: PolicyRequest) -> None:
+async def handle(engine: VerityEngine, r: PolicyRequest, budget: str = "free") -> None:
     """Relay the upstream answer untouched (same bytes, same timing), then queue its
-    verification (the job runner writes the record)."""
-    pool, budget = engine.pool, "free"
-    if pool is not None:
-        budget = pool.hand_off()
-        if budget == "shed":
-            await _relay_shed(engine, pool, r)
-            return
+    verification (the job runner writes the record). ``budget``: what the pool's
+    :meth:`~gateway.pool.ProcessRunner.hand_off` said as the request arrived (``token``
+    or ``free``; a ``shed`` one goes to :func:`relay_shed` instead)."""
     policy, x = r.policy, r.x
     fmt = x.fmt
     outcome = r.new_outcome("shadow")
@@ -99,17 +97,22 @@ async def handle(engine: VerityEngine, r: PolicyRequest) -> None:
     submit(completion)
 
 
-async def _relay_shed(engine: VerityEngine, pool: ProcessRunner, r: PolicyRequest) -> None:
+async def relay_shed(engine: VerityEngine, pool: ProcessRunner, r: PolicyRequest) -> None:
     """The job is shed before the upstream call (a saturated relay): relay the answer
-    as pass-through does, then write the shed record from what is known."""
+    as pass-through does, then write the shed record from what is known (a
+    :class:`~gateway.verify.shed.ShedRecord`: no ``Outcome`` unless the client leaves
+    first)."""
     x = r.x
-    outcome = r.new_outcome("shadow")
+    selection = r.selection
+    policy = selection.policy
+    record = ShedRecord(_plan(selection), r.audit_id, x.info.model, x.info.tenant, x.stream,
+                        policy.spec.streaming if x.stream else None, x.served)
     async with x.call_upstream(x.body, stream=x.stream) as (resp, up):
-        x.status = outcome.upstream_status = resp.status
+        x.status = record.upstream_status = resp.status
         ok = resp.status < 400
-        headers = verity_headers(r.policy, "shadow", outcome.audit_id if ok else None)
+        headers = verity_headers(policy, "shadow", record.audit_id if ok else None)
         if ok:
-            r.track(outcome, _relaying)
+            r.track(record, _relaying)
         if x.stream and ok and is_sse(resp):
             await relay_stream(x, resp, up, headers)
         else:
@@ -121,9 +124,28 @@ async def _relay_shed(engine: VerityEngine, pool: ProcessRunner, r: PolicyReques
     if ok:  # an upstream error is relayed without a record, as on the full path
         r.untrack()
         pool.shed_relayed()
-        record_shed(engine.recorder, engine.telemetry, outcome,
-                    [PolicyRef(c.name, c.version) for c in r.selection.candidates],
-                    x.trace, reason="relay_busy")
+        record.write(engine.audit, engine.telemetry, x.trace)
+
+
+_PLANS_MAX = 256
+"""Selections whose shed record's fixed part is kept; past it the cache starts over."""
+_plans: dict[int, tuple[Selection, ShedPlan]] = {}
+
+
+def _plan(selection: Selection) -> ShedPlan:
+    """The fixed part of ``selection``'s ``relay_busy`` record: built once per
+    selection (one per policy version and reason, kept by the policy set: what the
+    operator loaded, never what a client sent)."""
+    kept = _plans.get(id(selection))
+    if kept is not None and kept[0] is selection:
+        return kept[1]
+    if len(_plans) >= _PLANS_MAX:
+        _plans.clear()
+    policy = selection.policy
+    plan = ShedPlan(policy.name, policy.version,
+                    [PolicyRef(c.name, c.version) for c in selection.candidates], "relay_busy")
+    _plans[id(selection)] = (selection, plan)
+    return plan
 
 
 def _relaying() -> tuple[str, str | None]:

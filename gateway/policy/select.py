@@ -155,7 +155,8 @@ def _header(headers: Mapping[str, str], name: str) -> str | None:
 class PolicySet(Mapping[str, "Policy"]):
     """An immutable name -> policy mapping with the selection order precomputed."""
 
-    __slots__ = ("_by_name", "_candidates", "_selections", "assigned", "chosen", "default")
+    __slots__ = ("_by_name", "_candidates", "_selections", "assigned", "chosen",
+                 "chosen_headers", "default")
 
     def __init__(self, policies: Iterable[Policy]) -> None:
         self._by_name: dict[str, Policy] = {p.name: p for p in policies}
@@ -167,6 +168,11 @@ class PolicySet(Mapping[str, "Policy"]):
         self.chosen: tuple[Policy, ...] = tuple(
             p for p in ordered if p.spec.match.client_selected)
         """Policies matched by headers/metadata (the client opts in), by priority."""
+        self.chosen_headers: frozenset[str] = frozenset(
+            name for p in self.chosen for name, _ in p.matcher.headers)
+        """Every header name a :attr:`chosen` policy matches on: a request with none of
+        them (and no metadata) can match none of those policies (each needs all of its
+        headers and metadata keys present), so selection skips them."""
         defaults = sorted(p.name for p in self._by_name.values() if p.spec.default)
         self.default: Policy | None = self._by_name[defaults[0]] if defaults else None
         self._candidates = {
@@ -213,7 +219,11 @@ def select_policy(policies: Mapping[str, Policy], info: RequestInfo, *,
         policy = _by_header(pset, info, requested)
         _check_binding(assigned, policy, None)
         return pset.selection(policy, "header")
-    for policy in pset.chosen:
+    chosen = pset.chosen
+    if chosen and not info.metadata and type(info.headers) is LowerCaseHeaders \
+            and pset.chosen_headers.isdisjoint(info.headers):
+        chosen = ()  # none of the headers or metadata a chosen policy needs is present
+    for policy in chosen:
         if policy.matcher(info):
             _check_grant(info, policy)
             _check_binding(assigned, policy, policy)

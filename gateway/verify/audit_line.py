@@ -8,7 +8,7 @@
 - A bare record's fixed part (policy, version, mode, the empty verdict fields, the
   candidates, the note, ``shadow``) is the same for every request shed by one policy
   for one reason: :func:`bare_line` encodes it once per such shape
-  (:class:`_Template`, at most :data:`TEMPLATES_MAX` kept) and per record formats
+  (:class:`BareTemplate`, at most :data:`TEMPLATES_MAX` kept) and per record formats
   only the request's own fields (audit id, model, tenant, stream, times, duration,
   response id, upstream status and calls, trace id). A saturated relay writes one
   such record per shed request. A record whose fixed part cannot be kept (a
@@ -23,7 +23,7 @@ here so that this module needs nothing from :mod:`gateway.verify.outcome` at run
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
@@ -33,8 +33,8 @@ from gateway.redact import redact_secrets
 if TYPE_CHECKING:
     from gateway.verify.outcome import Outcome
 
-__all__ = ["FOREIGN", "TEMPLATES_MAX", "audit_line", "bare_line", "full_line", "plain",
-           "round6", "upstream_copy"]
+__all__ = ["FOREIGN", "TEMPLATES_MAX", "BareFields", "BareTemplate", "audit_line", "bare_line",
+           "full_line", "plain", "render_bare", "round6", "upstream_copy"]
 
 FOREIGN = ("upstream", "attempt_history", "content", "shadow")
 """The record's fields whose keys the record does not fix (the front door's upstream
@@ -111,7 +111,27 @@ def _candidates(o: Outcome) -> list[dict[str, Any]]:
             if not c.layers else c.to_dict(o.redact) for c in o.candidates]
 
 
-class _Template:
+class BareFields(Protocol):
+    """The request's own fields of a bare record (what :func:`render_bare` reads): an
+    :class:`~gateway.verify.outcome.Outcome`, or a shed request's
+    :class:`~gateway.verify.shed.ShedRecord`."""
+
+    audit_id: str
+    model: str
+    tenant: str | None
+    stream: bool
+    streaming: str | None
+    started_at: str
+    finished_at: str | None
+    duration_ms: float
+    response_id: str | None
+    upstream_status: int | None
+    upstream: Mapping[str, Any] | None
+    note: str | None
+    trace_id: str | None
+
+
+class BareTemplate:
     """The fixed part of a bare record's line, in the three pieces between the
     request's own fields (see :func:`bare_line` for the order); ``shadow`` as it is
     when :func:`plain`, else scrubbed."""
@@ -136,7 +156,7 @@ class _Template:
         self.tail = (inner({"shadow": shadow}) if shadow is not None else b"") + b"}"
 
 
-_templates: dict[tuple[Any, ...], _Template] = {}
+_templates: dict[tuple[Any, ...], BareTemplate] = {}
 
 
 def _shape(o: Outcome) -> tuple[Any, ...] | None:
@@ -166,20 +186,21 @@ def _shape(o: Outcome) -> tuple[Any, ...] | None:
 
 def bare_line(o: Outcome) -> bytes:
     """:func:`audit_line` of a record with no layers, reasons, failed claims, attempts
-    or content. From its shape's :class:`_Template` when there is one (made on first
+    or content. From its shape's :class:`BareTemplate` when there is one (made on first
     use, up to :data:`TEMPLATES_MAX`); else from a template made for ``o`` alone."""
     shape = _shape(o)
     t = _templates.get(shape) if shape is not None else None
     if t is None:
-        t = _Template(o)
+        t = BareTemplate(o)
         if shape is not None and len(_templates) < TEMPLATES_MAX:
             _templates[shape] = t
-    return _render(t, o)
+    return render_bare(t, o)
 
 
-def _render(t: _Template, o: Outcome) -> bytes:
-    """``{"audit_id"`` · head · the request's model to duration · middle · response
-    id, upstream status, upstream · note · trace id (when set) · tail."""
+def render_bare(t: BareTemplate, o: BareFields) -> bytes:
+    """A bare record's line, ``t``'s fixed part around ``o``'s own fields:
+    ``{"audit_id"`` · head · the request's model to duration · middle · response id,
+    upstream status, upstream · note · trace id (when set) · tail."""
     dumps = orjson.dumps
     own = dumps({"audit_id": o.audit_id}, default=str)[:-1]
     request = dumps({

@@ -76,18 +76,19 @@ class AuditIds:
     GIL, so a busy relay's loop waits to get it back from another thread — per 256
     requests instead of one per request, and the hex formatted once per draw. Owned
     by whoever serves requests (the engine). The random bytes are never shared with a
-    forked child: a call from another process (its pid) draws fresh ones first."""
+    forked child: after a fork (``os.register_at_fork``; no ``getpid`` system call
+    per id) the child draws fresh ones first."""
 
-    __slots__ = ("_hex", "_pid", "_pos")
+    __slots__ = ("_fork", "_hex", "_pos")
 
     def __init__(self) -> None:
         self._hex = ""
         self._pos = 0
-        self._pid = 0
+        self._fork = -1
 
     def __call__(self) -> str:
         pos = self._pos
-        if pos >= len(self._hex) or self._pid != os.getpid():
+        if pos >= len(self._hex) or self._fork != _forks:
             self._draw()
             pos = 0
         self._pos = pos + 32
@@ -97,17 +98,34 @@ class AuditIds:
         raw = bytearray(os.urandom(16 * _IDS_PER_DRAW))
         raw[6::16] = raw[6::16].translate(_VERSION_4)  # version 4
         raw[8::16] = raw[8::16].translate(_VARIANT)  # the RFC 4122 variant
-        self._hex, self._pid = raw.hex(), os.getpid()
+        self._hex, self._fork = raw.hex(), _forks
+
+
+_forks = 0
+"""Forks this process is into (0 in the process that started): :class:`AuditIds`
+draws afresh in a child."""
+
+
+def _forked() -> None:
+    global _forks
+    _forks += 1
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows (no fork there)
+    os.register_at_fork(after_in_child=_forked)
 
 
 _second: tuple[int, str] = (-1, "")
 """The last whole second :func:`utc_now` formatted, and its text up to the seconds."""
+_MILLIS = tuple(f".{ms:03d}Z" for ms in range(1000))
+"""``.000Z`` … ``.999Z``: a stamp's end, formatted once."""
 
 
 def utc_now() -> str:
     """Now as ISO 8601 UTC to the millisecond (``2026-11-25T10:00:00.123Z``), as
     ``datetime.isoformat(timespec="milliseconds")`` writes it; the date and time up to
-    the second are formatted once per second (every record takes two stamps)."""
+    the second are formatted once per second, the milliseconds taken from a table
+    (every record takes two stamps)."""
     global _second
     now = time.time()
     whole = int(now)
@@ -118,7 +136,7 @@ def utc_now() -> str:
     if second[0] != whole:
         second = _second = (whole, datetime.fromtimestamp(whole, UTC).strftime(
             "%Y-%m-%dT%H:%M:%S"))
-    return f"{second[1]}.{micro // 1000:03d}Z"
+    return second[1] + _MILLIS[micro // 1000]
 
 
 @dataclass(slots=True)

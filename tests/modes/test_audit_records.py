@@ -71,12 +71,14 @@ def test_pooled_audit_ids_are_unique_uuid4_hex() -> None:
 
 def test_pooled_audit_ids_are_not_repeated_by_a_forked_child(
         monkeypatch: pytest.MonkeyPatch) -> None:
+    from gateway.verify import outcome
+
     parent = AuditIds()
     parent()
     child = copy.copy(parent)  # what a fork leaves the child: the same bytes, same place
     ours = [parent() for _ in range(5)]
-    pid = os.getpid()
-    monkeypatch.setattr(os, "getpid", lambda: pid + 1)
+    monkeypatch.setattr(outcome, "_forks", outcome._forks)
+    outcome._forked()  # what os.register_at_fork runs in the child
     theirs = [child() for _ in range(5)]
     assert not set(ours) & set(theirs)
 

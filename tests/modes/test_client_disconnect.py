@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import anyio
+import httpx
 import openai
 import pytest
 
@@ -289,3 +290,41 @@ async def test_cancelling_during_a_regenerate_call_is_audited(
     first = upstream.requests[0]
     assert first["json"]["messages"] == ASK
     assert str(rec["response_id"]).startswith("chatcmpl-")  # the answer being regenerated
+
+
+def test_closing_a_stream_whose_job_was_shed_on_arrival_is_audited(
+        start_gateway: StartGateway, upstream: ServedUpstream,
+        make_client: Callable[..., openai.OpenAI], wait_until: Callable[..., Any]) -> None:
+    # A saturated relay with no hand-off budget sheds the job as the request arrives
+    # (gateway.modes.shadow.relay_shed: a ShedRecord, no Outcome); the client leaving
+    # mid-stream still gets the disconnect record, with the id it was given, and the
+    # job is not counted as shed (there was no whole answer to verify).
+    from gateway.layers.registry import BUILTIN
+
+    gw = start_gateway({"p": _policy("shadow", "passthrough")}, layers=BUILTIN,
+                       readyz_detail="public",
+                       pool={"workers": 1, "relay_busy": 1e-9, "busy_jobs_per_second": 0})
+
+    def shadow() -> dict[str, Any]:
+        data: dict[str, Any] = httpx.get(gw.url + "/readyz", timeout=30).json()["shadow"]
+        return data
+
+    wait_until(lambda: shadow()["relay"]["saturated"], timeout=60.0, message="saturation")
+    raw = make_client(gw.base_url).chat.completions.with_raw_response.create(
+        model="scripted-small", messages=USER, stream=True, extra_headers=SLOW_CHUNKS)
+    headers = verity_headers(raw.headers)
+    stream = raw.parse()
+    _read_until_text(stream)
+    stream.close()
+    wait_until(lambda: upstream.cancelled >= 1, message="upstream cancellation")
+
+    rec = _gone_record(gw)
+    assert rec["audit_id"] == headers["x-verity-audit-id"]
+    assert (rec["policy"], rec["mode"], rec["stream"], rec["upstream_status"]) == \
+        ("p", "shadow", True, 200)
+    assert rec["note"] == (GONE + " while the answer was relayed (its verification "
+                           "already shed: relay_busy)")
+    assert rec["response_id"] is None and rec["candidates"] == [] and "shadow" not in rec
+    assert rec["started_at"] <= rec["finished_at"]
+    status = shadow()
+    assert status["dropped"] == 0 and status["relay"]["shed"] == 0

@@ -312,3 +312,21 @@ def test_a_selection_is_one_value_per_policy_and_reason_within_a_policy_set() ->
     reloaded = pset(policy("d", "default: true"), policy("c", "match: {models: [none]}"))
     sel = select_policy(reloaded, req(model="x"), rand=never)
     assert sel is not None and sel.candidates == () and sel is not other
+
+
+def test_chosen_policies_are_skipped_only_when_none_of_their_signals_is_present() -> None:
+    from gateway.types import LowerCaseHeaders
+
+    ps = pset(policy("d", "default: true"),
+              policy("h", "match: {headers: {x-verity-profile: audit}}"),
+              policy("two", "priority: 5\nmatch: {headers: {X-Team: a, x-env: prod}}"),
+              policy("md", "match: {metadata: {verity: strict}}"))
+    assert ps.chosen_headers == {"x-verity-profile", "x-team", "x-env"}
+    lower = LowerCaseHeaders
+    assert chosen(ps, req(headers=lower({"user-agent": "sdk"})), rand=never) == ("d", "default")
+    assert chosen(ps, req(headers=lower({"x-verity-profile": "audit"}))) == ("h", "match")
+    assert chosen(ps, req(headers=lower({"x-team": "a", "x-env": "prod"}))) == ("two", "match")
+    assert chosen(ps, req(headers=lower({"x-team": "a"}))) == ("d", "default")  # needs both
+    assert chosen(ps, req(headers=lower({}), metadata={"verity": "strict"})) == ("md", "match")
+    # a hand-built mapping with other spellings is still read through (no skip)
+    assert chosen(ps, req(headers={"X-Verity-Profile": "audit"})) == ("h", "match")
