@@ -96,10 +96,11 @@ _CLOCK = re.compile(r"\b([01]?\d|2[0-3])(?::([0-5]\d)\s*([ap]\.?m\.?)?|\.([0-5]\
                     re.IGNORECASE)
 # Groups: 1 hour, 2 minutes, 3 am/pm (h:mm); 1, 4 minutes, 5 am/pm (h.mm am); 6 hour,
 # 7 am/pm (h am); 8 noon/midnight.
-_CLOCK_HINT = re.compile(r"[\dnm](?:(?<=\d)\s*[ap]\.?m|(?<=n)oon|(?<=m)idnight)", re.IGNORECASE)
+_CLOCK_HINT = re.compile(r"[\dnNmM](?i:(?<=\d)\s*[ap]\.?m|(?<=n)oon|(?<=m)idnight)")
 """What every ``_CLOCK`` match without a ":" has (a digit before "am"/"pm", "noon",
-"midnight"): a search that opens with a character class runs the engine's fast scan,
-``_CLOCK`` (``\b`` first) is tried at every position."""
+"midnight"): a search that opens with a case-sensitive character class runs the
+engine's fast scan (a case-insensitive one gets none), ``_CLOCK`` (``\b`` first) is
+tried at every position; the rest of the hint is case-insensitive."""
 _RANGE_TO = re.compile(r"\s*(?:to|-|–|—|and|or)\s*$")
 _WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
 _ARTICLE_UNIT = re.compile(  # the look-ahead: the letters a match can start with

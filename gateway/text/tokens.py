@@ -131,11 +131,13 @@ _CAMEL_GLUE = re.compile(r"(?<=[a-z])(?=[A-Z][a-z])")
 # Same test, starting at the capital: a pattern that opens with a character class gets
 # the regex engine's fast scan to the (rare) capitals instead of an attempt per letter.
 _CAMEL_ANY = re.compile(r"[A-Z](?<=[a-z][A-Z])(?=[a-z])")
-_NEG_RE = re.compile(  # the look-ahead: the letters a cue can start with (fast rejection)
-    r"(?=[ncwf])(?:\b(?:not|no|never|none|nobody|nothing|neither|nor|cannot|without)\b"
-    r"|n[’']t\b|\bfail(?:s|ed)?\s+to\b)",
-    re.IGNORECASE,
-)
+# A cue's first letter read by a case-sensitive class (the engine skips to those letters
+# with its fast scan: a case-insensitive class or a look-ahead gets none), the rest
+# case-insensitive; "(?<!\w.)" is the "\b" before that letter. The same matches as the
+# look-ahead form (tests/text/test_answer_pass_fast.py).
+_NEG_RE = re.compile(
+    r"[ncwfNCWF](?i:(?<!\w.)(?:(?<=n)(?:ot|o|ever|one|obody|othing|either|or)\b"
+    r"|(?<=c)annot\b|(?<=w)ithout\b|(?<=f)ail(?:s|ed)?\s+to\b)|(?<=n)[’']t\b)")
 
 # Sentence ends: terminal punctuation + space + an opener, a glued ".Capital" after a
 # lower-case word of 2+ letters (scraped text), or a line break.

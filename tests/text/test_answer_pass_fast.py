@@ -4,7 +4,11 @@ plain way (``_PLAIN_*`` / ``_reference_*`` here), on every sentence of the repos
 labelled texts and on noise built to hit the shortcut's edges.
 
 - ``frames._CLAUSE_CUT``: opens with the class of the characters a cut starts with, a
-  look-behind per branch (was an alternation of three branches).
+  look-behind per branch (was an alternation of three branches);
+- ``tokens._NEG_RE`` and ``measures._CLOCK_HINT``: open with a case-sensitive class of
+  the letters a match starts with, the rest case-insensitive (were a look-ahead and a
+  case-insensitive class, which get no fast scan). Python's case-insensitive matching
+  also folds some non-ASCII letters ("ı", "K", "ſ"): every code point is tried.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ import re
 from corpus_texts import assert_same_matches, real_texts
 
 from gateway.text import frames as F
+from gateway.text import measures as M
+from gateway.text import tokens as T
 from gateway.text.tokens import split_sentences
 
 _PLAIN_CLAUSE_CUT = re.compile(
@@ -26,6 +32,18 @@ _PIECES = [" ", "  ", "\t", "\n", "\u00a0", ",", ", ", ",  ", ";", ":", "(", ")"
            " - ", " — ", " – ", "-", " but ", " and ", " and The", " and the", ", and ",
            ", which", ",which", " while ", " unless", " because ", " though", "although ",
            "word", "Name", "330 m", "it's", "é", "x"]
+
+
+_PLAIN_NEG = re.compile(
+    r"(?=[ncwf])(?:\b(?:not|no|never|none|nobody|nothing|neither|nor|cannot|without)\b"
+    r"|n[’']t\b|\bfail(?:s|ed)?\s+to\b)", re.IGNORECASE)
+_PLAIN_CLOCK_HINT = re.compile(r"[\dnm](?:(?<=\d)\s*[ap]\.?m|(?<=n)oon|(?<=m)idnight)",
+                               re.IGNORECASE)
+_WORDS = ["not", "No", "NOT", "n't", "n’t", "N'T", "never", "none", "nobody", "nothing",
+          "neither", "nor", "cannot", "without", "fail to", "fails  to", "failed\tto", "fail",
+          "knot", "snow", "can't", "won't", "nt", "N", "am", "pm", "a.m", "P.M", "noon", "NOON",
+          "midnight", "mıdnıght", "MIDNİGHT", "3", "12", "9am", " ", "  ", ".", ",", "x", "é",
+          "ı", "K", "ſ", "_", "-", "'", "’", "t"]
 
 
 def _sentences() -> list[str]:
@@ -44,3 +62,39 @@ def test_clause_cut_is_the_plain_alternation() -> None:
         assert_same_matches(F._CLAUSE_CUT, _PLAIN_CLAUSE_CUT, text)
         cuts += len(F.clauses(text)) > 1
     assert len(texts) > 5000 and cuts > 3000  # many sentences have more than one clause
+
+
+def _word_noise(seed: int, n: int) -> list[str]:
+    rng = random.Random(seed)
+    return ["".join(rng.choice(_WORDS) for _ in range(rng.randint(1, 10))) for _ in range(n)]
+
+
+def _around_each_code_point(tails: list[str]) -> list[str]:
+    """Code points alone, after a letter, and before each of ``tails`` (a match's first
+    letter may be any character the case-insensitive form folds to it): every one below
+    U+2200 and every other one whose lower or upper case has an ASCII letter ("K")."""
+    out = []
+    for cp in range(0x110000):
+        c = chr(cp)
+        if cp >= 0x2200 and not any(ch.isascii() for ch in c.lower() + c.upper()):
+            continue
+        out += [c, "x" + c, " " + c] + [c + t for t in tails] + [" 5" + c + t for t in tails]
+    return out
+
+
+def test_negation_cues_are_the_look_ahead_form() -> None:
+    texts = _sentences() + _word_noise(9, 30000)
+    for text in texts:
+        assert_same_matches(T._NEG_RE, _PLAIN_NEG, text)
+    for text in _around_each_code_point(["ot", "'t", "annot", "ithout", "ail to", "ever"]):
+        assert_same_matches(T._NEG_RE, _PLAIN_NEG, text)
+    assert sum(T._NEG_RE.search(t) is not None for t in texts) > 5000
+
+
+def test_clock_hint_is_the_case_insensitive_class() -> None:
+    texts = _sentences() + _word_noise(10, 30000)
+    for text in texts:
+        assert_same_matches(M._CLOCK_HINT, _PLAIN_CLOCK_HINT, text)
+    for text in _around_each_code_point(["m", " pm", "oon", "idnight", "ıdnıght"]):
+        assert_same_matches(M._CLOCK_HINT, _PLAIN_CLOCK_HINT, text)
+    assert sum(M._CLOCK_HINT.search(t) is not None for t in texts) > 5000
