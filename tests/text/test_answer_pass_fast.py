@@ -8,7 +8,9 @@ labelled texts and on noise built to hit the shortcut's edges.
 - ``tokens._NEG_RE`` and ``measures._CLOCK_HINT``: open with a case-sensitive class of
   the letters a match starts with, the rest case-insensitive (were a look-ahead and a
   case-insensitive class, which get no fast scan). Python's case-insensitive matching
-  also folds some non-ASCII letters ("ı", "K", "ſ"): every code point is tried.
+  also folds some non-ASCII letters ("ı", "K", "ſ"): every code point is tried;
+- ``measures._sentence_clocks``: the digit scan only when the sentence has a ":" or is
+  not ASCII (in ASCII text a clock hint is a digit, "noon" or "midnight").
 """
 
 from __future__ import annotations
@@ -98,3 +100,23 @@ def test_clock_hint_is_the_case_insensitive_class() -> None:
     for text in _around_each_code_point(["m", " pm", "oon", "idnight", "ıdnıght"]):
         assert_same_matches(M._CLOCK_HINT, _PLAIN_CLOCK_HINT, text)
     assert sum(M._CLOCK_HINT.search(t) is not None for t in texts) > 5000
+
+
+def _sentence_clocks_plain(text: str) -> list[M.Measure]:
+    return M._clocks(text) if (":" in text or "m" in text or "noon" in text
+                               or "midnight" in text) and (
+        M._DIGIT.search(text) is not None or "noon" in text.lower()
+        or "midnight" in text.lower()) and (
+        ":" in text or M._CLOCK_HINT.search(text) is not None) else []
+
+
+def test_sentence_clocks_are_the_one_condition() -> None:
+    texts = _sentences() + _word_noise(11, 30000) + [
+        "at NOON", "at noon", "mıdnıght", "MIDNİGHT", "5 ᴘm", "at 5 pm", "at ５ pm", "at ５:30",
+        "Midnight", "12:30", "9am:", "noon:", "١٢ pm", "at 3 PM.", "x:y"]
+    found = 0
+    for text in texts:
+        got = M._sentence_clocks(text)
+        assert got == _sentence_clocks_plain(text), text[:80]
+        found += bool(got)
+    assert found > 300
