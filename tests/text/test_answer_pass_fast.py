@@ -9,8 +9,7 @@ labelled texts and on noise built to hit the shortcut's edges.
   the letters a match starts with, the rest case-insensitive (were a look-ahead and a
   case-insensitive class, which get no fast scan). Python's case-insensitive matching
   also folds some non-ASCII letters ("ı", "K", "ſ"): every code point is tried;
-- ``measures._sentence_clocks``: the digit scan only when the sentence has a ":" or is
-  not ASCII (in ASCII text a clock hint is a digit, "noon" or "midnight").
+- ``measures._sentence_clocks``: in ASCII text the digit scan is ``[0-9]``, not ``\\d``.
 """
 
 from __future__ import annotations
