@@ -5,7 +5,7 @@ labelled texts and on noise built to hit the shortcut's edges.
 
 - ``frames._CLAUSE_CUT``: opens with the class of the characters a cut starts with, a
   look-behind per branch (was an alternation of three branches);
-- ``tokens._NEG_RE`` and ``measures._CLOCK_HINT``: open with a case-sensitive class of
+- ``tokens._NEG_RE``, ``polarity._POLAR`` and ``measures._CLOCK_HINT``: open with a case-sensitive class of
   the letters a match starts with, the rest case-insensitive (were a look-ahead and a
   case-insensitive class, which get no fast scan). Python's case-insensitive matching
   also folds some non-ASCII letters ("ı", "K", "ſ"): every code point is tried;
@@ -21,6 +21,7 @@ from corpus_texts import assert_same_matches, real_texts
 
 from gateway.text import frames as F
 from gateway.text import measures as M
+from gateway.text import polarity as P
 from gateway.text import tokens as T
 from gateway.text.tokens import split_sentences
 
@@ -38,13 +39,17 @@ _PIECES = [" ", "  ", "\t", "\n", "\u00a0", ",", ", ", ",  ", ";", ":", "(", ")"
 _PLAIN_NEG = re.compile(
     r"(?=[ncwf])(?:\b(?:not|no|never|none|nobody|nothing|neither|nor|cannot|without)\b"
     r"|n[’']t\b|\bfail(?:s|ed)?\s+to\b)", re.IGNORECASE)
+_PLAIN_POLAR = re.compile(
+    r"(?=[ncwu])(?:\b(?:not|no|never|none|nobody|nothing|neither|nor|cannot|without|non)\b"
+    r"|n[’']t\b|\bun\w{4,}(?:ed|able|ible)\b)", re.IGNORECASE)
 _PLAIN_CLOCK_HINT = re.compile(r"[\dnm](?:(?<=\d)\s*[ap]\.?m|(?<=n)oon|(?<=m)idnight)",
                                re.IGNORECASE)
 _WORDS = ["not", "No", "NOT", "n't", "n’t", "N'T", "never", "none", "nobody", "nothing",
           "neither", "nor", "cannot", "without", "fail to", "fails  to", "failed\tto", "fail",
           "knot", "snow", "can't", "won't", "nt", "N", "am", "pm", "a.m", "P.M", "noon", "NOON",
           "midnight", "mıdnıght", "MIDNİGHT", "3", "12", "9am", " ", "  ", ".", ",", "x", "é",
-          "ı", "K", "ſ", "_", "-", "'", "’", "t"]
+          "ı", "K", "ſ", "_", "-", "'", "’", "t", "non", "Non-", "unhappy", "UNBREAKABLE",
+          "unseen", "unsolved", "undone", "uncle", "un", "ed", "able", "ible"]
 
 
 def _sentences() -> list[str]:
@@ -90,6 +95,15 @@ def test_negation_cues_are_the_look_ahead_form() -> None:
     for text in _around_each_code_point(["ot", "'t", "annot", "ithout", "ail to", "ever"]):
         assert_same_matches(T._NEG_RE, _PLAIN_NEG, text)
     assert sum(T._NEG_RE.search(t) is not None for t in texts) > 5000
+
+
+def test_polar_is_the_look_ahead_form() -> None:
+    texts = _sentences() + _word_noise(12, 30000)
+    for text in texts:
+        assert_same_matches(P._POLAR, _PLAIN_POLAR, text)
+    for text in _around_each_code_point(["ot", "on", "'t", "annot", "ithout", "nsolved"]):
+        assert_same_matches(P._POLAR, _PLAIN_POLAR, text)
+    assert sum(P._POLAR.search(t) is not None for t in texts) > 5000
 
 
 def test_clock_hint_is_the_case_insensitive_class() -> None:
