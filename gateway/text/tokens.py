@@ -78,6 +78,8 @@ NUMBER_WORDS: frozenset[str] = frozenset(
     "eighty ninety hundred thousand million billion trillion dozen half percent".split()
 )
 """Spelled-out number words: compared as numbers (:mod:`gateway.text.quantities`), not as words."""
+_NOT_CONTENT: frozenset[str] = STOPWORDS | NUMBER_WORDS
+"""What :func:`content_words` drops by name."""
 
 PLACES: frozenset[str] = frozenset(
     "afghanistan albania algeria argentina australia austria bangladesh belgium bolivia brazil "
@@ -297,9 +299,12 @@ def tokenize(text: str) -> list[str]:
 
 def content_words(tokens: list[str] | set[str] | frozenset[str]) -> set[str]:
     """The distinct content words among ``tokens`` (no stopwords, no numbers, len >= 2)."""
+    # One pass over the tokens as given (the set comprehension drops repeats): no set of
+    # them and no two set differences built first (≈ 2x faster on an answer sentence).
     return {
-        t for t in set(tokens) - STOPWORDS - NUMBER_WORDS
-        if len(t) > 1 and (t.isalpha() or not any(c.isdigit() for c in t))
+        t for t in tokens
+        if t not in _NOT_CONTENT and len(t) > 1
+        and (t.isalpha() or not any(c.isdigit() for c in t))
     }
 
 

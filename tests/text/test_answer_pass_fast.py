@@ -9,7 +9,8 @@ labelled texts and on noise built to hit the shortcut's edges.
   the letters a match starts with, the rest case-insensitive (were a look-ahead and a
   case-insensitive class, which get no fast scan). Python's case-insensitive matching
   also folds some non-ASCII letters ("ı", "K", "ſ"): every code point is tried;
-- ``measures._sentence_clocks``: in ASCII text the digit scan is ``[0-9]``, not ``\\d``.
+- ``measures._sentence_clocks``: in ASCII text the digit scan is ``[0-9]``, not ``\\d``;
+- ``tokens.content_words``: one pass over the tokens as given, no set differences first.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from gateway.text import frames as F
 from gateway.text import measures as M
 from gateway.text import polarity as P
 from gateway.text import tokens as T
-from gateway.text.tokens import split_sentences
+from gateway.text.tokens import NUMBER_WORDS, STOPWORDS, split_sentences, tokenize
 
 _PLAIN_CLAUSE_CUT = re.compile(
     r"[;:()]\s*|,\s+(?:(?:and|but|while|whereas|or|so|although|though|which|who|whose)\s*)?|"
@@ -133,3 +134,24 @@ def test_sentence_clocks_are_the_one_condition() -> None:
         assert got == _sentence_clocks_plain(text), text[:80]
         found += bool(got)
     assert found > 300
+
+
+def _reference_content_words(tokens: list[str] | set[str] | frozenset[str]) -> set[str]:
+    return {t for t in set(tokens) - STOPWORDS - NUMBER_WORDS
+            if len(t) > 1 and (t.isalpha() or not any(c.isdigit() for c in t))}
+
+
+def test_content_words_are_the_set_differences() -> None:
+    rng = random.Random(13)
+    odd = ["a", "x", "1", "12", "3rd", "x2", "٣", "²", "-", "e-mail", "o'clock", "the", "and",
+           "seven", "dozen", "Ⅻ", "ab", "é", "covid-19", "b", "it's", "nine", "no"]
+    lists = [tokenize(t) for t in _sentences()]
+    lists += [[rng.choice(odd) for _ in range(rng.randint(0, 12))] for _ in range(20000)]
+    kept = 0
+    for tokens in lists:
+        want = _reference_content_words(tokens)
+        assert T.content_words(tokens) == want, tokens[:12]
+        assert T.content_words(set(tokens)) == want
+        assert T.content_words(frozenset(tokens)) == want
+        kept += len(want)
+    assert kept > 50000
