@@ -187,12 +187,19 @@ def _pairs(text: str, start: int, skip: list[tuple[int, int]], cf: ContextFacts,
             and any(_rough_coverage(a, cf.sentence_stems(sid)) >= min_coverage for a in mine)]
     if not sids:
         return []
-    context = [c for sid in sids for c in cf.clauses(sid)]
-    texts = {id(c): cf.index.sentences[sid].text for sid in sids for c in cf.clauses(sid)}
-    # Directions are compared with the clause's whole sentence: "revenue of $4.2 billion,
-    # up 8 %" puts the direction in a clause of its own.
-    dirs = {id(c): frozenset().union(*(d.dirs for d in cf.clauses(sid)))
-            for sid in sids for c in cf.clauses(sid)}
+    context: list[Clause] = []
+    texts: dict[int, str] = {}
+    dirs: dict[int, frozenset[tuple[str, int]]] = {}
+    for sid in sids:  # (each sentence's text and directions read once, not per clause)
+        its = cf.clauses(sid)
+        text_of = cf.index.sentences[sid].text
+        # Directions are compared with the clause's whole sentence: "revenue of $4.2
+        # billion, up 8 %" puts the direction in a clause of its own.
+        dirs_of = frozenset().union(*(d.dirs for d in its))
+        for c in its:
+            context.append(c)
+            texts[id(c)] = text_of
+            dirs[id(c)] = dirs_of
     out: list[_Pair] = []
     for a in mine:
         best: tuple[float, int, Clause] | None = None

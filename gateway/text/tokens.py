@@ -78,6 +78,8 @@ NUMBER_WORDS: frozenset[str] = frozenset(
     "eighty ninety hundred thousand million billion trillion dozen half percent".split()
 )
 """Spelled-out number words: compared as numbers (:mod:`gateway.text.quantities`), not as words."""
+_NOT_CONTENT: frozenset[str] = STOPWORDS | NUMBER_WORDS
+"""What :func:`content_words` drops by name."""
 
 PLACES: frozenset[str] = frozenset(
     "afghanistan albania algeria argentina australia austria bangladesh belgium bolivia brazil "
@@ -131,11 +133,13 @@ _CAMEL_GLUE = re.compile(r"(?<=[a-z])(?=[A-Z][a-z])")
 # Same test, starting at the capital: a pattern that opens with a character class gets
 # the regex engine's fast scan to the (rare) capitals instead of an attempt per letter.
 _CAMEL_ANY = re.compile(r"[A-Z](?<=[a-z][A-Z])(?=[a-z])")
-_NEG_RE = re.compile(  # the look-ahead: the letters a cue can start with (fast rejection)
-    r"(?=[ncwf])(?:\b(?:not|no|never|none|nobody|nothing|neither|nor|cannot|without)\b"
-    r"|n[’']t\b|\bfail(?:s|ed)?\s+to\b)",
-    re.IGNORECASE,
-)
+# A cue's first letter read by a case-sensitive class (the engine skips to those letters
+# with its fast scan: a case-insensitive class or a look-ahead gets none), the rest
+# case-insensitive; "(?<!\w.)" is the "\b" before that letter. The same matches as the
+# look-ahead form (tests/text/test_answer_pass_fast.py).
+_NEG_RE = re.compile(
+    r"[ncwfNCWF](?i:(?<!\w.)(?:(?<=n)(?:ot|o|ever|one|obody|othing|either|or)\b"
+    r"|(?<=c)annot\b|(?<=w)ithout\b|(?<=f)ail(?:s|ed)?\s+to\b)|(?<=n)[’']t\b)")
 
 # Sentence ends: terminal punctuation + space + an opener, a glued ".Capital" after a
 # lower-case word of 2+ letters (scraped text), or a line break.
@@ -295,9 +299,12 @@ def tokenize(text: str) -> list[str]:
 
 def content_words(tokens: list[str] | set[str] | frozenset[str]) -> set[str]:
     """The distinct content words among ``tokens`` (no stopwords, no numbers, len >= 2)."""
+    # One pass over the tokens as given (the set comprehension drops repeats): no set of
+    # them and no two set differences built first (≈ 2x faster on an answer sentence).
     return {
-        t for t in set(tokens) - STOPWORDS - NUMBER_WORDS
-        if len(t) > 1 and (t.isalpha() or not any(c.isdigit() for c in t))
+        t for t in tokens
+        if t not in _NOT_CONTENT and len(t) > 1
+        and (t.isalpha() or not any(c.isdigit() for c in t))
     }
 
 
