@@ -148,7 +148,7 @@ def clause_polarity(text: str, skip: list[tuple[int, int]] | None = None,
     for a, b in clauses(text[start:]):
         a += start
         b += start
-        low = _PART.findall(lowtext, a, b)
+        low = _ASCII_PART.findall(lowtext, a, b)
         if a > start and low and lowtext[a - 1].isalnum() and lowtext[a].isalnum():
             del low[0]  # the tail of a word a cut ends in (", orange"): the plain form's
             # bisect leaves that word out, it starts before the clause
@@ -160,7 +160,7 @@ def clause_polarity(text: str, skip: list[tuple[int, int]] | None = None,
         if not wset:
             continue
         stems = dict(zip(wset, map(stem, wset), strict=True))
-        raw = _PART.findall(text, a, b)
+        raw = _ASCII_PART.findall(text, a, b)
         plain = frozenset([stems[w] for w in raw[drop:] if w in stems])
         neg: set[str] = set()
         if "non" in low:
@@ -244,6 +244,8 @@ def _clause_polarity_plain(text: str, skip: list[tuple[int, int]],
 
 _PART = re.compile(r"[^\W_]+")
 _NOT_CONTENT = STOPWORDS | NUMBER_WORDS
+_ASCII_PART = re.compile(r"[a-zA-Z0-9]+")
+"""``_PART`` in ASCII text: a range test per character, not a Unicode category look-up."""
 _DIRECTION_WORDS = direction_words()
 _DIR_OR_UPDOWN = _DIRECTION_WORDS | {"up", "down"}
 """A clause with none of these words takes no direction (a set test, not a word loop)."""
