@@ -160,8 +160,12 @@ def clause_polarity(text: str, skip: list[tuple[int, int]] | None = None,
         if not wset:
             continue
         stems = dict(zip(wset, map(stem, wset), strict=True))
-        raw = _ASCII_PART.findall(text, a, b)
-        plain = frozenset([stems[w] for w in raw[drop:] if w in stems])
+        stem_set = frozenset(stems.values())
+        if _ASCII_UPPER.search(text, a, b) is None:
+            plain = stem_set  # written as read: every content word is in lower case
+        else:
+            raw = _ASCII_PART.findall(text, a, b)
+            plain = frozenset([stems[w] for w in raw[drop:] if w in stems])
         neg: set[str] = set()
         if "non" in low:
             for i in range(len(low) - 1):
@@ -175,7 +179,7 @@ def clause_polarity(text: str, skip: list[tuple[int, int]] | None = None,
         dir_words = wset & _DIRECTION_WORDS
         has_dir = bool(dir_words) or not _DIR_OR_UPDOWN.isdisjoint(low)
         c = bisect_left(cues, a)
-        out.append(Clause(a, b, frozenset(stems.values()), plain, wset,
+        out.append(Clause(a, b, stem_set, plain, wset,
                           c < len(cues) and cues[c] < b, frozenset(neg),
                           directions(text[a:b]) if has_dir else frozenset(),
                           frozenset([stems[w] for w in dir_words])))
@@ -246,6 +250,7 @@ _PART = re.compile(r"[^\W_]+")
 _NOT_CONTENT = STOPWORDS | NUMBER_WORDS
 _ASCII_PART = re.compile(r"[a-zA-Z0-9]+")
 """``_PART`` in ASCII text: a range test per character, not a Unicode category look-up."""
+_ASCII_UPPER = re.compile(r"[A-Z]")
 _DIRECTION_WORDS = direction_words()
 _DIR_OR_UPDOWN = _DIRECTION_WORDS | {"up", "down"}
 """A clause with none of these words takes no direction (a set test, not a word loop)."""
