@@ -64,6 +64,10 @@ elsewhere "over" and "under", "rose" and "fell" have many other senses."""
 
 
 _INDEX_WORDS = frozenset(_INDEX)
+_NOT_DIRECTION_HINTS = ("less", "same", "least", "most", "only", "year", "weekend", "past",
+                        "course", "phone", "them", "other", "than")
+"""A word every match of ``_NOT_DIRECTION`` holds ("more or less", "at least", "over the
+years", "each other", "no more than", …; tests/text/test_directions_fast.py)."""
 _CUE_WORDS = _INDEX_WORDS | {"up", "down"}
 """Every word :func:`directions` can read a side from."""
 
@@ -102,12 +106,17 @@ def is_direction_word(word: str) -> bool:
 
 def directions(text: str) -> frozenset[tuple[str, int]]:
     """The (group, side) pairs a clause's words take."""
-    low = _NOT_DIRECTION.sub(" ", text.lower())
+    low = text.lower()
+    # (The patterns' \b alternations are tried at every position: each runs only when a
+    # word every match of it holds is in the text — substring tests.)
+    if any(h in low for h in _NOT_DIRECTION_HINTS):
+        low = _NOT_DIRECTION.sub(" ", low)
     numeric = _DIGIT.search(low) is not None
-    out = {_INDEX[w] for w in _WORD.findall(low) if w in _INDEX
-           and (numeric or _INDEX[w][0] not in _NEEDS_NUMBER)}
-    for m in _UPDOWN.finditer(low):
-        out.add(("change", 0 if m.group(1) == "up" else 1))
+    out = {_INDEX[w] for w in _INDEX_WORDS.intersection(_WORD.findall(low))
+           if numeric or _INDEX[w][0] not in _NEEDS_NUMBER}
+    if numeric and ("up" in low or "down" in low):
+        for m in _UPDOWN.finditer(low):
+            out.add(("change", 0 if m.group(1) == "up" else 1))
     return frozenset(out)
 
 

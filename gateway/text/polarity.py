@@ -135,7 +135,61 @@ def clause_polarity(text: str, skip: list[tuple[int, int]] | None = None,
                     start: int = 0) -> list[Clause]:
     """The clauses of ``text[start:]`` with their stems and asserted negation; cues
     inside ``skip`` spans (contrasts) do not count."""
-    skip = skip or []
+    if skip or not text.isascii() or has_camel_glue(text):
+        return _clause_polarity_plain(text, skip or [], start)
+    # (Most sentences: ASCII, no rejected alternative, no glued "wordWord".) Each clause's
+    # words read by one scan of its own span, not one scan of the sentence and a bisect
+    # per clause; the same clauses as the plain form (tests/text/test_clause_polarity_fast.py).
+    cues = [m.start() for m in negation_cues(text)
+            if m.start() >= start
+            and not _HEDGE_BEFORE.search(text, max(0, m.start() - 12), m.start())]
+    lowtext = text.lower()  # (ASCII: the same length, the same word characters)
+    out = []
+    for a, b in clauses(text[start:]):
+        a += start
+        b += start
+        low = _ASCII_PART.findall(lowtext, a, b)
+        if a > start and low and lowtext[a - 1].isalnum() and lowtext[a].isalnum():
+            del low[0]  # the tail of a word a cut ends in (", orange"): the plain form's
+            # bisect leaves that word out, it starts before the clause
+            drop = 1
+        else:
+            drop = 0
+        wset = frozenset([w for w in low if w not in _NOT_CONTENT and len(w) > 1
+                          and not w[0].isdigit()])
+        if not wset:
+            continue
+        stems = dict(zip(wset, map(stem, wset), strict=True))
+        stem_set = frozenset(stems.values())
+        if _ASCII_UPPER.search(text, a, b) is None:
+            plain = stem_set  # written as read: every content word is in lower case
+        else:
+            raw = _ASCII_PART.findall(text, a, b)
+            plain = frozenset([stems[w] for w in raw[drop:] if w in stems])
+        neg: set[str] = set()
+        if "non" in low:
+            for i in range(len(low) - 1):
+                if low[i] == "non":
+                    neg.add(stem(low[i + 1]))
+        for w in wset:
+            if w[0] in "uindI" and len(w) > 5 and w.endswith(_NEG_SUFFIX_OK):
+                base = _prefix_base(w)
+                if base is not None:
+                    neg.add(base)
+        dir_words = wset & _DIRECTION_WORDS
+        has_dir = bool(dir_words) or not _DIR_OR_UPDOWN.isdisjoint(low)
+        c = bisect_left(cues, a)
+        out.append(Clause(a, b, stem_set, plain, wset,
+                          c < len(cues) and cues[c] < b, frozenset(neg),
+                          directions(text[a:b]) if has_dir else frozenset(),
+                          frozenset([stems[w] for w in dir_words])))
+    return out
+
+
+def _clause_polarity_plain(text: str, skip: list[tuple[int, int]],
+                           start: int) -> list[Clause]:
+    """:func:`clause_polarity` read from one word scan of the whole sentence (the reference
+    of its fast form; any sentence, contrasts and glued words included)."""
     cues = [m.start() for m in negation_cues(text)
             if m.start() >= start
             and not _HEDGE_BEFORE.search(text, max(0, m.start() - 12), m.start())
@@ -193,6 +247,10 @@ def clause_polarity(text: str, skip: list[tuple[int, int]] | None = None,
 
 
 _PART = re.compile(r"[^\W_]+")
+_NOT_CONTENT = STOPWORDS | NUMBER_WORDS
+_ASCII_PART = re.compile(r"[a-zA-Z0-9]+")
+"""``_PART`` in ASCII text: a range test per character, not a Unicode category look-up."""
+_ASCII_UPPER = re.compile(r"[A-Z]")
 _DIRECTION_WORDS = direction_words()
 _DIR_OR_UPDOWN = _DIRECTION_WORDS | {"up", "down"}
 """A clause with none of these words takes no direction (a set test, not a word loop)."""
