@@ -166,25 +166,32 @@ def clause_polarity(text: str, skip: list[tuple[int, int]] | None = None,
         else:
             raw = _ASCII_PART.findall(text, a, b)
             plain = frozenset([stems[w] for w in raw[drop:] if w in stems])
-        neg: set[str] = set()
-        if "non" in low:
-            for i in range(len(low) - 1):
-                if low[i] == "non":
-                    neg.add(stem(low[i + 1]))
-        for w in wset:
-            if w[0] in "uindI" and len(w) > 5 and w.endswith(_NEG_SUFFIX_OK):
-                base = _prefix_base(w)
-                if base is not None:
-                    neg.add(base)
+        neg = _negated_stems(low, wset)
         dir_words = wset & _DIRECTION_WORDS
         has_dir = bool(dir_words) or not _DIR_OR_UPDOWN.isdisjoint(low)
         c = bisect_left(cues, a)
         out.append(Clause(a, b, stem_set, plain, wset,
-                          c < len(cues) and cues[c] < b, frozenset(neg),
+                          c < len(cues) and cues[c] < b, neg,
                           directions(text[a:b]) if has_dir else frozenset(),
                           frozenset([stems[w] for w in dir_words])))
     return out
 
+
+
+def _negated_stems(low: list[str], wset: frozenset[str]) -> frozenset[str]:
+    """The stems a clause's words negate: the word after "non", and the base of a
+    prefix-negated word ("unsafe" → "safe")."""
+    neg: set[str] = set()
+    if "non" in low:
+        for i in range(len(low) - 1):
+            if low[i] == "non":
+                neg.add(stem(low[i + 1]))
+    for w in wset:
+        if w[0] in "uindI" and len(w) > 5 and w.endswith(_NEG_SUFFIX_OK):
+            base = _prefix_base(w)
+            if base is not None:
+                neg.add(base)
+    return frozenset(neg)
 
 def _clause_polarity_plain(text: str, skip: list[tuple[int, int]],
                            start: int) -> list[Clause]:
@@ -226,21 +233,12 @@ def _clause_polarity_plain(text: str, skip: list[tuple[int, int]],
         wset = frozenset(words)
         stems = {w: stem(w) for w in wset}
         plain = frozenset(stems[w] for w in raw if w in stems)  # lower-case as written
-        neg: set[str] = set()
-        if "non" in low:
-            for i in range(len(low) - 1):
-                if low[i] == "non":
-                    neg.add(stem(low[i + 1]))
-        for w in wset:
-            if w[0] in "uindI" and len(w) > 5 and w.endswith(_NEG_SUFFIX_OK):
-                base = _prefix_base(w)
-                if base is not None:
-                    neg.add(base)
+        neg = _negated_stems(low, wset)
         dir_words = wset & _DIRECTION_WORDS  # (is_direction_word, as one set operation)
         has_dir = bool(dir_words) or not _DIR_OR_UPDOWN.isdisjoint(low)
         c = bisect_left(cues, a)  # (cues ascend: a cue in [a, b) is the first from a)
         out.append(Clause(a, b, frozenset(stems.values()), plain, wset,
-                          c < len(cues) and cues[c] < b, frozenset(neg),
+                          c < len(cues) and cues[c] < b, neg,
                           directions(_blank(text, a, b, skip)) if has_dir else frozenset(),
                           frozenset(stems[w] for w in dir_words)))
     return out
