@@ -205,6 +205,14 @@ _HEDGE_PHRASES = _phrases(
 """Every match of ``_HEDGE`` starts with one of these (``"about 30"``: ``about``)."""
 
 
+_ASKED = frozenset().union(
+    *(words for _, by_key in (_OPINION_PHRASES, _HEDGE_PHRASES)
+      for phrases in by_key.values() for words, _ in phrases),
+    _CI_WORDS, (unit[1:-1] for unit in _WORD_UNITS))
+"""Every word :attr:`_Folded.vocab` is asked about: the phrases' words (their keys
+among them), the regulations' first words and the whole-word units."""
+
+
 def _is_word(c: str) -> bool:
     """The regex engine's ``\\w`` for one character."""
     return c.isalnum() or c == "_"
@@ -235,7 +243,9 @@ class _Folded:
     ``words`` is ``low`` as bytes, one per character (offsets unchanged), with
     everything but ``[a-z0-9]`` blanked: every ASCII whole word (``\\b...\\b``) of
     ``low`` is a word of it, so :attr:`vocab` (its set of words) has it, and
-    ``padded`` (``words`` between two blanks) contains it as ``b" word "``.
+    ``padded`` (``words`` between two blanks) contains it as ``b" word "``. Only the
+    words of :data:`_ASKED` are ever looked up in ``vocab``, so it holds only those
+    (building the set of every word cost more than splitting the text).
     """
 
     __slots__ = ("low", "words", "padded", "vocab")
@@ -244,7 +254,7 @@ class _Folded:
         self.low = low
         self.words = low.encode("ascii", "replace").translate(_WORD_BYTES)
         self.padded = b" " + self.words + b" "
-        self.vocab = set(self.words.split())
+        self.vocab = _ASKED.intersection(self.words.split())
 
     @classmethod
     def of(cls, text: str) -> _Folded | None:
