@@ -144,6 +144,7 @@ _GLUED_UNITS = (b"second", b"minute", b"hour", b"day", b"week", b"month", b"year
 _WORD_UNITS = (b" season ", b" tomorrow ", b" spring ", b" summer ", b" autumn ", b" fall ",
                b" winter ")
 """The other :data:`_DURATION_UNITS`: _DURATION only matches them as whole words."""
+_WORD_UNIT_WORDS = tuple(unit[1:-1] for unit in _WORD_UNITS)
 _UNIT_WORD = re.compile(
     rb"(?:\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|"
     rb"twenty|thirty|forty|fifty|several|few|many|yester|to)?"
@@ -208,7 +209,7 @@ _HEDGE_PHRASES = _phrases(
 _ASKED = frozenset().union(
     *(words for _, by_key in (_OPINION_PHRASES, _HEDGE_PHRASES)
       for phrases in by_key.values() for words, _ in phrases),
-    _CI_WORDS, (unit[1:-1] for unit in _WORD_UNITS))
+    _CI_WORDS, _WORD_UNIT_WORDS)
 """Every word :attr:`_Folded.vocab` is asked about: the phrases' words (their keys
 among them), the regulations' first words and the whole-word units."""
 
@@ -282,9 +283,12 @@ class _Folded:
         characters before it, as ``finditer`` does)."""
         cased = _cased_hint(text)  # every case-sensitive one needs it
         words = self.words
-        if not cased and self.vocab.isdisjoint(_CI_WORDS) and not any(
-                key in words for key in _CI_KEYS):
-            return  # no pattern would be tried below (most answers)
+        if not cased and self.vocab.isdisjoint(_CI_WORDS):
+            for key in _CI_KEYS:  # (a loop: any() of a generator cost ~1 k more)
+                if key in words:
+                    break
+            else:
+                return  # no pattern would be tried below (most answers)
         for pat, (lead, ci, word) in zip(_REGULATORY_FLAT, _REGULATORY_LEADS, strict=True):
             if lead is None:
                 if cased:
@@ -327,9 +331,10 @@ class _Folded:
                     en = n
                 if _UNIT_WORD.fullmatch(words, st, en):
                     hits.append((st, en))
-        for unit in _WORD_UNITS:
-            if unit[1:-1] in self.vocab:
-                hits.extend((p, p + len(unit) - 2) for p in _occurrences(self.padded, unit))
+        if not self.vocab.isdisjoint(_WORD_UNIT_WORDS):  # (most answers have none)
+            for unit, word in zip(_WORD_UNITS, _WORD_UNIT_WORDS, strict=True):
+                if word in self.vocab:
+                    hits.extend((p, p + len(word)) for p in _occurrences(self.padded, unit))
         done = 0
         for first, en in sorted(hits):
             if first < done:
