@@ -70,7 +70,10 @@ def _cased_hint(text: str) -> bool:
     if "F" in text and ("FAR" in text or "CFR" in text or "CF.R" in text or "C.FR" in text
                         or "C.F.R" in text):
         return True
-    return "NIST" in text or "CMMC" in text or "ISO" in text or "ITAR" in text or "EAR" in text
+    # One letter of each first (a one-character test is a memchr, a longer one a scan).
+    return (("N" in text and "NIST" in text) or ("M" in text and "CMMC" in text)
+            or ("O" in text and "ISO" in text)
+            or ("R" in text and ("ITAR" in text or "EAR" in text)))
 
 
 _DURATION = re.compile(
@@ -144,6 +147,7 @@ _GLUED_UNITS = (b"second", b"minute", b"hour", b"day", b"week", b"month", b"year
 _WORD_UNITS = (b" season ", b" tomorrow ", b" spring ", b" summer ", b" autumn ", b" fall ",
                b" winter ")
 """The other :data:`_DURATION_UNITS`: _DURATION only matches them as whole words."""
+_WORD_UNIT_WORDS = tuple(unit[1:-1] for unit in _WORD_UNITS)
 _UNIT_WORD = re.compile(
     rb"(?:\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|"
     rb"twenty|thirty|forty|fifty|several|few|many|yester|to)?"
@@ -205,6 +209,14 @@ _HEDGE_PHRASES = _phrases(
 """Every match of ``_HEDGE`` starts with one of these (``"about 30"``: ``about``)."""
 
 
+_ASKED = frozenset().union(
+    *(words for _, by_key in (_OPINION_PHRASES, _HEDGE_PHRASES)
+      for phrases in by_key.values() for words, _ in phrases),
+    _CI_WORDS, _WORD_UNIT_WORDS)
+"""Every word :attr:`_Folded.vocab` is asked about: the phrases' words (their keys
+among them), the regulations' first words and the whole-word units."""
+
+
 def _is_word(c: str) -> bool:
     """The regex engine's ``\\w`` for one character."""
     return c.isalnum() or c == "_"
@@ -235,7 +247,9 @@ class _Folded:
     ``words`` is ``low`` as bytes, one per character (offsets unchanged), with
     everything but ``[a-z0-9]`` blanked: every ASCII whole word (``\\b...\\b``) of
     ``low`` is a word of it, so :attr:`vocab` (its set of words) has it, and
-    ``padded`` (``words`` between two blanks) contains it as ``b" word "``.
+    ``padded`` (``words`` between two blanks) contains it as ``b" word "``. Only the
+    words of :data:`_ASKED` are ever looked up in ``vocab``, so it holds only those
+    (building the set of every word cost more than splitting the text).
     """
 
     __slots__ = ("low", "words", "padded", "vocab")
@@ -244,7 +258,7 @@ class _Folded:
         self.low = low
         self.words = low.encode("ascii", "replace").translate(_WORD_BYTES)
         self.padded = b" " + self.words + b" "
-        self.vocab = set(self.words.split())
+        self.vocab = _ASKED.intersection(self.words.split())
 
     @classmethod
     def of(cls, text: str) -> _Folded | None:
@@ -272,9 +286,12 @@ class _Folded:
         characters before it, as ``finditer`` does)."""
         cased = _cased_hint(text)  # every case-sensitive one needs it
         words = self.words
-        if not cased and self.vocab.isdisjoint(_CI_WORDS) and not any(
-                key in words for key in _CI_KEYS):
-            return  # no pattern would be tried below (most answers)
+        if not cased and self.vocab.isdisjoint(_CI_WORDS):
+            for key in _CI_KEYS:  # (a loop: any() of a generator cost ~1 k more)
+                if key in words:
+                    break
+            else:
+                return  # no pattern would be tried below (most answers)
         for pat, (lead, ci, word) in zip(_REGULATORY_FLAT, _REGULATORY_LEADS, strict=True):
             if lead is None:
                 if cased:
@@ -317,9 +334,10 @@ class _Folded:
                     en = n
                 if _UNIT_WORD.fullmatch(words, st, en):
                     hits.append((st, en))
-        for unit in _WORD_UNITS:
-            if unit[1:-1] in self.vocab:
-                hits.extend((p, p + len(unit) - 2) for p in _occurrences(self.padded, unit))
+        if not self.vocab.isdisjoint(_WORD_UNIT_WORDS):  # (most answers have none)
+            for unit, word in zip(_WORD_UNITS, _WORD_UNIT_WORDS, strict=True):
+                if word in self.vocab:
+                    hits.extend((p, p + len(word)) for p in _occurrences(self.padded, unit))
         done = 0
         for first, en in sorted(hits):
             if first < done:

@@ -406,3 +406,33 @@ def test_cased_hint_is_the_cased_pattern() -> None:
         assert _claim_scan._cased_hint(text) is want, text
         hits += want
     assert 1000 < hits < len(texts) - 1000
+
+
+def test_vocab_of_asked_words_gives_what_every_word_gives() -> None:
+    """``_Folded.vocab`` keeps only the words of ``_ASKED``: every scan gives what it
+    gives with the set of all the text's words."""
+    rng = random.Random(11)
+    regulations = ("Defense Federal Acquisition Regulations", "Federal Acquisition Regulation",
+                   "Cybersecurity Maturity Model Certification", "export administration "
+                   "regulations", "International Traffic in Arms Regulation", "DFARS 252.204",
+                   "NIST SP 800-171", "cmmc level 2", "the Defense", "federal")
+    texts = [*random_texts(300, 600), *(
+        "".join(rng.choice(DURATION_WORDS) + rng.choice((" ", "-", ". "))
+                for _ in range(rng.randint(1, 14))) for _ in range(600)), *(
+        " ".join(rng.choice(regulations + ("it was", "in", "by")) for _ in range(4))
+        for _ in range(300))]
+    for text in texts:
+        fast = claims._Folded.of(text)
+        if fast is None:
+            continue
+        full = claims._Folded.of(text)
+        assert full is not None
+        full.vocab = set(full.words.split())
+        assert fast.vocab == full.vocab & _claim_scan._ASKED
+        for table in (_claim_scan._OPINION_PHRASES, _claim_scan._HEDGE_PHRASES):
+            assert fast.phrase_starts(table) == full.phrase_starts(table), text
+        assert list(fast.regulations(text)) == list(full.regulations(text)), text
+        assert list(fast.durations()) == list(full.durations()), text
+        spans = split_sentences(text)
+        a, b = fast.classifier(spans), full.classifier(spans)
+        assert [a(i) for i in range(len(spans))] == [b(i) for i in range(len(spans))], text
