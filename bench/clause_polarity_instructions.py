@@ -14,12 +14,9 @@ more; the difference divided by the calls it adds is the count per call. Needs
 from __future__ import annotations
 
 import argparse
-import os
-import re
-import subprocess
-import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+from _valgrind import cachegrind, per_unit
 
 CHILD = r'''
 import json, sys
@@ -41,16 +38,9 @@ for _ in range(1 + passes):
 
 
 def instructions(root: str, passes: int) -> tuple[int, int]:
-    """Instructions valgrind counts for one child run, and the sentences it read."""
-    env = {**os.environ, "PYTHONHASHSEED": "0"}
-    out = subprocess.run(
-        ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
-         sys.executable, "-c", CHILD, root, str(passes)],
-        capture_output=True, text=True, env=env, check=True)
-    m = re.search(r"I\s+refs:\s+([\d,]+)", out.stderr)
-    if m is None:
-        raise RuntimeError(out.stderr[-2000:])
-    return int(m.group(1).replace(",", "")), int(out.stdout.split()[0])
+    """Instructions valgrind counts for one child run, and the sentences a pass holds."""
+    count, printed = cachegrind(CHILD, root, str(passes))
+    return count, int(printed.split()[0])
 
 
 def main() -> None:
@@ -59,13 +49,7 @@ def main() -> None:
     ap.add_argument("new", type=Path)
     ap.add_argument("--passes", type=int, default=3)
     args = ap.parse_args()
-    per: list[float] = []
-    for root in (str(args.old.resolve()), str(args.new.resolve())):
-        with ThreadPoolExecutor(2) as pool:
-            runs = [pool.submit(instructions, root, k) for k in (0, args.passes)]
-            (base, n), (more, _) = (r.result() for r in runs)
-        per.append((more - base) / (args.passes * n))
-    old, new = per
+    old, new = per_unit(args.old, args.new, args.passes, instructions)
     print(f"clause_polarity: instructions per call (polar summary sentences): old "
           f"{old:,.0f}, new {new:,.0f}; new/old {new / old:.3f}")
 

@@ -18,13 +18,9 @@ than an add), but a change that removes work shows up here whatever else the box
 from __future__ import annotations
 
 import argparse
-import os
-import re
-import subprocess
-import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from _valgrind import cachegrind, per_unit
 from _verify_child import RUNTIME_SETUP
 
 CHILD = r'''
@@ -43,17 +39,10 @@ asyncio.run(main())
 CASES = 40
 
 
-def instructions(root: str, policy: str, cold: bool, passes: int) -> int:
-    """Instructions valgrind counts for one child run."""
-    env = {**os.environ, "PYTHONHASHSEED": "0"}
-    out = subprocess.run(
-        ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
-         sys.executable, "-c", CHILD, root, policy, "1" if cold else "0", str(passes)],
-        capture_output=True, text=True, env=env, check=True)
-    m = re.search(r"I\s+refs:\s+([\d,]+)", out.stderr)
-    if m is None:
-        raise RuntimeError(out.stderr[-2000:])
-    return int(m.group(1).replace(",", ""))
+def instructions(root: str, policy: str, cold: bool, passes: int) -> tuple[int, int]:
+    """Instructions valgrind counts for one child run, and the verifications a pass holds."""
+    count, _ = cachegrind(CHILD, root, policy, "1" if cold else "0", str(passes))
+    return count, CASES
 
 
 def main() -> None:
@@ -64,14 +53,8 @@ def main() -> None:
     ap.add_argument("--cold", action="store_true")
     ap.add_argument("--passes", type=int, default=2)
     args = ap.parse_args()
-    per: list[float] = []
-    for root in (str(args.old.resolve()), str(args.new.resolve())):
-        with ThreadPoolExecutor(2) as pool:
-            runs = [pool.submit(instructions, root, args.policy, args.cold, k)
-                    for k in (0, args.passes)]
-            base, more = (r.result() for r in runs)
-        per.append((more - base) / (args.passes * CASES))
-    old, new = per
+    old, new = per_unit(args.old, args.new, args.passes,
+                        lambda root, k: instructions(root, args.policy, args.cold, k))
     print(f"{args.policy} {'cold' if args.cold else 'warm'}: million instructions per "
           f"verification: old {old / 1e6:.2f}, new {new / 1e6:.2f}; new/old {new / old:.3f}")
 
