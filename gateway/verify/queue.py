@@ -234,13 +234,9 @@ class ShadowQueue:
 
     def count_shed(self, kind: str, reason: str) -> None:
         """Count a job of ``kind`` shed before it was built (``shadow.dropped`` by
-        ``reason``, settled ``dropped``): :meth:`_count_drop` and :meth:`_settle`
-        inlined (a saturated relay calls it for almost every shadow request)."""
-        self.dropped += 1
-        telemetry = self.telemetry
-        telemetry.count("shadow.dropped", 1, {"kind": kind, "reason": reason})
-        self.sample.settle("dropped")
-        telemetry.count("shadow.settled", 1, {"kind": kind, "result": "dropped"})
+        ``reason``, settled ``dropped``)."""
+        self._count_drop(kind, reason)
+        self._settle(kind, "dropped")
 
     def _drop(self, job: ShadowJob, reason: str) -> bool:
         self._count_drop(job.kind, reason)
