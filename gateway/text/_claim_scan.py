@@ -56,17 +56,18 @@ _REGULATORY_HINT = re.compile(
     r"|export administration)"
 )
 """Text every pattern above needs: when it is absent, none of them is run."""
-_REGULATORY_CASED = re.compile(r"DFARS|FAR|NIST|CMMC|ISO|ITAR|EAR|C\.?F\.?R")
-
 _REGULATORY_FOLDED = re.compile(r"dfars|nist|cmmc|federal acquisition|cybersecurity maturity"
                                 r"|international traffic|export administration")
-"""The two halves of the hint, the second for lower-cased ASCII text: patterns that
-open with a literal let the engine jump between candidate first letters."""
+"""The hint's case-insensitive half, for lower-cased ASCII text (its cased half is
+:func:`_cased_hint`): a pattern that opens with a literal lets the engine jump between
+candidate first letters."""
 
 
 def _cased_hint(text: str) -> bool:
-    """``_REGULATORY_CASED.search(text) is not None`` by substring tests (it has no anchor:
-    a match is an alternative occurring; the regex engine tried it at every position)."""
+    """The hint's case-sensitive half: ``DFARS|FAR|NIST|CMMC|ISO|ITAR|EAR|C\\.?F\\.?R``
+    occurs in ``text``, by substring tests (the pattern has no anchor, so the regex
+    engine tried it at every position; tests/text/test_claims_fast.py holds the two
+    alike)."""
     if "F" in text and ("FAR" in text or "CFR" in text or "CF.R" in text or "C.FR" in text
                         or "C.F.R" in text):
         return True

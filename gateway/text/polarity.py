@@ -36,7 +36,13 @@ from gateway.text.antonyms import (
 )
 from gateway.text.frames import clauses
 from gateway.text.stem import stem
-from gateway.text.tokens import NUMBER_WORDS, STOPWORDS, has_camel_glue, negation_cues
+from gateway.text.tokens import (
+    NON_CONTENT,
+    NUMBER_WORDS,
+    STOPWORDS,
+    has_camel_glue,
+    negation_cues,
+)
 
 __all__ = ["Clause", "FlipCues", "clause_polarity", "contrast_spans", "flip_by_prefix",
            "flip_cues", "leading_particle", "may_flip", "polar", "prefix_negated"]
@@ -155,7 +161,7 @@ def clause_polarity(text: str, skip: list[tuple[int, int]] | None = None,
             drop = 1
         else:
             drop = 0
-        wset = frozenset([w for w in low if w not in _NOT_CONTENT and len(w) > 1
+        wset = frozenset([w for w in low if w not in NON_CONTENT and len(w) > 1
                           and not w[0].isdigit()])
         if not wset:
             continue
@@ -245,7 +251,6 @@ def _clause_polarity_plain(text: str, skip: list[tuple[int, int]],
 
 
 _PART = re.compile(r"[^\W_]+")
-_NOT_CONTENT = STOPWORDS | NUMBER_WORDS
 _ASCII_PART = re.compile(r"[a-zA-Z0-9]+")
 """``_PART`` in ASCII text: a range test per character, not a Unicode category look-up."""
 _ASCII_UPPER = re.compile(r"[A-Z]")

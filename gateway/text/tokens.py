@@ -29,6 +29,7 @@ from functools import lru_cache
 
 __all__ = [
     "NEGATIONS",
+    "NON_CONTENT",
     "NUMBER_WORDS",
     "OPENERS",
     "PLACES",
@@ -78,8 +79,8 @@ NUMBER_WORDS: frozenset[str] = frozenset(
     "eighty ninety hundred thousand million billion trillion dozen half percent".split()
 )
 """Spelled-out number words: compared as numbers (:mod:`gateway.text.quantities`), not as words."""
-_NOT_CONTENT: frozenset[str] = STOPWORDS | NUMBER_WORDS
-"""What :func:`content_words` drops by name."""
+NON_CONTENT: frozenset[str] = STOPWORDS | NUMBER_WORDS
+"""The words :func:`content_words` drops by name (stopwords and number words)."""
 
 PLACES: frozenset[str] = frozenset(
     "afghanistan albania algeria argentina australia austria bangladesh belgium bolivia brazil "
@@ -303,7 +304,7 @@ def content_words(tokens: list[str] | set[str] | frozenset[str]) -> set[str]:
     # them and no two set differences built first (≈ 2x faster on an answer sentence).
     return {
         t for t in tokens
-        if t not in _NOT_CONTENT and len(t) > 1
+        if t not in NON_CONTENT and len(t) > 1
         and (t.isalpha() or not any(c.isdigit() for c in t))
     }
 

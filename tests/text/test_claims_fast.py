@@ -379,20 +379,25 @@ CI_REGULATIONS = (
 )
 
 
+_CASED = re.compile(r"DFARS|FAR|NIST|CMMC|ISO|ITAR|EAR|C\.?F\.?R")
+"""The case-sensitive half of the regulation hint as a pattern: ``_cased_hint``'s
+reference."""
+
 @pytest.mark.parametrize("phrase", CI_REGULATIONS)
 def test_each_case_insensitive_regulation_passes_the_gate(phrase: str) -> None:
     """With no case-sensitive acronym in the text, each case-insensitive pattern is still
     tried (the gate's literal and whole-word tests, ``_CI_KEYS`` / ``_CI_WORDS``)."""
     for text in (phrase, phrase.lower(), f"Under the {phrase}, they filed.", f"x{phrase}y",
                  f"{phrase.split()[0]}s and more"):
-        assert _claim_scan._REGULATORY_CASED.search(text) is None
+        assert _CASED.search(text) is None
         assert as_tuples(extract_entities(text)) == as_tuples(ref_extract(text)), text
     assert any(e.type == "REGULATION" for e in extract_entities(phrase))
 
 
 def test_cased_hint_is_the_cased_pattern() -> None:
-    """``_cased_hint`` (substring tests) says what ``_REGULATORY_CASED.search`` says, on
-    the labelled texts and on random texts dense in the acronyms' pieces."""
+    """``_cased_hint`` (substring tests) says what ``_CASED.search`` (the pattern it
+    replaced) says, on the labelled texts and on random texts dense in the acronyms'
+    pieces."""
     from corpus_texts import real_texts
 
     rng = random.Random(11)
@@ -402,7 +407,7 @@ def test_cased_hint_is_the_cased_pattern() -> None:
                                   for _ in range(20000)]
     hits = 0
     for text in texts:
-        want = _claim_scan._REGULATORY_CASED.search(text) is not None
+        want = _CASED.search(text) is not None
         assert _claim_scan._cased_hint(text) is want, text
         hits += want
     assert 1000 < hits < len(texts) - 1000
