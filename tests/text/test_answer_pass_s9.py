@@ -6,7 +6,10 @@ repository's labelled texts and on noise built to hit the shortcut's edges.
   digit goes straight to its number words (no date, no digit-number scan);
 - ``measures.sentence_measures``: the sentence lower-cased once for its clock and "an
   hour" tests, no date work without dates, no spans of nothing; on ASCII text the clock
-  hint scans to the digits only (``_ASCII_CLOCK_HINT``).
+  hint scans to the digits only (``_ASCII_CLOCK_HINT``);
+- ``tokens.split_sentences``: each sentence's span made inline, its left side stripped
+  only when something was (``tokens.entity_candidates``' words of several are
+  ``g.split()``: tests/text/test_verify_cpu_fast.py holds its reference).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import pytest
 from corpus_texts import real_texts
 
 from gateway.text import measures as M
+from gateway.text import tokens as T
 from gateway.text.quantities import (
     DateRef,
     Quantity,
@@ -25,7 +29,7 @@ from gateway.text.quantities import (
     _prepare,
     extract_quantities,
 )
-from gateway.text.tokens import split_sentences, tokenize
+from gateway.text.tokens import Span, split_sentences, tokenize
 
 _PIECES = ["May", "July 4", "Sept.", " ", "  ", "\t", "\n", "\xa0", ",", ".", ":", "'", "’",
            "-", "$", "%", "0", "1", "2", "9", "12", "1981", "2001", "11", "30", "st", "of",
@@ -115,3 +119,41 @@ def test_sentence_measures_are_the_plain_reading(texts: list[str]) -> None:
         found += bool(got)
         clocks += any(m.dim == "clock" for m in got)
     assert found > 3000 and clocks > 300
+
+
+def _reference_split(text: str) -> list[Span]:
+    """``split_sentences`` as session 8 wrote it."""
+    out: list[Span] = []
+
+    def append(start: int, end: int) -> None:
+        piece = text[start:end]
+        kept = piece.strip()
+        if kept:
+            start += len(piece) - len(piece.lstrip())
+            out.append(Span(kept, start, start + len(kept)))
+
+    start = 0
+    for m in T._SENT_END.finditer(text):
+        gap = m.group(0)
+        cut = m.start() if gap[0] == "\n" else m.start() + 1
+        if "\n" not in gap and not T._split_ok(text, cut, m.end()):
+            continue
+        append(start, cut)
+        start = m.end()
+    append(start, len(text))
+    return out
+
+
+def test_split_sentences_is_the_reference() -> None:
+    rng = random.Random(19)
+    pieces = ["Word", "word", ". ", ".  ", "! ", "? ", ".\n", "\n", "\n\n ", " \n", "\t",
+              "\xa0", "Dr. ", "U.S. ", "J. K. ", "5 V. ", "No. 5", "No. The", "et al. (",
+              ".Next", "a.B", "\"", "’", ")", " ", "  ", "3.5", "é", "É"]
+    texts = list(real_texts()) + ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 16)))
+                                  for _ in range(20000)]
+    many = 0
+    for text in texts:
+        got = split_sentences(text)
+        assert got == _reference_split(text), text[:80]
+        many += len(got) > 1
+    assert many > 5000
