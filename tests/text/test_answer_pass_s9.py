@@ -7,6 +7,8 @@ repository's labelled texts and on noise built to hit the shortcut's edges.
 - ``measures.sentence_measures``: the sentence lower-cased once for its clock and "an
   hour" tests, no date work without dates, no spans of nothing; on ASCII text the clock
   hint scans to the digits only (``_ASCII_CLOCK_HINT``);
+- ``slots.sentence_slots`` without frames: each fact made directly (no filler list,
+  no pairing with what each filler was);
 - ``tokens.split_sentences``: each sentence's span made inline, its left side stripped
   only when something was (``tokens.entity_candidates``' words of several are
   ``g.split()``: tests/text/test_verify_cpu_fast.py holds its reference).
@@ -20,7 +22,10 @@ import pytest
 from corpus_texts import real_texts
 
 from gateway.text import measures as M
+from gateway.text import slots as S
 from gateway.text import tokens as T
+from gateway.text.frames import Filler, Slot
+from gateway.text.names import name_key
 from gateway.text.quantities import (
     DateRef,
     Quantity,
@@ -157,3 +162,40 @@ def test_split_sentences_is_the_reference() -> None:
         assert got == _reference_split(text), text[:80]
         many += len(got) > 1
     assert many > 5000
+
+
+def _reference_slots(text: str, measures: list[M.Measure], dates: list[DateRef],
+                     names: list[Span]) -> list[S.Fact]:
+    """``sentence_slots(..., frames=False)`` as session 8 wrote it."""
+    if dates or measures:
+        names = [n for n in names if not any(n.start < d.end and d.start < n.end for d in dates)
+                 and not any(m.start <= n.start and n.end <= m.end for m in measures)]
+    spans = [(n.start, n.end) for n in names]
+    made: list[tuple[Filler, S.Fact]] = []
+    for n in names:
+        f = Filler(n.start, n.end, "entity")
+        made.append((f, S.Fact(Slot(f), name=n, key=name_key(n.text))))
+    for d in dates:
+        if not any(a <= d.start and d.end <= b for a, b in spans):
+            f = Filler(d.start, d.end, "date", S.date_key(d))
+            made.append((f, S.Fact(Slot(f), date=d)))
+    for m in measures:
+        if any(a <= m.start and m.end <= b for a, b in spans) or any(
+                m.start < e and s < m.end for s, e in spans):
+            continue
+        f = Filler(m.start, m.end, "value", S.measure_key(m))
+        made.append((f, S.Fact(Slot(f), measure=m)))
+    return [fact for _, fact in made]
+
+
+def test_sentence_slots_without_frames_are_the_reference(texts: list[str]) -> None:
+    facts = 0
+    for text in texts:
+        dates, numbers = extract_quantities(text)
+        measures = M.sentence_measures(text, numbers, dates)
+        kept = M.years_as_measures(text, dates)[0]
+        names = T.entity_candidates(text)
+        got = S.sentence_slots(text, measures, kept, names, frames=False)
+        assert got == _reference_slots(text, measures, kept, names), text[:80]
+        facts += len(got)
+    assert facts > 20000
