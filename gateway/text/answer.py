@@ -18,10 +18,13 @@ ANSWER_KEY = "gateway.text.answer"
 """Memo key prefix of :func:`answer_sentences`."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class AnswerSentence:
     """One sentence of an answer, its entity candidates, dates and numbers (shared by
-    the layers)."""
+    the layers).
+
+    A value: never mutated, hashable by value. Not ``frozen``: a frozen dataclass builds
+    several times slower (like :class:`~gateway.text.tokens.Span`)."""
 
     span: Span
     entities: tuple[Span, ...]
@@ -59,8 +62,10 @@ def analyze_answer(answer: str) -> AnalyzedAnswer:
     numbers: list[Quantity] = []
     for s in split_sentences(answer):
         ds, qs = extract_quantities(s.text)
-        sentences.append(AnswerSentence(s, tuple(entity_candidates(s.text)), tuple(ds),
-                                        tuple(qs)))
+        sentences.append(AnswerSentence(s, tuple(entity_candidates(s.text)),
+                                        tuple(ds) if ds else (), tuple(qs) if qs else ()))
+        if not ds and not qs:  # (most sentences)
+            continue
         base = s.start
         if not base:  # the first sentence's offsets are the answer's already
             dates += ds

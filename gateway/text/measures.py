@@ -101,6 +101,9 @@ _CLOCK_HINT = re.compile(r"[\dnNmM](?i:(?<=\d)\s*[ap]\.?m|(?<=n)oon|(?<=m)idnigh
 "midnight"): a search that opens with a case-sensitive character class runs the
 engine's fast scan (a case-insensitive one gets none), ``_CLOCK`` (``\b`` first) is
 tried at every position; the rest of the hint is case-insensitive."""
+_ASCII_CLOCK_HINT = re.compile(r"[0-9]\s*[apAP]\.?[mM]")
+"""``_CLOCK_HINT``'s digit branch on ASCII text (where ``\\d`` is ``[0-9]`` and case
+folds only ASCII letters)."""
 _RANGE_TO = re.compile(r"\s*(?:to|-|–|—|and|or)\s*$")
 _WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
 _ARTICLE_UNIT = re.compile(  # the look-ahead: the letters a match can start with
@@ -288,16 +291,18 @@ def _clocks(text: str) -> list[Measure]:
 
 
 def _extras(text: str, taken: Sequence[tuple[int, int]],
-            words: Set[str] | None = None) -> list[Measure]:
+            words: Set[str] | None = None, low: str | None = None) -> list[Measure]:
     """Values written without digits or number words: "an hour", "half an hour", "a
     month and a half", "a tenth". ``words``: the text's tokens, when the caller has them
-    (a sentence naming no unit of time, length, mass or volume skips the first pattern)."""
+    (a sentence naming no unit of time, length, mass or volume skips the first pattern);
+    ``low``: ``text.lower()``, when the caller has it."""
     out: list[Measure] = []
 
     def free(s: int, e: int) -> bool:
         return all(e <= a or b <= s for a, b in taken)
 
-    low = text.lower()
+    if low is None:
+        low = text.lower()
     if (" a" in low or "half" in low or low.startswith(("a", "half", "one"))) and (
             words is None or not _ARTICLE_UNITS.isdisjoint(words)) and (
             not text.isascii() or not _ARTICLE_UNITS.isdisjoint(_ARTICLE_NEXT.findall(low))):
@@ -357,7 +362,8 @@ def sentence_measures(text: str, numbers: Iterable[Quantity],
     unit after it (:func:`years_as_measures`) is a measure, the caller drops it as a date.
     ``words``: the text's tokens when the caller has them (they only skip patterns that
     cannot match)."""
-    clocks = _sentence_clocks(text)
+    low = text.lower()  # read by the clock and the "an hour" tests: lower-cased once
+    clocks = _sentence_clocks(text, low)
     out: list[Measure] = []
     for q in numbers:
         if clocks and any(c.start <= q.start < c.end for c in clocks):
@@ -365,18 +371,23 @@ def sentence_measures(text: str, numbers: Iterable[Quantity],
         out.append(measure_of(text, q))
     if len(out) > 1:
         _inherit_ranges(text, out)
-    dates, years = years_as_measures(text, list(dates))
-    return _finish(text, out, dates, years, clocks, words)
+    if dates:
+        dates, years = years_as_measures(text, list(dates))
+    else:  # no dates (most sentences): what years_as_measures gives for none
+        dates, years = [], []
+    return _finish(text, out, dates, years, clocks, words, low)
 
 
 def _finish(text: str, out: list[Measure], dates: list[DateRef], years: list[Measure],
-            clocks: list[Measure], words: Set[str] | None) -> list[Measure]:
+            clocks: list[Measure], words: Set[str] | None,
+            low: str | None = None) -> list[Measure]:
     """:func:`sentence_measures` after its numbers' measures (``out``, extended here):
-    the years that are quantities, values without digits, clock times, ceilings."""
+    the years that are quantities, values without digits, clock times, ceilings.
+    ``low``: ``text.lower()``, when the caller has it."""
     out += years
     taken = [(m.start, m.end) for m in out] + [(d.start, d.end) for d in dates] + \
-        [(c.start, c.end) for c in clocks]
-    extra = _extras(text, taken, words) + clocks
+        [(c.start, c.end) for c in clocks] if out or dates or clocks else []
+    extra = _extras(text, taken, words, low) + clocks
     if extra or years:
         out = sorted(out + extra, key=lambda m: m.start)
     for m in out:
@@ -385,16 +396,29 @@ def _finish(text: str, out: list[Measure], dates: list[DateRef], years: list[Mea
     return out
 
 
-def _sentence_clocks(text: str) -> list[Measure]:
+def _sentence_clocks(text: str, low: str | None = None) -> list[Measure]:
     """:func:`_clocks` of a sentence that may have one (``_sentence_clocks_plain`` in
     tests/text/test_answer_pass_fast.py is this with ``\\d`` for every text): in ASCII
     text the digit scan is ``[0-9]`` (a range test per character, not a Unicode
-    category look-up: ≈ 35 % fewer instructions on a sentence without digits, most)."""
-    return _clocks(text) if (":" in text or "m" in text or "noon" in text
-                             or "midnight" in text) and (
-        (_ASCII_DIGIT if text.isascii() else _DIGIT).search(text) is not None
-        or "noon" in text.lower() or "midnight" in text.lower()) and (
-        ":" in text or _CLOCK_HINT.search(text) is not None) else []
+    category look-up: ≈ 35 % fewer instructions on a sentence without digits, most).
+    ``low``: ``text.lower()``, when the caller has it (read only without a digit)."""
+    if not (":" in text or "m" in text or "noon" in text):  # ("midnight" holds an "m")
+        return []
+    if text.isascii():
+        # There the hint is a digit with "am"/"pm" (`_ASCII_CLOCK_HINT`, scanning to the
+        # digits only) or "noon" / "midnight" in any case; with a ":", a digit or those.
+        if (_ASCII_DIGIT if ":" in text else _ASCII_CLOCK_HINT).search(text) is None:
+            if low is None:
+                low = text.lower()
+            if "noon" not in low and "midnight" not in low:
+                return []
+        return _clocks(text)
+    if _DIGIT.search(text) is None:
+        if low is None:
+            low = text.lower()
+        if "noon" not in low and "midnight" not in low:
+            return []
+    return _clocks(text) if ":" in text or _CLOCK_HINT.search(text) is not None else []
 
 
 def _round9(x: float) -> float:

@@ -33,6 +33,7 @@ from math import floor, log10
 from operator import attrgetter
 
 from gateway.text._quantity_scan import (
+    _CLASS,
     _DATE,
     _FOLDS,
     _MONTHS,
@@ -170,8 +171,23 @@ def _dates(text: str, cls: bytes, rare: str, runs: list[tuple[int, int]]) -> lis
 def extract_quantities(text: str) -> tuple[list[DateRef], list[Quantity]]:
     """``(extract_dates(text), extract_numbers(text, those dates))``, classifying
     ``text`` once."""
-    cls, rare, runs = _prepare(text)
-    digits = bool(runs) or bool(rare and _DIGIT.search(rare) is not None)
+    if text.isascii():
+        cls = (b" " + text.encode("ascii")).translate(_CLASS)
+        if b"#" not in cls:
+            # No digit (most sentences): no date and no digit number, so what `_numbers`
+            # does with no runs and no dates — the number words, in text order.
+            words: list[Quantity] = []
+            for m in _word_matches(text, cls):
+                s, e = m.span()
+                q = _word_quantity(m, text, s, e)
+                if q is not None:
+                    words.append(q)
+            return [], words
+        rare, runs = "", _runs(cls)  # what `_prepare` gives for ASCII text
+        digits = True
+    else:
+        cls, rare, runs = _prepare(text)
+        digits = bool(runs) or bool(rare and _DIGIT.search(rare) is not None)
     dates = _dates(text, cls, rare, runs) if digits else []
     return dates, _numbers(text, dates, cls, rare, runs)
 

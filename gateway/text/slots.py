@@ -55,6 +55,18 @@ def sentence_slots(text: str, measures: Sequence[Measure], dates: Sequence[DateR
     def inside(s: int, e: int) -> bool:
         return any(a <= s and e <= b for a, b in spans)
 
+    if not frames:  # (a long context: most answers) the facts, made directly
+        out = [Fact(Slot(Filler(n.start, n.end, "entity")), name=n, key=name_key(n.text))
+               for n in names]
+        for d in dates:
+            if not inside(d.start, d.end):
+                out.append(Fact(Slot(Filler(d.start, d.end, "date", date_key(d))), date=d))
+        for m in measures:
+            if not inside(m.start, m.end) and not any(m.start < e and s < m.end
+                                                      for s, e in spans):
+                out.append(Fact(Slot(Filler(m.start, m.end, "value", measure_key(m))),
+                                measure=m))
+        return out
     for n in names:
         fillers.append(Filler(n.start, n.end, "entity"))
         made.append(("name", n))
@@ -69,8 +81,8 @@ def sentence_slots(text: str, measures: Sequence[Measure], dates: Sequence[DateR
             continue
         fillers.append(Filler(m.start, m.end, "value", measure_key(m)))
         made.append(("measure", m))
-    slots = make_slots(text, fillers) if frames else [Slot(f) for f in fillers]
-    out: list[Fact] = []
+    slots = make_slots(text, fillers)
+    out = []
     for slot, (kind, obj) in zip(slots, made, strict=True):
         if kind == "name":
             assert isinstance(obj, Span)

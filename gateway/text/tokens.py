@@ -173,7 +173,6 @@ _ENTITY = re.compile(
     r"(?:[ \t]+[0-9]+\b)?"
 )
 _CONNECT_RE = re.compile(_CONNECT)
-_NONSPACE = re.compile(r"\S+")
 _LEADING_PUNCT = " \t\"'([‘“-"
 # Words that are capitalized only because they open a sentence or an utterance.
 OPENERS: frozenset[str] = STOPWORDS | frozenset(
@@ -243,14 +242,24 @@ def split_sentences(text: str) -> list[Span]:
     out: list[Span] = []
     start = 0
     for m in _SENT_END.finditer(text):
-        gap = m.group(0)
+        gap = m[0]
+        mark, end = m.span()
         # The sentence ends after the mark (a line break: where the break starts;
-        # _append_span trims the whitespace either way).
-        cut = m.start() if gap[0] == "\n" else m.start() + 1
-        if "\n" not in gap and not _split_ok(text, cut, m.end()):
-            continue
-        _append_span(out, text, start, cut)
-        start = m.end()
+        # the whitespace is trimmed either way).
+        if gap[0] == "\n":
+            cut = mark
+        else:
+            cut = mark + 1
+            if "\n" not in gap and not _split_ok(text, cut, end):
+                continue
+        # `_append_span(out, text, start, cut)`, inline (once per sentence).
+        piece = text[start:cut]
+        kept = piece.strip()
+        if kept:
+            if len(kept) != len(piece):
+                start += len(piece) - len(piece.lstrip())
+            out.append(Span(kept, start, start + len(kept)))
+        start = end
     _append_span(out, text, start, len(text))
     return out
 
@@ -287,7 +296,8 @@ def _append_span(out: list[Span], text: str, start: int, end: int) -> None:
     piece = text[start:end]
     kept = piece.strip()  # str.strip() strips exactly the characters str.isspace() accepts
     if kept:
-        start += len(piece) - len(piece.lstrip())
+        if len(kept) != len(piece):
+            start += len(piece) - len(piece.lstrip())
         out.append(Span(kept, start, start + len(kept)))
 
 
@@ -379,43 +389,51 @@ def entity_candidates(sentence: str) -> list[Span]:
     # Offsets up to ``lead`` are the sentence's opening: only leading punctuation before.
     lead = len(sentence) - len(sentence.lstrip(_LEADING_PUNCT))
     for m in _ENTITY.finditer(sentence):
-        g, base = m.group(0), m.start()
+        g = m[0]
         if " " not in g and "\t" not in g:
             # One word (most matches), the steps below for it alone: it opens with a
             # capital [A-Z], so it is no connector and keeps its first letter.
             low = g.lower()
-            if low in STOPWORDS or (base <= lead and low in OPENERS) or (
-                    base <= lead and not (g.isupper() and len(g) > 1)
-                    and not any(map(str.isdigit, g))):
+            if low in STOPWORDS:
                 continue
-            end = m.end()
-            while end > base and sentence[end - 1] in ".,":
-                end -= 1
-            if end - base < 2 and not sentence[base:end].isupper():
+            base = m.start()
+            if base <= lead and (low in OPENERS or not (g.isupper() and len(g) > 1)
+                                 and not any(map(str.isdigit, g))):
                 continue
-            out.append(Span(sentence[base:end], base, end))
+            # The word ends with a word character or the capital, and at most one "."
+            # after it (the pattern): that "." is the trailing punctuation to drop.
+            if g[-1] == ".":
+                g = g[:-1]
+            if len(g) < 2 and not g.isupper():
+                continue
+            out.append(Span(g, base, base + len(g)))
             continue
-        words = [(w.start() + base, w.end() + base) for w in _NONSPACE.finditer(g)]
+        base = m.start()
+        # Several words: ``g`` holds no whitespace but spaces and tabs (the pattern), so
+        # its words are ``g.split()``; words[i:j] are kept, offsets found at the end.
+        words = g.split()
+        i, j = 0, len(words)
         at_start = opening = base <= lead
-        while words:
-            first = sentence[words[0][0]:words[0][1]].lower()
+        while i < j:
+            first = words[i].lower()
             if first in STOPWORDS or (at_start and first in OPENERS):
-                words.pop(0)
+                i += 1
                 at_start = False
                 continue
             break
-        if opening and len(words) == 1 and words[0][0] == m.start():
-            word = sentence[words[0][0]:words[0][1]]
+        if opening and j - i == 1 and i == 0:
+            word = words[0]
             if not (word.isupper() and len(word) > 1) and not any(map(str.isdigit, word)):
                 continue  # "Despite ...", "Zebeto, who ...": capitalized only as an opener
         # (Every connector starts with a lower-case letter: a capitalized last word or a
         # number is none, and no pattern call is needed to say so.)
-        while words and sentence[words[-1][0]].islower() and \
-                _CONNECT_RE.fullmatch(sentence[words[-1][0]:words[-1][1]]):
-            words.pop()
-        if not words or not sentence[words[0][0]].isupper():
+        while j > i and words[j - 1][0].islower() and _CONNECT_RE.fullmatch(words[j - 1]):
+            j -= 1
+        if i == j or not words[i][0].isupper():
             continue  # nothing left, or only the trailing number ("About 300")
-        start, end = words[0][0], words[-1][1]
+        start = base if i == 0 else base + _word_offset(g, words, i)
+        end = base + len(g) if j == len(words) else \
+            base + _word_offset(g, words, j - 1) + len(words[j - 1])
         while end > start and sentence[end - 1] in ".,":
             end -= 1
         text = sentence[start:end]
@@ -423,3 +441,11 @@ def entity_candidates(sentence: str) -> list[Span]:
             continue
         out.append(Span(text, start, end))
     return out
+
+
+def _word_offset(g: str, words: list[str], i: int) -> int:
+    """Where ``words[i]`` starts in ``g`` (``words == g.split()``)."""
+    pos = 0
+    for w in words[:i]:
+        pos = g.index(w, pos) + len(w)
+    return g.index(words[i], pos)  # (only whitespace between ``pos`` and the word)
