@@ -441,3 +441,37 @@ def test_vocab_of_asked_words_gives_what_every_word_gives() -> None:
         spans = split_sentences(text)
         a, b = fast.classifier(spans), full.classifier(spans)
         assert [a(i) for i in range(len(spans))] == [b(i) for i in range(len(spans))], text
+
+
+def _as_brief(found: list[FactualClaim]) -> list[tuple]:  # type: ignore[type-arg]
+    return [(c.text, c.types, c.classification) for c in found]
+
+
+def test_brief_claims_are_detect_claims_without_the_objects() -> None:
+    """``brief_claims`` (kind bits per sentence, no entity or claim objects) gives each
+    claim's text, types and classification as ``detect_claims(typed=False)`` does: on
+    every labelled text and answer sentence, on random texts dense in the patterns'
+    words, and on spans it must hand to ``detect_claims`` (cut, shuffled, overlapping)."""
+    from corpus_texts import real_texts
+
+    texts = [*real_texts(), *random_texts(500, 1500)]
+    texts += [s.text for t in list(texts) for s in split_sentences(t)]
+    fast = 0
+    for text in texts:
+        analyzed = analyze_answer(text)
+        want = _as_brief(detect_claims(text, analyzed, typed=False))
+        assert claims.brief_claims(text, analyzed) == want, text
+        fast += bool(want)
+    assert fast > 1000
+    rng = random.Random(8)
+    for text in random_texts(501, 800):
+        cuts = sorted(rng.sample(range(len(text) + 1), min(len(text) + 1, rng.randint(0, 6))))
+        bounds = [0, *cuts, len(text)]
+        spans = [Span(text[a:b], a, b) for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
+        if rng.random() < 0.3:
+            rng.shuffle(spans)
+        if spans and rng.random() < 0.3:
+            spans.append(spans[0])  # overlapping
+        analyzed = [AnswerSentence(s, tuple(entity_candidates(s.text))) for s in spans]
+        assert claims.brief_claims(text, analyzed) == \
+            _as_brief(detect_claims(text, analyzed, typed=False)), (text, spans)
