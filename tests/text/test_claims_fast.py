@@ -475,3 +475,58 @@ def test_brief_claims_are_detect_claims_without_the_objects() -> None:
         analyzed = [AnswerSentence(s, tuple(entity_candidates(s.text))) for s in spans]
         assert claims.brief_claims(text, analyzed) == \
             _as_brief(detect_claims(text, analyzed, typed=False)), (text, spans)
+
+
+def test_unit_words_from_the_vocabulary_give_the_whole_text_durations() -> None:
+    """The duration scan takes its unit words from the fold's vocabulary when no letter
+    follows a digit, and searches each glued unit otherwise: words holding several
+    units, overlapping ones ("dayear", "centuryear"), numbers glued to units and
+    whole-word units give the durations of the whole-text pattern, on the labelled
+    texts and on dense random texts."""
+    from corpus_texts import real_texts
+
+    rng = random.Random(12)
+    glued = ("dayear", "5dayyears", "weekday", "yesterday", "today", "centuryear", "5yearyear",
+             "hourminutes", "2seconds", "yearsday", "monthsecond", "adecades", "oneday")
+    words = (*DURATION_WORDS, *glued)
+    texts = [*real_texts(), *("".join(rng.choice(words) + rng.choice((" ", "-", ". ", "", "\n"))
+                                      for _ in range(rng.randint(1, 12)))
+                              for _ in range(8000))]
+    found = 0
+    for text in texts:
+        folded = claims._Folded.of(text)
+        if folded is None:
+            continue
+        got = list(folded.durations())
+        assert got == [m.span() for m in claims._DURATION.finditer(text)], text
+        found += bool(got)
+    assert found > 3000
+
+
+def test_unit_forms_are_the_unit_words_without_a_digit() -> None:
+    """``_UNIT_FORMS`` (looked up in the fold's vocabulary) holds exactly the words
+    ``_UNIT_WORD`` matches that do not open with a digit; the others open with one,
+    so a letter follows a digit in the text (the scan's gate for searching them)."""
+    rng = random.Random(13)
+    leads = ("", "a", "an", "one", "twelve", "many", "yester", "to", "5", "12", "x", "ten5",
+             "ago", "sev", "s")
+    units = ("second", "seconds", "hour", "days", "year", "years", "centuries", "century",
+             "centurys", "decade", "decadess", "month", "week", "weeks", "yea", "s", "")
+    candidates = {(a + b).encode() for a in leads for b in units}
+    candidates |= {w.encode() for t in list(real_texts_words()) for w in t}
+    candidates |= set(_claim_scan._UNIT_FORMS)
+    candidates |= {bytes(rng.choices(b"ayds0e5rnt", k=rng.randint(1, 9))) for _ in range(20000)}
+    for word in candidates:
+        matched = _claim_scan._UNIT_WORD.fullmatch(word) is not None
+        if word[:1].isdigit():
+            assert word not in _claim_scan._UNIT_FORMS
+        else:
+            assert (word in _claim_scan._UNIT_FORMS) is matched, word
+
+
+def real_texts_words() -> list[list[str]]:
+    from corpus_texts import real_texts
+
+    table = bytes(c if 0x30 <= c <= 0x39 or 0x61 <= c <= 0x7A else 0x20 for c in range(256))
+    return [t.lower().encode("ascii", "replace").translate(table).decode().split()
+            for t in real_texts()]
