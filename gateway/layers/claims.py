@@ -23,6 +23,12 @@ from gateway.text.claims import CLAIM_TYPES, brief_claims, detect_claims
 __all__ = ["ClaimsConfig", "ClaimsLayer"]
 
 
+_EXPLANATION = ("{} claim(s): {} verifiable, {} hedged, {} opinion; types "
+                + ", ".join(f"{t}={{}}" for t in CLAIM_TYPES))
+"""The result's explanation: the claims, per classification, per type (in CLAIM_TYPES
+order; one format call, not a join of a generator)."""
+
+
 class ClaimsConfig(LayerConfig):
     """Typed config of the ``claims`` layer (unknown keys are errors)."""
 
@@ -77,11 +83,9 @@ class ClaimsLayer:
         return LayerResult(
             score=score, passed=passed,
             label="no_claims" if not rows else "assertive" if assertive else "qualified",
-            explanation=(
-                f"{len(rows)} claim(s): {by_class['verifiable']} verifiable, "
-                f"{by_class['hedged']} hedged, {by_class['opinion']} opinion; types "
-                + ", ".join(f"{k}={v}" for k, v in by_type.items())
-            ),
+            explanation=_EXPLANATION.format(len(rows), by_class["verifiable"],
+                                            by_class["hedged"], by_class["opinion"],
+                                            *by_type.values()),
             evidence=evidence,
             failed_claims=list(assertive) if not passed else [],
             details={} if inp.brief else {
