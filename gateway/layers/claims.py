@@ -18,7 +18,8 @@ from pydantic import Field
 
 from gateway.layers.base import Evidence, LayerConfig, LayerResources, LayerResult, VerifyInput
 from gateway.text.answer import answer_sentences
-from gateway.text.claims import CLAIM_TYPES, brief_claims, detect_claims
+from gateway.text.claims import CLAIM_TYPES, detect_claims
+from gateway.text.claims_brief import brief_claims
 
 __all__ = ["ClaimsConfig", "ClaimsLayer"]
 

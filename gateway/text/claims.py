@@ -25,7 +25,7 @@ when kept. The results are exactly those of the plain patterns
 from __future__ import annotations
 
 import re
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -65,7 +65,6 @@ __all__ = [
     "ExtractedEntity",
     "FactualClaim",
     "REGULATORY_PATTERNS",
-    "brief_claims",
     "classify",
     "detect_claims",
     "extract_entities",
@@ -113,11 +112,6 @@ _ORDERED_TYPES: dict[frozenset[ClaimType], tuple[ClaimType, ...]] = {
     for mask in range(1 << len(_PRIORITY))
 }
 """Every set of claim types -> its members in :data:`_PRIORITY` order."""
-_BIT: dict[str, int] = {k: 1 << _PRIORITY.index(t) for k, t in _TYPE_OF.items()}
-_MASK_TYPES: tuple[tuple[ClaimType, ...], ...] = tuple(
-    tuple(t for n, t in enumerate(_PRIORITY) if mask >> n & 1)
-    for mask in range(1 << len(_PRIORITY)))
-"""A bit per claim type (its place in :data:`_PRIORITY`); each mask -> its types in order."""
 CLAIM_TYPES = _PRIORITY
 """The claim types, primary first (``FactualClaim.type`` picks the first one present)."""
 _TITLE_WINDOW = max(map(len, _PERSON_TITLES)) + 1
@@ -339,76 +333,4 @@ def detect_claims(
         elif label(n) == "opinion":
             claims.append(FactualClaim(f"c{n}", sent.text, types, mine, "opinion",
                                        sent.start, sent.end))
-    return claims
-
-
-BriefClaim = tuple[str, tuple[ClaimType, ...], Classification]
-"""A claim's ``(text, types, classification)``."""
-
-
-def brief_claims(text: str, analyzed: Sequence[AnswerSentence]) -> list[BriefClaim]:
-    """``[(c.text, c.types, c.classification) for c in detect_claims(text, analyzed,
-    typed=False)]``, what the ``claims`` layer's brief result reads, without building
-    an :class:`ExtractedEntity` per entity or a :class:`FactualClaim` per claim.
-
-    The entities are found and kept as in :func:`_extract` (the same kinds in the same
-    order, the same overlap rule), but each kept one only sets its claim type's bit
-    in the mask of the sentence its start is in. That sentence is the one
-    :func:`detect_claims` files it under when the sentences are exact slices of
-    ``text``, in order and not overlapping (each start then lies in at most one):
-    the answer's own analysis (``analyze_answer(text)``, which also gives the dates and
-    numbers). Anything else takes :func:`detect_claims` (tests/text/test_claims_fast.py
-    holds the two alike)."""
-    folded = _Folded.of(text)
-    spans = [a.span for a in analyzed]
-    end = 0
-    for sp in spans:
-        if (sp.start < end or sp.end - sp.start != len(sp.text)
-                or not text.startswith(sp.text, sp.start)):
-            folded = None
-            break
-        end = sp.end
-    if folded is None or not isinstance(analyzed, AnalyzedAnswer) or analyzed.text != text:
-        return [(c.text, c.types, c.classification)
-                for c in detect_claims(text, analyzed, typed=False)]
-    starts = [sp.start for sp in spans]
-    masks = [0] * len(spans)
-    taken = bytearray(len(text))  # 1 = character already claimed by an earlier kind
-
-    def add(s: int, e: int, bit: int) -> None:  # _extract's add(), no entity built
-        piece = text[s:e].rstrip(" .,;:")
-        e = s + len(piece)
-        if piece and taken.find(1, s, e) < 0:
-            taken[s:e] = b"\x01" * (e - s)
-            n = bisect_right(starts, s) - 1
-            if n >= 0 and s < spans[n].end:
-                masks[n] |= bit
-
-    regulatory, temporal = _BIT["REGULATION"], _BIT["DATE"]
-    for s, e in folded.regulations(text):
-        add(s, e, regulatory)
-    for d in analyzed.dates:
-        add(d.start, d.end, temporal)
-    for s, e in folded.durations():
-        add(s, e, temporal)
-    named = _BIT["MISC"]
-    for n, item in enumerate(analyzed):
-        base = item.span.start
-        for span in item.entities:
-            s = base + span.start
-            piece = text[s:s + len(span.text)].rstrip(" .,;:")
-            e = s + len(piece)
-            if piece and taken.find(1, s, e) < 0:
-                taken[s:e] = b"\x01" * (e - s)
-                masks[n] |= named  # s is in this sentence
-    quantitative = _BIT["NUMBER"]
-    for q in analyzed.numbers:
-        add(q.start, q.end, quantitative)
-    label = folded.classifier(spans)
-    claims: list[BriefClaim] = []
-    for n, mask in enumerate(masks):
-        if mask:
-            claims.append((spans[n].text, _MASK_TYPES[mask], label(n)))
-        elif label(n) == "opinion":
-            claims.append((spans[n].text, (), "opinion"))
     return claims

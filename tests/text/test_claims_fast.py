@@ -20,7 +20,7 @@ import pytest
 from gateway.text.answer import AnswerSentence, analyze_answer
 from gateway.sources.context import GroundingContext
 from gateway.layers.claims import ClaimsConfig, ClaimsLayer
-from gateway.text import _claim_scan, claims
+from gateway.text import _claim_scan, claims, claims_brief
 from gateway.text.claims import (
     REGULATORY_PATTERNS,
     ExtractedEntity,
@@ -460,7 +460,7 @@ def test_brief_claims_are_detect_claims_without_the_objects() -> None:
     for text in texts:
         analyzed = analyze_answer(text)
         want = _as_brief(detect_claims(text, analyzed, typed=False))
-        assert claims.brief_claims(text, analyzed) == want, text
+        assert claims_brief.brief_claims(text, analyzed) == want, text
         fast += bool(want)
     assert fast > 1000
     rng = random.Random(8)
@@ -473,7 +473,7 @@ def test_brief_claims_are_detect_claims_without_the_objects() -> None:
         if spans and rng.random() < 0.3:
             spans.append(spans[0])  # overlapping
         analyzed = [AnswerSentence(s, tuple(entity_candidates(s.text))) for s in spans]
-        assert claims.brief_claims(text, analyzed) == \
+        assert claims_brief.brief_claims(text, analyzed) == \
             _as_brief(detect_claims(text, analyzed, typed=False)), (text, spans)
 
 
