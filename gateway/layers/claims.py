@@ -19,8 +19,15 @@ from pydantic import Field
 from gateway.layers.base import Evidence, LayerConfig, LayerResources, LayerResult, VerifyInput
 from gateway.text.answer import answer_sentences
 from gateway.text.claims import CLAIM_TYPES, detect_claims
+from gateway.text.claims_brief import brief_claims
 
 __all__ = ["ClaimsConfig", "ClaimsLayer"]
+
+
+_EXPLANATION = ("{} claim(s): {} verifiable, {} hedged, {} opinion; types "
+                + ", ".join(f"{t}={{}}" for t in CLAIM_TYPES))
+"""The result's explanation: the claims, per classification, per type (in CLAIM_TYPES
+order; one format call, not a join of a generator)."""
 
 
 class ClaimsConfig(LayerConfig):
@@ -46,25 +53,29 @@ class ClaimsLayer:
 
     async def verify(self, inp: VerifyInput) -> LayerResult:
         cfg = self.config
-        brief = inp.brief  # no evidence: the entities' types are never read
-        claims = detect_claims(inp.response_text,
-                               answer_sentences(inp.context, inp.response_text),
-                               typed=not brief)
+        text = inp.response_text
+        analyzed = answer_sentences(inp.context, text)
+        if inp.brief:  # no evidence: neither the entities nor their types are read
+            claims = []
+            rows = brief_claims(text, analyzed)
+        else:
+            claims = detect_claims(text, analyzed)
+            rows = [(c.text, c.types, c.classification) for c in claims]
         by_class = {"verifiable": 0, "hedged": 0, "opinion": 0}
         by_type = dict.fromkeys(CLAIM_TYPES, 0)
         factual = 0
         assertive: list[str] = []  # factual and verifiable: what needs verification
-        for c in claims:
-            by_class[c.classification] += 1
-            if c.types:
+        for claim, types, classification in rows:
+            by_class[classification] += 1
+            if types:
                 factual += 1
-                for t in c.types:
+                for t in types:
                     by_type[t] += 1
-                if c.classification == "verifiable":
-                    assertive.append(c.text)
+                if classification == "verifiable":
+                    assertive.append(claim)
         score = 1.0 if factual < max(1, cfg.min_claims) else 1.0 - len(assertive) / factual
         passed = score >= cfg.threshold
-        evidence = [] if brief else [
+        evidence = [] if inp.brief else [
             Evidence(text=c.text, status=c.classification, score=None,
                      reason=f"{', '.join(c.types) or 'opinion'}: "
                             + "; ".join(f"{e.type} {e.text}" for e in c.entities))
@@ -72,15 +83,13 @@ class ClaimsLayer:
         ]
         return LayerResult(
             score=score, passed=passed,
-            label="no_claims" if not claims else "assertive" if assertive else "qualified",
-            explanation=(
-                f"{len(claims)} claim(s): {by_class['verifiable']} verifiable, "
-                f"{by_class['hedged']} hedged, {by_class['opinion']} opinion; types "
-                + ", ".join(f"{k}={v}" for k, v in by_type.items())
-            ),
+            label="no_claims" if not rows else "assertive" if assertive else "qualified",
+            explanation=_EXPLANATION.format(len(rows), by_class["verifiable"],
+                                            by_class["hedged"], by_class["opinion"],
+                                            *by_type.values()),
             evidence=evidence,
             failed_claims=list(assertive) if not passed else [],
-            details={} if brief else {
+            details={} if inp.brief else {
                 "claims": len(claims), "by_classification": by_class, "by_type": by_type,
                 "needs_verification": assertive},
         )

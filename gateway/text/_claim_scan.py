@@ -155,6 +155,17 @@ _UNIT_WORD = re.compile(
     rb"(?:seconds?|minutes?|hours?|days?|weeks?|months?|years?|decades?|centuries|century)"
 )
 """The ``[a-z0-9]`` word around a glued unit, when a duration match uses that unit."""
+_UNIT_FORMS = frozenset(
+    lead + unit for lead in b" a an one two three four five six seven eight nine ten eleven "
+    b"twelve fifteen twenty thirty forty fifty several few many yester to".split(b" ")
+    for unit in b"second seconds minute minutes hour hours day days week weeks month months "
+    b"year years decade decades centuries century".split())
+"""The words :data:`_UNIT_WORD` matches that do not open with a digit (its other words
+are a digit run and a unit: "5years")."""
+_UNIT_VOCAB = _UNIT_FORMS | frozenset(_WORD_UNIT_WORDS)
+_SHAPE = bytes(0x30 if 0x30 <= c <= 0x39 else 0x61 if 0x61 <= c <= 0x7A else 0x20
+               for c in range(256))
+"""``bytes.translate`` table of ``words``: every digit "0", every letter "a"."""
 _SPANNING = re.compile(
     rb".*\d(?:st|nd|rd|th)?"
     rb"|(?:\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|"
@@ -213,14 +224,9 @@ _HEDGE_PHRASES = _phrases(
 _ASKED = frozenset().union(
     *(words for _, by_key in (_OPINION_PHRASES, _HEDGE_PHRASES)
       for phrases in by_key.values() for words, _ in phrases),
-    _CI_WORDS, _WORD_UNIT_WORDS)
+    _CI_WORDS, _UNIT_VOCAB)
 """Every word :attr:`_Folded.vocab` is asked about: the phrases' words (their keys
-among them), the regulations' first words and the whole-word units."""
-
-
-def _is_word(c: str) -> bool:
-    """The regex engine's ``\\w`` for one character."""
-    return c.isalnum() or c == "_"
+among them), the regulations' first words and the unit words."""
 
 
 def _occurrences(text: AnyStr, literal: AnyStr) -> Iterator[int]:
@@ -322,23 +328,30 @@ class _Folded:
         such unit the pattern runs from the nearest word end before it to the nearest
         after it where no match can go on (:meth:`_stops`): such ends split ``low``
         into pieces that no match spans, and no match sees past either end.
+
+        The unit words are found as whole words of :attr:`vocab` (:data:`_UNIT_VOCAB`)
+        unless a letter follows a digit somewhere (a word may then be a number glued
+        to a unit, which no finite set holds): then each glued unit is searched for.
         """
         words, n = self.words, len(self.low)
         hits: list[tuple[int, int]] = []  # (start, end) of the unit's word
-        for unit in _GLUED_UNITS:
-            if unit not in words:  # (most)
-                continue
-            for u in _occurrences(words, unit):
-                st = words.rfind(b" ", 0, u) + 1
-                en = words.find(b" ", u)
-                if en < 0:
-                    en = n
-                if _UNIT_WORD.fullmatch(words, st, en):
-                    hits.append((st, en))
-        if not self.vocab.isdisjoint(_WORD_UNIT_WORDS):  # (most answers have none)
-            for unit, word in zip(_WORD_UNITS, _WORD_UNIT_WORDS, strict=True):
-                if word in self.vocab:
-                    hits.extend((p, p + len(word)) for p in _occurrences(self.padded, unit))
+        padded = self.padded
+        if b"0a" in words.translate(_SHAPE):  # a letter after a digit: maybe "5years"
+            for unit in _GLUED_UNITS:
+                if unit not in words:  # (most)
+                    continue
+                for u in _occurrences(words, unit):
+                    st = words.rfind(b" ", 0, u) + 1
+                    en = words.find(b" ", u)
+                    if en < 0:
+                        en = n
+                    if _UNIT_WORD.fullmatch(words, st, en):
+                        hits.append((st, en))
+            units = self.vocab.intersection(_WORD_UNIT_WORDS)
+        else:  # each such word is a whole word of vocab (cheaper than a test per unit)
+            units = self.vocab & _UNIT_VOCAB
+        for word in units:
+            hits.extend((p, p + len(word)) for p in _occurrences(padded, b" " + word + b" "))
         done = 0
         for first, en in sorted(hits):
             if first < done:
@@ -374,7 +387,7 @@ class _Folded:
         number, a unit, an ordinal or a word of :data:`_SPANNING`; other punctuation
         never occurs."""
         b = self.low[c]
-        if _is_word(b):
+        if b.isalnum() or b == "_":  # the regex engine's \w
             return False
         if b == ".":
             return not self.low[c - 1].isdecimal()

@@ -20,7 +20,7 @@ import pytest
 from gateway.text.answer import AnswerSentence, analyze_answer
 from gateway.sources.context import GroundingContext
 from gateway.layers.claims import ClaimsConfig, ClaimsLayer
-from gateway.text import _claim_scan, claims
+from gateway.text import _claim_scan, claims, claims_brief
 from gateway.text.claims import (
     REGULATORY_PATTERNS,
     ExtractedEntity,
@@ -441,3 +441,92 @@ def test_vocab_of_asked_words_gives_what_every_word_gives() -> None:
         spans = split_sentences(text)
         a, b = fast.classifier(spans), full.classifier(spans)
         assert [a(i) for i in range(len(spans))] == [b(i) for i in range(len(spans))], text
+
+
+def _as_brief(found: list[FactualClaim]) -> list[tuple]:  # type: ignore[type-arg]
+    return [(c.text, c.types, c.classification) for c in found]
+
+
+def test_brief_claims_are_detect_claims_without_the_objects() -> None:
+    """``brief_claims`` (kind bits per sentence, no entity or claim objects) gives each
+    claim's text, types and classification as ``detect_claims(typed=False)`` does: on
+    every labelled text and answer sentence, on random texts dense in the patterns'
+    words, and on spans it must hand to ``detect_claims`` (cut, shuffled, overlapping)."""
+    from corpus_texts import real_texts
+
+    texts = [*real_texts(), *random_texts(500, 1500)]
+    texts += [s.text for t in list(texts) for s in split_sentences(t)]
+    fast = 0
+    for text in texts:
+        analyzed = analyze_answer(text)
+        want = _as_brief(detect_claims(text, analyzed, typed=False))
+        assert claims_brief.brief_claims(text, analyzed) == want, text
+        fast += bool(want)
+    assert fast > 1000
+    rng = random.Random(8)
+    for text in random_texts(501, 800):
+        cuts = sorted(rng.sample(range(len(text) + 1), min(len(text) + 1, rng.randint(0, 6))))
+        bounds = [0, *cuts, len(text)]
+        spans = [Span(text[a:b], a, b) for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
+        if rng.random() < 0.3:
+            rng.shuffle(spans)
+        if spans and rng.random() < 0.3:
+            spans.append(spans[0])  # overlapping
+        analyzed = [AnswerSentence(s, tuple(entity_candidates(s.text))) for s in spans]
+        assert claims_brief.brief_claims(text, analyzed) == \
+            _as_brief(detect_claims(text, analyzed, typed=False)), (text, spans)
+
+
+def test_unit_words_from_the_vocabulary_give_the_whole_text_durations() -> None:
+    """The duration scan takes its unit words from the fold's vocabulary when no letter
+    follows a digit, and searches each glued unit otherwise: words holding several
+    units, overlapping ones ("dayear", "centuryear"), numbers glued to units and
+    whole-word units give the durations of the whole-text pattern, on the labelled
+    texts and on dense random texts."""
+    from corpus_texts import real_texts
+
+    rng = random.Random(12)
+    glued = ("dayear", "5dayyears", "weekday", "yesterday", "today", "centuryear", "5yearyear",
+             "hourminutes", "2seconds", "yearsday", "monthsecond", "adecades", "oneday")
+    words = (*DURATION_WORDS, *glued)
+    texts = [*real_texts(), *("".join(rng.choice(words) + rng.choice((" ", "-", ". ", "", "\n"))
+                                      for _ in range(rng.randint(1, 12)))
+                              for _ in range(8000))]
+    found = 0
+    for text in texts:
+        folded = claims._Folded.of(text)
+        if folded is None:
+            continue
+        got = list(folded.durations())
+        assert got == [m.span() for m in claims._DURATION.finditer(text)], text
+        found += bool(got)
+    assert found > 3000
+
+
+def test_unit_forms_are_the_unit_words_without_a_digit() -> None:
+    """``_UNIT_FORMS`` (looked up in the fold's vocabulary) holds exactly the words
+    ``_UNIT_WORD`` matches that do not open with a digit; the others open with one,
+    so a letter follows a digit in the text (the scan's gate for searching them)."""
+    rng = random.Random(13)
+    leads = ("", "a", "an", "one", "twelve", "many", "yester", "to", "5", "12", "x", "ten5",
+             "ago", "sev", "s")
+    units = ("second", "seconds", "hour", "days", "year", "years", "centuries", "century",
+             "centurys", "decade", "decadess", "month", "week", "weeks", "yea", "s", "")
+    candidates = {(a + b).encode() for a in leads for b in units}
+    candidates |= {w.encode() for t in list(real_texts_words()) for w in t}
+    candidates |= set(_claim_scan._UNIT_FORMS)
+    candidates |= {bytes(rng.choices(b"ayds0e5rnt", k=rng.randint(1, 9))) for _ in range(20000)}
+    for word in candidates:
+        matched = _claim_scan._UNIT_WORD.fullmatch(word) is not None
+        if word[:1].isdigit():
+            assert word not in _claim_scan._UNIT_FORMS
+        else:
+            assert (word in _claim_scan._UNIT_FORMS) is matched, word
+
+
+def real_texts_words() -> list[list[str]]:
+    from corpus_texts import real_texts
+
+    table = bytes(c if 0x30 <= c <= 0x39 or 0x61 <= c <= 0x7A else 0x20 for c in range(256))
+    return [t.lower().encode("ascii", "replace").translate(table).decode().split()
+            for t in real_texts()]

@@ -1,0 +1,95 @@
+"""The claim detector's brief form: what the ``claims`` layer's brief result reads.
+
+:func:`brief_claims` gives each claim's text, types and classification, exactly as
+:func:`~gateway.text.claims.detect_claims` (``typed=False``) would, without building an
+:class:`~gateway.text.claims.ExtractedEntity` per entity or a
+:class:`~gateway.text.claims.FactualClaim` per claim (frozen slotted dataclasses: each
+costs more to build than the rest of its entity's work). tests/text/test_claims_fast.py
+holds the two alike.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Sequence
+
+from gateway.text._claim_scan import _Folded
+from gateway.text.answer import AnalyzedAnswer, AnswerSentence
+from gateway.text.claims import _PRIORITY, _TYPE_OF, ClaimType, Classification, detect_claims
+
+__all__ = ["BriefClaim", "brief_claims"]
+
+_BIT: dict[str, int] = {k: 1 << _PRIORITY.index(t) for k, t in _TYPE_OF.items()}
+_MASK_TYPES: tuple[tuple[ClaimType, ...], ...] = tuple(
+    tuple(t for n, t in enumerate(_PRIORITY) if mask >> n & 1)
+    for mask in range(1 << len(_PRIORITY)))
+"""A bit per claim type (its place in :data:`_PRIORITY`); each mask -> its types in order."""
+
+BriefClaim = tuple[str, tuple[ClaimType, ...], Classification]
+"""A claim's ``(text, types, classification)``."""
+
+
+def brief_claims(text: str, analyzed: Sequence[AnswerSentence]) -> list[BriefClaim]:
+    """``[(c.text, c.types, c.classification) for c in detect_claims(text, analyzed,
+    typed=False)]`` (see the module docstring).
+
+    The entities are found and kept as in ``claims._extract`` (the same kinds in the same
+    order, the same overlap rule), but each kept one only sets its claim type's bit
+    in the mask of the sentence its start is in. That sentence is the one
+    :func:`detect_claims` files it under when the sentences are exact slices of
+    ``text``, in order and not overlapping (each start then lies in at most one):
+    the answer's own analysis (``analyze_answer(text)``, which also gives the dates and
+    numbers). Anything else takes :func:`detect_claims`."""
+    folded = _Folded.of(text)
+    spans = [a.span for a in analyzed]
+    end = 0
+    for sp in spans:
+        if (sp.start < end or sp.end - sp.start != len(sp.text)
+                or not text.startswith(sp.text, sp.start)):
+            folded = None
+            break
+        end = sp.end
+    if folded is None or not isinstance(analyzed, AnalyzedAnswer) or analyzed.text != text:
+        return [(c.text, c.types, c.classification)
+                for c in detect_claims(text, analyzed, typed=False)]
+    starts = [sp.start for sp in spans]
+    masks = [0] * len(spans)
+    taken = bytearray(len(text))  # 1 = character already claimed by an earlier kind
+
+    def add(s: int, e: int, bit: int) -> None:  # _extract's add(), no entity built
+        piece = text[s:e].rstrip(" .,;:")
+        e = s + len(piece)
+        if piece and taken.find(1, s, e) < 0:
+            taken[s:e] = b"\x01" * (e - s)
+            n = bisect_right(starts, s) - 1
+            if n >= 0 and s < spans[n].end:
+                masks[n] |= bit
+
+    regulatory, temporal = _BIT["REGULATION"], _BIT["DATE"]
+    for s, e in folded.regulations(text):
+        add(s, e, regulatory)
+    for d in analyzed.dates:
+        add(d.start, d.end, temporal)
+    for s, e in folded.durations():
+        add(s, e, temporal)
+    named = _BIT["MISC"]
+    for n, item in enumerate(analyzed):
+        base = item.span.start
+        for span in item.entities:
+            s = base + span.start
+            piece = text[s:s + len(span.text)].rstrip(" .,;:")
+            e = s + len(piece)
+            if piece and taken.find(1, s, e) < 0:
+                taken[s:e] = b"\x01" * (e - s)
+                masks[n] |= named  # s is in this sentence
+    quantitative = _BIT["NUMBER"]
+    for q in analyzed.numbers:
+        add(q.start, q.end, quantitative)
+    label = folded.classifier(spans)
+    claims: list[BriefClaim] = []
+    for n, mask in enumerate(masks):
+        if mask:
+            claims.append((spans[n].text, _MASK_TYPES[mask], label(n)))
+        elif label(n) == "opinion":
+            claims.append((spans[n].text, (), "opinion"))
+    return claims
