@@ -35,6 +35,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from math import log
+from operator import attrgetter
 
 from gateway.text.facts import NO_FACTS, DocText, Facts, RangeFacts, scan_facts
 from gateway.text.memo import TextSource
@@ -101,6 +102,7 @@ class _WordInfo:
 
 
 _NO_INFO = _WordInfo(0, 0.0, [], frozenset())
+_SIZE = attrgetter("size")
 _NO_POSTING: list[int] = []  # never mutated
 
 
@@ -251,29 +253,6 @@ class TextIndex:
             self._infos[form] = _WordInfo(len(posting), log((n + 1) / len(posting)) + 1.0,
                                           posting) if posting else _NO_INFO
 
-    def _gather(self, order: list[str], forms: Mapping[str, str | None],
-                max_idf: float) -> tuple[list[tuple[int, str, _WordInfo]], float] | None:
-        """``(posting length, word, info)`` of the words found in the text, in ``order``,
-        and the IDF sum of all words, summed in that order (``max_idf`` for a word not
-        found); ``None`` when a form has no info yet (the caller adds them all)."""
-        infos = self._infos
-        found: list[tuple[int, str, _WordInfo]] = []
-        total = 0.0
-        for word in order:
-            form = forms[word]
-            if form is None:
-                total += max_idf
-                continue
-            info = infos.get(form)
-            if info is None:
-                return None
-            if not info.size:
-                total += max_idf
-                continue
-            total += info.idf
-            found.append((info.size, word, info))
-        return found, total
-
     def best_matches(self, words: Iterable[str], k: int,
                      forms: Mapping[str, str | None] | None = None) -> list[Match]:
         """The ``k`` sentences sharing the most IDF weight with ``words``, best first.
@@ -290,24 +269,45 @@ class TextIndex:
         if forms is None:
             forms = self.resolve_all(order)
         infos = self._infos
-        gathered = self._gather(order, forms, max_idf)
-        if gathered is None:  # a form without its info yet: all of them in one pass, again
+        # The infos of the words found in the text, in word order, and the IDF sum of all
+        # words, summed in that order (``max_idf`` for a word not found).
+        while True:
+            found: list[_WordInfo] = []
+            total = 0.0
+            for word in order:
+                form = forms[word]
+                if form is None:
+                    total += max_idf
+                    continue
+                info = infos.get(form)
+                if info is None:
+                    break
+                if not info.size:
+                    total += max_idf
+                    continue
+                total += info.idf
+                found.append(info)
+            else:
+                break
+            # A form without its info yet: all of them in one pass, then again.
             self._add_infos([f for w in order if (f := forms[w]) is not None
                              and f not in infos])
-            gathered = self._gather(order, forms, max_idf)
-            assert gathered is not None
-        found, total = gathered
         # Candidates come from the rarest words only, so a word that occurs in every
         # sentence never makes this O(sentences); common words still count in `total`
-        # and in the gain of candidates that contain them.
-        found.sort()
+        # and in the gain of candidates that contain them. Rarest first, ties in word
+        # order: a stable sort by posting length of the infos in word order.
+        if len(found) > 1:
+            found.sort(key=_SIZE)
         gained: dict[int, float] = {}
-        get = gained.get
-        for _, _, info in found[:RAREST_WORDS]:
-            idf = info.idf
-            for sid in info.posting:
-                gained[sid] = get(sid, 0.0) + idf
-        for _, _, info in found[RAREST_WORDS:]:
+        if found:
+            first = found[0]
+            gained = dict.fromkeys(first.posting, first.idf)  # (0.0 + idf is idf)
+            get = gained.get
+            for info in found[1:RAREST_WORDS]:
+                idf = info.idf
+                for sid in info.posting:
+                    gained[sid] = get(sid, 0.0) + idf
+        for info in found[RAREST_WORDS:]:
             idf = info.idf
             # Only the candidates' sums change, each in the same (posting) order, so
             # the hits may come in any order; the intersection runs in C.

@@ -63,3 +63,17 @@ def test_the_cut_inside_a_word_leaves_its_tail_out() -> None:
     got = P.clause_polarity("Prices rose sharply, orange juice did not")
     assert got == P._clause_polarity_plain("Prices rose sharply, orange juice did not", [], 0)
     assert all("ange" not in c.words for c in got)
+
+
+def test_ascii_words_by_translate_are_the_patterns() -> None:
+    """The fast form reads a clause's words as its text translated (``_ASCII_GAPS``) and
+    split: ``_ASCII_PART.findall``'s words, on every ASCII labelled sentence, every ASCII
+    character between letters, and random ASCII."""
+    texts = [s.text for t in real_texts() for s in split_sentences(t) if s.text.isascii()]
+    texts += [f"ab{chr(c)}cd{chr(c)}" for c in range(128)]
+    rng = random.Random(7)
+    texts += ["".join(chr(rng.randrange(128)) for _ in range(rng.randint(0, 40)))
+              for _ in range(5000)]
+    for text in texts:
+        assert text.translate(P._ASCII_GAPS).split() == P._ASCII_PART.findall(text), text[:80]
+    assert len(texts) > 10000
