@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from gateway.layers._grounding_bind import MAX_SAME, FactOptions, best_slot
 from gateway.text.context_facts import ContextFacts
+from gateway.text.index import TextIndex
 from gateway.text.measure_relation import CONFLICT, MATCH, relation
 from gateway.text.measures import Measure, sentence_measures, years_as_measures
 from gateway.text.names import name_key
@@ -46,12 +47,28 @@ _HYPOTHETICAL = re.compile(r"(?:\b(?:an?|per|each|every|say|if|like|of|suppose)\
                            re.IGNORECASE)
 
 
-def question_facts(text: str, cf: ContextFacts, opts: FactOptions) -> QuestionFacts:
+def question_sentences(question: TextIndex) -> list[str]:
+    """The sentences of the question's index joined by spaces, split again: what
+    :func:`question_facts` reads of the question. When that join is the indexed text
+    itself (one document, its sentences one space apart: "Summarize the document."),
+    its split is the index's own, taken as is (the split costs ~13 k instructions);
+    otherwise (a sentence cut at a line break joins into one) split again."""
+    texts = [s.text for s in question.sentences]
+    docs = question.docs
+    if len(docs) == 1 and " ".join(texts) == docs[0].text:
+        return texts
+    return [span.text for span in split_sentences(" ".join(texts))]
+
+
+def question_facts(question: str | TextIndex, cf: ContextFacts,
+                   opts: FactOptions) -> QuestionFacts:
     """The question's facts; a value it asserts ("The rent is €1,650") that the context
-    states otherwise in the same frame is marked false (a premise, not evidence)."""
+    states otherwise in the same frame is marked false (a premise, not evidence).
+    ``question``: its text, or its index (read as :func:`question_sentences`)."""
     out = QuestionFacts()
-    for span in split_sentences(text):
-        s = span.text
+    sentences = (question_sentences(question) if isinstance(question, TextIndex)
+                 else [span.text for span in split_sentences(question)])
+    for s in sentences:
         dates, numbers = extract_quantities(s)
         measures = sentence_measures(s, numbers, dates)
         dates = years_as_measures(s, dates)[0]

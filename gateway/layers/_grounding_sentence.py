@@ -133,8 +133,7 @@ def question_facts(question: TextIndex | None, ctx: TextIndex,
     """The question's values, dates and names (read once per answer)."""
     if question is None:
         return None
-    return read_question(" ".join(s.text for s in question.sentences), context_facts(ctx),
-                         fact_options(cfg))
+    return read_question(question, context_facts(ctx), fact_options(cfg))
 
 
 _OPTIONS: dict[tuple[int, bool], tuple[GroundingConfig, FactOptions]] = {}

@@ -36,7 +36,7 @@ from typing import Any
 from gateway.layers.base import LayerConfig, LayerResult
 from gateway.sources.context import ContextSpec, Document, GroundingContext, extract_context
 
-__all__ = ["BoundedContext", "JobScope", "Oversize", "bounded_context", "truncate"]
+__all__ = ["BoundedContext", "JobScope", "Oversize", "bounded_context", "bounded_plain", "truncate"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +79,22 @@ def truncate(context: GroundingContext, limit: int) -> GroundingContext:
 
 def bounded_context(messages: Sequence[Mapping[str, Any]], spec: ContextSpec,
                     corpus: Mapping[str, str] | None) -> BoundedContext:
-    """The grounding context of ``messages`` per ``spec``, within ``spec.max_chars``."""
+    """The grounding context of ``messages`` per ``spec``, within ``spec.max_chars``.
+
+    The documents of a context given wholly by system messages (RAG: the same
+    documents resent) are kept per text and ``spec`` (:func:`_kept_documents`): a
+    fresh :class:`GroundingContext` around them (its memo is the request's own)."""
+    texts = _system_texts(messages)
+    if texts is not None and KEEP_MIN_CHARS <= sum(map(len, texts)) <= KEEP_MAX_CHARS:
+        docs, over = _kept_documents(messages, spec, texts)
+        return BoundedContext(GroundingContext(
+            documents=list(docs), corpus=corpus if corpus is not None else {}), over)
+    return bounded_plain(messages, spec, corpus)
+
+
+def bounded_plain(messages: Sequence[Mapping[str, Any]], spec: ContextSpec,
+                  corpus: Mapping[str, str] | None) -> BoundedContext:
+    """:func:`bounded_context` extracted afresh (nothing kept): the reference."""
     context = extract_context(messages, spec, corpus)
     limit = spec.max_chars
     if limit is None:
@@ -91,6 +106,59 @@ def bounded_context(messages: Sequence[Mapping[str, Any]], spec: ContextSpec,
     if over.action == "truncate":
         return BoundedContext(truncate(context, limit), over)
     return BoundedContext(GroundingContext(corpus=context.corpus), over)
+
+
+_KEPT: dict[tuple[int, tuple[str, ...]],
+            tuple[ContextSpec, tuple[Document, ...], Oversize | None]] = {}
+_kept_chars = [0]
+KEEP_MIN_CHARS = 1_000
+"""Shorter system texts are extracted again (a look-up costs about what that does)."""
+KEEP_MAX_CHARS = 200_000
+"""Nor are longer ones kept (the default ``context.max_chars``)."""
+KEEP_TOTAL_CHARS = 2_000_000
+"""The kept texts' characters, at most (the oldest go first)."""
+
+
+def _system_texts(messages: Sequence[Mapping[str, Any]]) -> tuple[str, ...] | None:
+    """The system and developer messages' texts, when they alone decide the context
+    :func:`extract_context` finds (for any ``spec``): every message a plain ``dict``,
+    each system/developer one with string content, each other one giving no document
+    (no content, or a string with no ``<`` — so no block — from neither a tool nor a
+    function). Else None (extracted afresh: the key is never the question)."""
+    texts: list[str] = []
+    for message in messages:
+        if type(message) is not dict:
+            return None
+        role, content = message.get("role"), message.get("content")
+        if role == "system" or role == "developer":
+            if type(content) is not str:
+                return None
+            texts.append(content)
+        elif content is not None and (type(content) is not str or "<" in content
+                                      or role == "tool" or role == "function"):
+            return None
+    return tuple(texts)
+
+
+def _kept_documents(messages: Sequence[Mapping[str, Any]], spec: ContextSpec,
+                    texts: tuple[str, ...]) -> tuple[tuple[Document, ...], Oversize | None]:
+    """The bounded documents of ``messages`` (whose context ``texts`` decide), kept per
+    ``spec`` object (a reload makes new ones) and texts. Documents are frozen and the
+    blocks' attribute dicts already shared (``split_blocks_kept``): never changed."""
+    key = (id(spec), texts)
+    hit = _KEPT.get(key)
+    if hit is not None and hit[0] is spec:
+        return hit[1], hit[2]
+    bounded = bounded_plain(messages, spec, None)
+    docs = tuple(bounded.context.documents)
+    size = sum(map(len, texts))
+    _KEPT[key] = (spec, docs, bounded.oversize)
+    _kept_chars[0] += size
+    while _kept_chars[0] > KEEP_TOTAL_CHARS and _KEPT:  # oldest first (insertion order)
+        old_key = next(iter(_KEPT))
+        if _KEPT.pop(old_key, None) is not None:
+            _kept_chars[0] -= sum(map(len, old_key[1]))
+    return docs, bounded.oversize
 
 
 def _same_corpus(a: Mapping[str, str], b: Mapping[str, str]) -> bool:

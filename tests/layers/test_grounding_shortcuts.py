@@ -111,6 +111,44 @@ def test_question_facts_on_questions_with_and_without_values() -> None:
                                               FactOptions()).false == []
 
 
+def _split_joined(text: str) -> list[str]:
+    """What ``question_facts`` read before: the question index's sentences joined by
+    spaces, split again (the reference of ``question_sentences``)."""
+    index = build_index([("question", text)])
+    return [s.text for s in split_sentences(" ".join(s.text for s in index.sentences))]
+
+
+def test_question_sentences_are_the_joined_split_on_every_labelled_text() -> None:
+    """The index's own sentences are taken only when re-splitting their join gives
+    them: every labelled question and string, and the texts a join changes (line
+    breaks inside and between sentences, doubled spaces, blank ones)."""
+    texts = [c.question for c in _cases()] + list(real_texts())
+    texts += ["Summarize the document.", "", "   ", "Who won?\nWhen?",
+              "The U.S.\nArmy said so. Why?", "Dr.\nSmith came.  Then what?",
+              "a line\nbroken mid sentence and. Lower case after", " Lead. Trail. ",
+              "One.\n\nTwo.", "Is it 5\n km? Yes."]
+    reused = 0
+    for text in texts:
+        index = build_index([("question", text)])
+        got = _grounding_question.question_sentences(index)
+        assert got == _split_joined(text), text[:80]
+        reused += got is not None and len(index.docs) == 1 and \
+            " ".join(s.text for s in index.sentences) == index.docs[0].text
+    assert len(texts) > 1000 and reused > 300
+
+
+def test_question_facts_of_the_index_are_those_of_its_joined_text() -> None:
+    cf = context_facts(build_index([("c", "The rent is 1,450 euros per month. "
+                                          "The tower is 330 m tall.")]))
+    for text in ("Summarize the lease.\nThe rent is 1,650 euros per month, right?",
+                 "Summarize the lease. The rent is 1,650 euros per month, right?"):
+        joined = " ".join(s.text for s in build_index([("q", text)]).sentences)
+        a = _grounding_question.question_facts(build_index([("q", text)]), cf,
+                                               FactOptions())
+        b = _grounding_question.question_facts(joined, cf, FactOptions())
+        assert a == b and [m.text for m in a.false] == ["1,650 euros"]
+
+
 def test_has_text_is_the_joined_text_not_blank() -> None:
     from gateway.layers.grounding import _has_text
     from gateway.sources.context import Document, GroundingContext
