@@ -152,8 +152,9 @@ def _kept_documents(messages: Sequence[Mapping[str, Any]], spec: ContextSpec,
     bounded = bounded_plain(messages, spec, None)
     docs = tuple(bounded.context.documents)
     size = sum(map(len, texts))
+    if hit is None:  # else a new spec at a freed one's id: replaced, counted once
+        _kept_chars[0] += size
     _KEPT[key] = (spec, docs, bounded.oversize)
-    _kept_chars[0] += size
     while _kept_chars[0] > KEEP_TOTAL_CHARS and _KEPT:  # oldest first (insertion order)
         old_key = next(iter(_KEPT))
         if _KEPT.pop(old_key, None) is not None:

@@ -160,3 +160,18 @@ def test_the_kept_texts_stay_within_their_bound() -> None:
         bounded_context([{"role": "system", "content": f"{i} " + "z" * 100_000}], spec, None)
     assert S._kept_chars[0] <= S.KEEP_TOTAL_CHARS
     assert S._kept_chars[0] == sum(sum(map(len, k[1])) for k in S._KEPT)
+
+
+def test_a_kept_entry_replaced_for_a_new_spec_is_counted_once(monkeypatch: Any) -> None:
+    """A reload's spec may reuse a freed spec's id: its entry is replaced, not added."""
+    from gateway.verify import scope as S
+
+    monkeypatch.setattr(S, "_KEPT", {})
+    monkeypatch.setattr(S, "_kept_chars", [0])
+    spec, stale = ContextSpec(), ContextSpec()
+    text = "<context>" + "word " * 400 + "</context>"
+    S._KEPT[(id(spec), (text,))] = (stale, (), None)
+    S._kept_chars[0] = len(text)
+    bounded = bounded_context([{"role": "system", "content": text}], spec, None)
+    assert S._KEPT[(id(spec), (text,))][0] is spec and _docs(bounded)
+    assert S._kept_chars[0] == len(text) == sum(sum(map(len, k[1])) for k in S._KEPT)
