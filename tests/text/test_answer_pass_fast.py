@@ -19,7 +19,7 @@ import random
 import re
 
 import pytest
-from corpus_texts import assert_same_matches, real_texts
+from corpus_texts import assert_same_matches, real_texts, sentence_clocks_plain
 
 from gateway.text import frames as F
 from gateway.text import measures as M
@@ -108,14 +108,6 @@ def test_case_sensitive_opening_class_is_the_plain_form(
     assert sum(fast.search(t) is not None for t in texts) > 5000
 
 
-def _sentence_clocks_plain(text: str) -> list[M.Measure]:
-    return M._clocks(text) if (":" in text or "m" in text or "noon" in text
-                               or "midnight" in text) and (
-        M._DIGIT.search(text) is not None or "noon" in text.lower()
-        or "midnight" in text.lower()) and (
-        ":" in text or M._CLOCK_HINT.search(text) is not None) else []
-
-
 def test_sentence_clocks_are_the_one_condition() -> None:
     texts = _sentences() + _word_noise(11, 30000) + [
         "at NOON", "at noon", "mıdnıght", "MIDNİGHT", "5 ᴘm", "at 5 pm", "at ５ pm", "at ５:30",
@@ -123,7 +115,7 @@ def test_sentence_clocks_are_the_one_condition() -> None:
     found = 0
     for text in texts:
         got = M._sentence_clocks(text)
-        assert got == _sentence_clocks_plain(text), text[:80]
+        assert got == sentence_clocks_plain(text), text[:80]
         found += bool(got)
     assert found > 300
 

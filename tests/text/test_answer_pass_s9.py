@@ -19,7 +19,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from corpus_texts import real_texts
+from corpus_texts import real_texts, sentence_clocks_plain
 
 from gateway.text import measures as M
 from gateway.text import slots as S
@@ -82,18 +82,10 @@ def test_extract_quantities_is_dates_then_numbers(texts: list[str]) -> None:
     assert words > 1000  # the digit-free path met number words
 
 
-def _reference_clocks(text: str) -> list[M.Measure]:
-    return M._clocks(text) if (":" in text or "m" in text or "noon" in text
-                               or "midnight" in text) and (
-        M._DIGIT.search(text) is not None or "noon" in text.lower()
-        or "midnight" in text.lower()) and (
-        ":" in text or M._CLOCK_HINT.search(text) is not None) else []
-
-
 def _reference_measures(text: str, numbers: list[Quantity], dates: list[DateRef],
                         words: set[str]) -> list[M.Measure]:
     """``sentence_measures`` as session 8 wrote it."""
-    clocks = _reference_clocks(text)
+    clocks = sentence_clocks_plain(text)
     out = [M.measure_of(text, q) for q in numbers
            if not (clocks and any(c.start <= q.start < c.end for c in clocks))]
     if len(out) > 1:
@@ -120,7 +112,7 @@ def test_sentence_measures_are_the_plain_reading(texts: list[str]) -> None:
         got = M.sentence_measures(text, numbers, dates, words)
         assert got == _reference_measures(text, numbers, dates, words), text[:80]
         assert M._sentence_clocks(text, text.lower()) == M._sentence_clocks(text) == \
-            _reference_clocks(text), text[:80]
+            sentence_clocks_plain(text), text[:80]
         found += bool(got)
         clocks += any(m.dim == "clock" for m in got)
     assert found > 3000 and clocks > 300

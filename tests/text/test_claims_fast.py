@@ -206,15 +206,21 @@ def test_detect_claims_matches_per_sentence_classify(seed: int) -> None:
             (c.id, c.types, c.classification, as_tuples(c.entities)) for c in want], text
 
 
+def random_spans(rng: random.Random, text: str) -> list[Span]:
+    """``text`` cut at up to six random places (inside words too), shuffled 30 % of the time."""
+    cuts = sorted(rng.sample(range(len(text) + 1), min(len(text) + 1, rng.randint(0, 6))))
+    bounds = [0, *cuts, len(text)]
+    spans = [Span(text[a:b], a, b) for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
+    if rng.random() < 0.3:
+        rng.shuffle(spans)
+    return spans
+
+
 def test_any_sentence_spans_give_the_same_result() -> None:
     """Callers may pass any spans: cut inside words, out of order."""
     rng = random.Random(7)
     for text in random_texts(200, 1500):
-        cuts = sorted(rng.sample(range(len(text) + 1), min(len(text) + 1, rng.randint(0, 6))))
-        bounds = [0, *cuts, len(text)]
-        spans = [Span(text[a:b], a, b) for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
-        if rng.random() < 0.3:
-            rng.shuffle(spans)
+        spans = random_spans(rng, text)
         assert as_tuples(extract_entities(text, spans)) == as_tuples(ref_extract(text, spans))
         analyzed = [AnswerSentence(s, tuple(entity_candidates(s.text))) for s in spans]
         got = detect_claims(text, analyzed)
@@ -465,11 +471,7 @@ def test_brief_claims_are_detect_claims_without_the_objects() -> None:
     assert fast > 1000
     rng = random.Random(8)
     for text in random_texts(501, 800):
-        cuts = sorted(rng.sample(range(len(text) + 1), min(len(text) + 1, rng.randint(0, 6))))
-        bounds = [0, *cuts, len(text)]
-        spans = [Span(text[a:b], a, b) for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
-        if rng.random() < 0.3:
-            rng.shuffle(spans)
+        spans = random_spans(rng, text)
         if spans and rng.random() < 0.3:
             spans.append(spans[0])  # overlapping
         analyzed = [AnswerSentence(s, tuple(entity_candidates(s.text))) for s in spans]
