@@ -22,7 +22,6 @@ from gateway.text.context_facts import ContextFacts
 from gateway.text.name_variants import name_variant, spelled_alike
 from gateway.text.names import acronym_of, name_class, same_name
 from gateway.text.slots import Fact
-from gateway.text.tokens import STOPWORDS
 
 if TYPE_CHECKING:
     from gateway.layers._grounding_question import QuestionFacts
@@ -42,16 +41,16 @@ def check_name(a_text: str, f: Fact, cf: ContextFacts, aligned: Sequence[int],
     key = f.key
     assert f.name is not None
     text = f.name.text
-    read: dict[tuple[int, int, int], Sides] = {}  # each mention's words read once
-    cls = name_class(key)
     if not opts.binding:
         # No frames compared: found when a sentence holds all of its words (as before).
-        if _named_anywhere(cf, key) or cls == "time" and any(
+        if cf.index.holds_all(key) or name_class(key) == "time" and any(
                 d.month in {_MONTHS.get(w) for w in key} for _, d in cf.dated()):
             return FactCheck(text, "name", "supported")
         if question is not None and any(same_name(key, q) for q in question.names):
             return FactCheck(text, "name", "question")
         return FactCheck(text, "name", "unsupported")
+    read: dict[tuple[int, int, int], Sides] = {}  # each mention's words read once
+    cls = name_class(key)
     sids = cf.name_sids(key)
     same_sids = [sid for sid in sids if any(same_name(key, k) for k in cf.name_keys(sid))]
     others = [c for _, c in aligned_facts(cf, aligned)
@@ -121,35 +120,6 @@ def check_name(a_text: str, f: Fact, cf: ContextFacts, aligned: Sequence[int],
                 return FactCheck(text, "name", "supported")
     return FactCheck(text, "name", "contradicted",
                      f"{text}: the context puts {other.name.text} there", binding=True)
-
-
-def _named_anywhere(cf: ContextFacts, key: frozenset[str]) -> bool:
-    """``bool(cf.name_sids(key))``: whether some context sentence holds every word of the
-    name, its postings intersected from the shortest (no set of a long posting built when
-    only whether one exists is asked)."""
-    index = cf.index
-    postings: list[list[int]] = []
-    for word in key:
-        if word in STOPWORDS:
-            continue
-        form = index.resolve(word)
-        if form is None:
-            return False
-        posting = index.posting(form)
-        if not posting:
-            return False
-        postings.append(posting)
-    if len(postings) < 2:
-        return bool(postings)
-    postings.sort(key=len)
-    if len(postings) == 2:  # (most names: the longer posting read up to a first hit)
-        return not set(postings[0]).isdisjoint(postings[1])
-    common = set(postings[0])
-    for posting in postings[1:]:
-        common.intersection_update(posting)
-        if not common:
-            return False
-    return True
 
 
 def _variant(cf: ContextFacts, key: frozenset[str], others: Sequence[Fact],

@@ -7,7 +7,7 @@ shortcut against its definition (``_reference_*`` here), on real documents and n
 - ``polarity``: a clause's words bisected out by offset; prefix negation tried only on
   words that can carry one; no opposition test when a side takes no direction;
 - ``antonyms.direction_sides`` by one set intersection; ``phatic.is_phatic`` on a set;
-- ``_grounding_names._named_anywhere`` is ``bool(name_sids(key))``;
+- ``TextIndex.holds_all`` (a name check's "named anywhere") is ``bool(name_sids(key))``;
 - ``TextIndex.best_matches`` the same whether the words' IDF infos are new or known.
 """
 
@@ -18,7 +18,6 @@ import re
 
 from corpus_texts import assert_same_matches, real_texts
 
-from gateway.layers._grounding_names import _named_anywhere
 from gateway.text import antonyms as A
 from gateway.text import measures as M
 from gateway.text import polarity as P
@@ -138,16 +137,28 @@ def test_prefix_and_direction_pretests() -> None:
     assert P.may_flip(rises, falls, never, never)
 
 
-def test_named_anywhere_is_name_sids() -> None:
-    for text in list(real_texts())[:300]:
+def test_holds_all_is_name_sids() -> None:
+    # Every labelled string's names, and the next string's (mostly the same case's:
+    # found, missing, found as a variant), asked before and after prefetch_all.
+    texts = [t for t in real_texts() if t.strip()]
+    asked = 0
+    for text, other in zip(texts, texts[1:] + texts[:1], strict=True):
         index = build_index([("d", text)])
         if not index:
             continue
         cf = context_facts(index)
-        keys = {name_key(e.text) for s in index.sentences for e in entity_candidates(s.text)}
+        keys = {name_key(e.text) for s in split_sentences(text + "\n" + other)
+                for e in entity_candidates(s.text)}
         keys |= {frozenset({"nowhere", "zzz"}), frozenset(), frozenset({"the"})}
+        keys |= {frozenset(tokenize(s.text)[:n]) for s in split_sentences(other)
+                 for n in (1, 2, 3, 4)}
+        for key in sorted(keys, key=sorted):
+            assert index.holds_all(key) == bool(cf.name_sids(key)), key
+            asked += 1
+        index.prefetch_all()
         for key in keys:
-            assert _named_anywhere(cf, key) == bool(cf.name_sids(key)), key
+            assert index.holds_all(key) == bool(cf.name_sids(key)), key
+    assert asked > 10000
 
 
 def test_best_matches_new_and_known_words_alike() -> None:
