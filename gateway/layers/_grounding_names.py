@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from operator import eq
 from typing import TYPE_CHECKING
 
 from gateway.layers._grounding_bind import FactCheck, FactOptions, aligned_facts, best_slot, sid_of
 from gateway.text.anchors import Anchor, Sides, anchor_sides, anchored, sides
 from gateway.text.context_facts import ContextFacts
 from gateway.text.name_variants import name_variant, spelled_alike
-from gateway.text.names import acronym_of, name_class, same_name
+from gateway.text.names import acronym_of, acronym_shaped, name_class, same_name
 from gateway.text.slots import Fact
-from gateway.text.tokens import STOPWORDS
 
 if TYPE_CHECKING:
     from gateway.layers._grounding_question import QuestionFacts
@@ -42,21 +42,23 @@ def check_name(a_text: str, f: Fact, cf: ContextFacts, aligned: Sequence[int],
     key = f.key
     assert f.name is not None
     text = f.name.text
-    read: dict[tuple[int, int, int], Sides] = {}  # each mention's words read once
-    cls = name_class(key)
     if not opts.binding:
         # No frames compared: found when a sentence holds all of its words (as before).
-        if _named_anywhere(cf, key) or cls == "time" and any(
+        if cf.index.holds_all(key) or name_class(key) == "time" and any(
                 d.month in {_MONTHS.get(w) for w in key} for _, d in cf.dated()):
             return FactCheck(text, "name", "supported")
         if question is not None and any(same_name(key, q) for q in question.names):
             return FactCheck(text, "name", "question")
         return FactCheck(text, "name", "unsupported")
+    read: dict[tuple[int, int, int], Sides] = {}  # each mention's words read once
+    cls = name_class(key)
+    short = acronym_shaped(text)  # (else it is no acronym of any context name)
     sids = cf.name_sids(key)
     same_sids = [sid for sid in sids if any(same_name(key, k) for k in cf.name_keys(sid))]
     others = [c for _, c in aligned_facts(cf, aligned)
               if c.name is not None and c.key and not same_name(key, c.key)
-              and name_class(c.key) == cls and not acronym_of(text, c.name.text)
+              and name_class(c.key) == cls
+              and not (short and acronym_of(text, c.name.text))
               and not acronym_of(c.name.text, text)]
     mentioned = [g for g in facts if g.name is not None and g is not f]
     if not same_sids and cls == "time":
@@ -64,8 +66,8 @@ def check_name(a_text: str, f: Fact, cf: ContextFacts, aligned: Sequence[int],
         if months and any(d.month in months for _, d in cf.dated()):
             return FactCheck(text, "name", "supported")  # "in May" ~ "in May 2019"
     if not same_sids:
-        if any(acronym_of(text, c.name.text) for sid in aligned for c in cf.slots(sid)
-               if c.name is not None):
+        if short and any(acronym_of(text, c.name.text) for sid in aligned
+                         for c in cf.slots(sid) if c.name is not None):
             return FactCheck(text, "name", "supported")
         if opts.name_variants and any(spelled_alike(key, c.key) for c in others):
             return FactCheck(text, "name", "supported")  # "Scarlett Letter": a spelling
@@ -123,35 +125,6 @@ def check_name(a_text: str, f: Fact, cf: ContextFacts, aligned: Sequence[int],
                      f"{text}: the context puts {other.name.text} there", binding=True)
 
 
-def _named_anywhere(cf: ContextFacts, key: frozenset[str]) -> bool:
-    """``bool(cf.name_sids(key))``: whether some context sentence holds every word of the
-    name, its postings intersected from the shortest (no set of a long posting built when
-    only whether one exists is asked)."""
-    index = cf.index
-    postings: list[list[int]] = []
-    for word in key:
-        if word in STOPWORDS:
-            continue
-        form = index.resolve(word)
-        if form is None:
-            return False
-        posting = index.posting(form)
-        if not posting:
-            return False
-        postings.append(posting)
-    if len(postings) < 2:
-        return bool(postings)
-    postings.sort(key=len)
-    if len(postings) == 2:  # (most names: the longer posting read up to a first hit)
-        return not set(postings[0]).isdisjoint(postings[1])
-    common = set(postings[0])
-    for posting in postings[1:]:
-        common.intersection_update(posting)
-        if not common:
-            return False
-    return True
-
-
 def _variant(cf: ContextFacts, key: frozenset[str], others: Sequence[Fact],
              question: QuestionFacts | None) -> str | None:
     """The aligned context name that ``key`` (a name the context lacks) varies in one
@@ -183,6 +156,15 @@ def _anchor_of(cf: ContextFacts, f: Fact, a_text: str, c: Fact,
     b = read.get(c_key)
     if b is None:
         b = read[c_key] = _context_sides(cf, c_key)
+    return _copy_anchor(a, b)
+
+
+def _copy_anchor(a: Sides, b: Sides) -> Anchor | None:
+    """``anchor_sides(a, b)`` if :func:`anchored`, else ``None``; with no position
+    matched on either side (most pairs) there is no content word matched, so no anchor
+    (the position-wise compare runs in C, no :class:`Anchor` is built)."""
+    if not any(map(eq, a[0], b[0])) and not any(map(eq, a[1], b[1])):
+        return None
     got = anchor_sides(a, b)
     return got if anchored(got) else None
 

@@ -209,6 +209,37 @@ class TextIndex:
             got = self._postings[form]
         return got
 
+    def holds_all(self, words: Iterable[str]) -> bool:
+        """Whether some sentence holds every word of ``words`` but the stopwords, each
+        under its :meth:`resolve` form: the postings intersected from the shortest (no
+        set of a long posting built when only whether one exists is asked). The
+        resolve and posting look-ups are inlined (a name check asks this per name)."""
+        vocab, known = self.vocab, self._postings
+        postings: list[list[int]] = []
+        for word in words:
+            if word in STOPWORDS:
+                continue
+            form = word if word in vocab else self.resolve(word)
+            if form is None:
+                return False
+            posting = known.get(form)
+            if posting is None:
+                posting = self.posting(form)
+            if not posting:
+                return False
+            postings.append(posting)
+        if len(postings) < 2:
+            return bool(postings)
+        postings.sort(key=len)
+        if len(postings) == 2:  # (most names: the longer posting read up to a first hit)
+            return not set(postings[0]).isdisjoint(postings[1])
+        common = set(postings[0])
+        for posting in postings[1:]:
+            common.intersection_update(posting)
+            if not common:
+                return False
+        return True
+
     def prefetch(self, forms: Iterable[str]) -> None:
         """Find the postings of ``forms`` in one pass over the sentences (the cost of
         one :meth:`posting` call for all of them)."""

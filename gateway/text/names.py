@@ -20,7 +20,7 @@ from functools import lru_cache
 
 from gateway.text.tokens import OPENERS, PLACES, STOPWORDS, Span, entity_candidates, tokenize
 
-__all__ = ["ProperWords", "acronym_of", "name_class", "name_key", "names_in", "proper_words",
+__all__ = ["ProperWords", "acronym_of", "acronym_shaped", "name_class", "name_key", "names_in", "proper_words",
            "same_name"]
 
 _CAP_OR_LOW = re.compile(r"(?<![\w’'-])(?:([A-Z][a-zà-ÿ]+(?:-[A-Z]?[a-zà-ÿ]+)?)|([a-zà-ÿ]{3,}))\b")
@@ -240,6 +240,13 @@ def name_class(key: frozenset[str]) -> str:
     """``time`` for weekday, month and season names, else ``name``: only names of one
     class can stand in each other's place."""
     return "time" if key and key <= _TIME_NAMES else "name"
+
+
+def acronym_shaped(short: str) -> bool:
+    """Whether ``short`` may be an acronym of something: ``acronym_of(short, long)`` is
+    ``False`` for every ``long`` when this is (a name compared with many asks it once)."""
+    s = short.strip(".").replace(".", "")
+    return 2 <= len(s) <= 6 and s.isupper()
 
 
 def acronym_of(short: str, long: str) -> bool:

@@ -7,7 +7,8 @@ shortcut against its definition (``_reference_*`` here), on real documents and n
 - ``polarity``: a clause's words bisected out by offset; prefix negation tried only on
   words that can carry one; no opposition test when a side takes no direction;
 - ``antonyms.direction_sides`` by one set intersection; ``phatic.is_phatic`` on a set;
-- ``_grounding_names._named_anywhere`` is ``bool(name_sids(key))``;
+- ``_grounding_names._copy_anchor`` skips the compare when no position matches;
+- ``TextIndex.holds_all`` (a name check's "named anywhere") is ``bool(name_sids(key))``;
 - ``TextIndex.best_matches`` the same whether the words' IDF infos are new or known.
 """
 
@@ -15,16 +16,18 @@ from __future__ import annotations
 
 import random
 import re
+from operator import eq
 
 from corpus_texts import assert_same_matches, real_texts
 
-from gateway.layers._grounding_names import _named_anywhere
+from gateway.layers._grounding_names import _copy_anchor
 from gateway.text import antonyms as A
 from gateway.text import measures as M
 from gateway.text import polarity as P
+from gateway.text.anchors import anchor_sides, anchored, sides
 from gateway.text.context_facts import context_facts
 from gateway.text.index import build_index
-from gateway.text.names import name_key
+from gateway.text.names import acronym_of, acronym_shaped, name_key
 from gateway.text.phatic import is_phatic
 from gateway.text.quantities import extract_quantities
 from gateway.text.tokens import entity_candidates, split_sentences, tokenize
@@ -138,16 +141,28 @@ def test_prefix_and_direction_pretests() -> None:
     assert P.may_flip(rises, falls, never, never)
 
 
-def test_named_anywhere_is_name_sids() -> None:
-    for text in list(real_texts())[:300]:
+def test_holds_all_is_name_sids() -> None:
+    # Every labelled string's names, and the next string's (mostly the same case's:
+    # found, missing, found as a variant), asked before and after prefetch_all.
+    texts = [t for t in real_texts() if t.strip()]
+    asked = 0
+    for text, other in zip(texts, texts[1:] + texts[:1], strict=True):
         index = build_index([("d", text)])
         if not index:
             continue
         cf = context_facts(index)
-        keys = {name_key(e.text) for s in index.sentences for e in entity_candidates(s.text)}
+        keys = {name_key(e.text) for s in split_sentences(text + "\n" + other)
+                for e in entity_candidates(s.text)}
         keys |= {frozenset({"nowhere", "zzz"}), frozenset(), frozenset({"the"})}
+        keys |= {frozenset(tokenize(s.text)[:n]) for s in split_sentences(other)
+                 for n in (1, 2, 3, 4)}
+        for key in sorted(keys, key=sorted):
+            assert index.holds_all(key) == bool(cf.name_sids(key)), key
+            asked += 1
+        index.prefetch_all()
         for key in keys:
-            assert _named_anywhere(cf, key) == bool(cf.name_sids(key)), key
+            assert index.holds_all(key) == bool(cf.name_sids(key)), key
+    assert asked > 10000
 
 
 def test_best_matches_new_and_known_words_alike() -> None:
@@ -192,3 +207,41 @@ def test_citation_pair_gates_are_necessary() -> None:
     assert C._sources_list("Text.\n\nSources:\n1. Report")[1] == [(1, "Report")]
     assert [p.ref for p in C.extract_pairs("A claim [^1].\n[^1]: The source.")] == \
         ["The source."]
+
+
+def test_copy_anchor_gate_is_anchored_anchor_sides() -> None:
+    # Every mention of a labelled string against every mention of the next string (mostly
+    # the same case's: copied sentences anchor, the rest mostly match no position).
+    texts = [t for t in real_texts() if t.strip()]
+    found = gated = 0
+    for text, other in zip(texts, texts[1:] + texts[:1], strict=True):
+        a_sides = [sides(s.text, e.start, e.end) for s in split_sentences(text)
+                   for e in entity_candidates(s.text)]
+        b_sides = [sides(s.text, e.start, e.end) for s in split_sentences(other)
+                   for e in entity_candidates(s.text)]
+        for a in a_sides[:40]:
+            for b in b_sides[:40]:
+                plain = anchor_sides(a, b)
+                got = _copy_anchor(a, b)
+                assert got == (plain if anchored(plain) else None), (a, b)
+                found += got is not None
+                gated += not any(map(eq, a[0], b[0])) and not any(map(eq, a[1], b[1]))
+    assert found > 100 and gated > 10000
+
+
+def test_acronym_shaped_gate_is_acronym_of() -> None:
+    # Every labelled string's mentions against the next string's (and their own).
+    texts = [t for t in real_texts() if t.strip()]
+    shaped = found = 0
+    for text, other in zip(texts, texts[1:] + texts[:1], strict=True):
+        names = [e.text for s in split_sentences(text) for e in entity_candidates(s.text)]
+        longs = names + [e.text for s in split_sentences(other)
+                         for e in entity_candidates(s.text)]
+        for short in names[:30]:
+            ok = acronym_shaped(short)
+            shaped += ok
+            for long in longs[:60]:
+                got = acronym_of(short, long)
+                assert not got or ok, (short, long)
+                found += got
+    assert shaped > 100 and found > 10
