@@ -73,15 +73,20 @@ def brief_claims(text: str, analyzed: Sequence[AnswerSentence]) -> list[BriefCla
     for s, e in folded.durations():
         add(s, e, temporal)
     named = _BIT["MISC"]
+    # ``taken`` is all 0 from ``free`` on (after the last regulation, date or duration,
+    # or the last name kept): a name starting there overlaps nothing and is not tested.
+    free = taken.rfind(1) + 1
     for n, item in enumerate(analyzed):
         base = item.span.start
         for span in item.entities:
             s = base + span.start
             piece = text[s:s + len(span.text)].rstrip(" .,;:")
             e = s + len(piece)
-            if piece and taken.find(1, s, e) < 0:
+            if piece and (s >= free or taken.find(1, s, e) < 0):
                 taken[s:e] = b"\x01" * (e - s)
                 masks[n] |= named  # s is in this sentence
+                if e > free:
+                    free = e
     quantitative = _BIT["NUMBER"]
     for q in analyzed.numbers:
         add(q.start, q.end, quantitative)
