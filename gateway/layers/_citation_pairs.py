@@ -239,6 +239,17 @@ def _sources_list(text: str) -> tuple[int, list[tuple[int, str]]]:
     return head.start(), [(n or i, t) for i, (n, t) in enumerate(numbered, 1)]
 
 
+def _may_mark(body: str) -> bool:
+    """Whether ``_MARKER`` can match in ``body``: its alternatives open with "[" or with
+    "(" and then "s" or "r" ignoring case (``(source: …)``, ``(refs: …)``), so an answer
+    with parentheses but no "[" is scanned only when one of those follows a "(" (the
+    scan tries the pattern at every character; tests/layers/test_citation_marker_gate.py)."""
+    if "[" in body:
+        return True
+    return "(" in body and ("(s" in body or "(r" in body or "(S" in body or "(R" in body
+                            or "(\u017f" in body)
+
+
 def extract_pairs(answer: str, sources_list_covers_answer: bool = True) -> list[Pair]:
     """Claim–citation pairs in ``answer`` (see the module docstring for the forms)."""
     # Each pattern only where its literal can be: a code span's "`", a footnote's "[^".
@@ -254,7 +265,7 @@ def extract_pairs(answer: str, sources_list_covers_answer: bool = True) -> list[
     # Every marker opens with "[" or "(" (one scan of the answer for them: the pattern,
     # its look-behind first, is tried at every character, ~1 % of a verification).
     marks = [(m.start(), m.end(), m.group(0), _refs(m, footnotes, numbered), "marker")
-             for m in _MARKER.finditer(body)] if "[" in body or "(" in body else []
+             for m in _MARKER.finditer(body)] if _may_mark(body) else []
     ay = _ay_marks(body) if "(" in body else []
     text = body  # claims are cut from this: author–year citations blanked out
     if ay:

@@ -46,3 +46,27 @@ def test_markers_are_still_found() -> None:
     pairs = C.extract_pairs("The bridge opened in 1932 [1]. It is 503 m long "
                             "(source: the city archive).")
     assert [p.ref for p in pairs] == ["#1", "the city archive"]
+
+
+def test_marker_gate_is_the_pattern_on_parentheses() -> None:
+    """Without "[", a marker needs "(" then "s" or "r" ignoring case: the gate says yes
+    wherever the unconditional scan finds one, on the labelled texts (their "[" made
+    "(") and on random texts dense in the pattern's characters."""
+    import re
+    import sys
+
+    assert [c for c in map(chr, range(sys.maxunicode + 1))
+            if re.match(r"[sr]", c, re.IGNORECASE)] == ["R", "S", "r", "s", "\u017f"]
+    rng = random.Random(9)
+    texts = [t.replace("[", "(") for t in list(real_texts())[:600]]
+    pieces = ["(", "(", ")", " ", ":", "source", "Sources", "\u017fource", "ref", "REFS",
+              "references", "Re", "s", "x", "1", "\n", "!", "(source: a)", "(Refs:b)",
+              "(\u017fources : c)", "(REFERENCES:d)"]
+    texts += ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 12)))
+              for _ in range(5000)]
+    found = 0
+    for t in texts:
+        hit = bool(list(C._MARKER.finditer(t)))
+        assert not hit or C._may_mark(t), t[:80]
+        found += hit
+    assert found > 100
