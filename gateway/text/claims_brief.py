@@ -90,11 +90,11 @@ def brief_claims(text: str, analyzed: Sequence[AnswerSentence]) -> list[BriefCla
     quantitative = _BIT["NUMBER"]
     for q in analyzed.numbers:
         add(q.start, q.end, quantitative)
-    label = folded.classifier(spans)
+    labels = folded.labels(spans)  # (the spans are ascending and disjoint: checked above)
     claims: list[BriefClaim] = []
     for n, mask in enumerate(masks):
         if mask:
-            claims.append((spans[n].text, _MASK_TYPES[mask], label(n)))
-        elif label(n) == "opinion":
+            claims.append((spans[n].text, _MASK_TYPES[mask], labels[n]))
+        elif labels[n] == "opinion":
             claims.append((spans[n].text, (), "opinion"))
     return claims
