@@ -22,7 +22,7 @@ whole text (each method's docstring says why; tests/text/test_claims_fast.py).
 from __future__ import annotations
 
 import re
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, AnyStr
 
@@ -426,37 +426,6 @@ class _Folded:
             return "verifiable"
 
         return label
-
-    def labels(self, sentences: Sequence[Span]) -> list[Classification]:
-        """``[classifier(sentences)(i) for i in range(len(sentences))]`` when the
-        sentences are ascending and disjoint (each ``start`` >= the previous ``end``):
-        each phrase start is then in at most one sentence, found by bisection, instead
-        of bisecting both lists per sentence."""
-        low, n = self.low, len(self.low)
-        out: list[Classification] = ["verifiable"] * len(sentences)
-        starts: list[int] = []
-        ends: list[int] = []
-        for i, sp in enumerate(sentences):
-            s, e = sp.start, sp.end
-            starts.append(s)
-            if (s and (low[s - 1].isalnum() or low[s - 1] == "_")) or (
-                    e < n and (low[e].isalnum() or low[e] == "_")):  # inside a word
-                piece = low[s:e]
-                out[i] = ("opinion" if _OPINION_ASCII.search(piece) else
-                          "hedged" if _HEDGE_ASCII.search(piece) else "verifiable")
-                e = -1  # no phrase start is looked at in it
-            ends.append(e)
-        for p in self.phrase_starts(_OPINION_PHRASES):
-            i = bisect_right(starts, p) - 1
-            if (i >= 0 and p < ends[i] and out[i] != "opinion"
-                    and _OPINION_ASCII.match(low, p, ends[i])):
-                out[i] = "opinion"
-        for p in self.phrase_starts(_HEDGE_PHRASES):
-            i = bisect_right(starts, p) - 1
-            if (i >= 0 and p < ends[i] and out[i] == "verifiable"
-                    and _HEDGE_ASCII.match(low, p, ends[i])):
-                out[i] = "hedged"
-        return out
 
 
 def _may_cite_regulation(text: str, ascii_low: str | None) -> bool:

@@ -535,7 +535,7 @@ def real_texts_words() -> list[list[str]]:
 
 
 def test_labels_of_disjoint_sentences_are_the_classifier() -> None:
-    """``_Folded.labels`` (each phrase start bisected to its sentence) gives
+    """``claims_brief._labels`` (each phrase start bisected to its sentence) gives
     ``classify`` of each sentence: on every labelled text's answer sentences and on
     random texts cut at random places, inside words too (ascending spans only)."""
     from corpus_texts import real_texts
@@ -550,6 +550,6 @@ def test_labels_of_disjoint_sentences_are_the_classifier() -> None:
         for spans in ([a.span for a in analyze_answer(text)],
                       sorted(random_spans(rng, text), key=lambda s: (s.start, s.end))):
             want = [classify(s.text) for s in spans]
-            assert folded.labels(spans) == want, (text, spans)
+            assert claims_brief._labels(folded, spans) == want, (text, spans)
             seen.update(want)
     assert seen == {"verifiable", "hedged", "opinion"}
