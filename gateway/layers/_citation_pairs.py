@@ -207,17 +207,37 @@ def checkable(sentence: str, min_words: int = _MIN_CLAIM_WORDS) -> bool:
     return n >= min_words or (n >= 1 and any(ch.isdigit() for ch in sentence))
 
 
+_FEW_LINES = 64
+"""Up to this many newlines, :func:`_last_head` tries the heading at each line start."""
+
+
+def _last_head(text: str) -> re.Match[str] | None:
+    """The last match of ``_SOURCES_HEAD.finditer(text)``. The pattern is anchored at a
+    line start (``^``, multi-line) and never crosses a newline, so its matches are the
+    line starts where it matches: tried from the last line back (one ``match`` per
+    line, cheaper than lower-casing the text for a gate) in a text of few lines."""
+    if text.count("\n") > _FEW_LINES:
+        if text.isascii():  # (ASCII: the heading's words ignoring case are these substrings)
+            low = text.lower()
+            if not ("source" in low or "reference" in low or "citation" in low
+                    or "bibliography" in low or "works cited" in low):
+                return None
+        heads = list(_SOURCES_HEAD.finditer(text))
+        return heads[-1] if heads else None
+    end = len(text)
+    while True:
+        start = text.rfind("\n", 0, end) + 1
+        m = _SOURCES_HEAD.match(text, start)
+        if m is not None or not start:
+            return m
+        end = start - 1
+
+
 def _sources_list(text: str) -> tuple[int, list[tuple[int, str]]]:
     """Start offset of a trailing Sources section (or ``len(text)``) and its numbered items."""
-    if text.isascii():  # (ASCII: the heading's words ignoring case are these substrings)
-        low = text.lower()
-        if not ("source" in low or "reference" in low or "citation" in low
-                or "bibliography" in low or "works cited" in low):
-            return len(text), []
-    heads = list(_SOURCES_HEAD.finditer(text))
-    if not heads:
+    head = _last_head(text)
+    if head is None:
         return len(text), []
-    head = heads[-1]
     items: list[str] = []
     numbers: list[int | None] = []
     inline = (head.group("inline") or "").strip()
@@ -239,6 +259,17 @@ def _sources_list(text: str) -> tuple[int, list[tuple[int, str]]]:
     return head.start(), [(n or i, t) for i, (n, t) in enumerate(numbered, 1)]
 
 
+def _may_mark(body: str) -> bool:
+    """Whether ``_MARKER`` can match in ``body``: its alternatives open with "[" or with
+    "(" and then "s" or "r" ignoring case (``(source: …)``, ``(refs: …)``), so an answer
+    with parentheses but no "[" is scanned only when one of those follows a "(" (the
+    scan tries the pattern at every character; tests/layers/test_citation_marker_gate.py)."""
+    if "[" in body:
+        return True
+    return "(" in body and ("(s" in body or "(r" in body or "(S" in body or "(R" in body
+                            or "(\u017f" in body)
+
+
 def extract_pairs(answer: str, sources_list_covers_answer: bool = True) -> list[Pair]:
     """Claim–citation pairs in ``answer`` (see the module docstring for the forms)."""
     # Each pattern only where its literal can be: a code span's "`", a footnote's "[^".
@@ -254,7 +285,7 @@ def extract_pairs(answer: str, sources_list_covers_answer: bool = True) -> list[
     # Every marker opens with "[" or "(" (one scan of the answer for them: the pattern,
     # its look-behind first, is tried at every character, ~1 % of a verification).
     marks = [(m.start(), m.end(), m.group(0), _refs(m, footnotes, numbered), "marker")
-             for m in _MARKER.finditer(body)] if "[" in body or "(" in body else []
+             for m in _MARKER.finditer(body)] if _may_mark(body) else []
     ay = _ay_marks(body) if "(" in body else []
     text = body  # claims are cut from this: author–year citations blanked out
     if ay:

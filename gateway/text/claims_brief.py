@@ -13,9 +13,16 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Sequence
 
-from gateway.text._claim_scan import _Folded
+from gateway.text._claim_scan import (
+    _HEDGE_ASCII,
+    _HEDGE_PHRASES,
+    _OPINION_ASCII,
+    _OPINION_PHRASES,
+    _Folded,
+)
 from gateway.text.answer import AnalyzedAnswer, AnswerSentence
 from gateway.text.claims import _PRIORITY, _TYPE_OF, ClaimType, Classification, detect_claims
+from gateway.text.tokens import Span
 
 __all__ = ["BriefClaim", "brief_claims"]
 
@@ -73,23 +80,60 @@ def brief_claims(text: str, analyzed: Sequence[AnswerSentence]) -> list[BriefCla
     for s, e in folded.durations():
         add(s, e, temporal)
     named = _BIT["MISC"]
+    # ``taken`` is all 0 from ``free`` on (after the last regulation, date or duration,
+    # or the last name kept): a name starting there overlaps nothing and is not tested.
+    free = taken.rfind(1) + 1
     for n, item in enumerate(analyzed):
         base = item.span.start
         for span in item.entities:
             s = base + span.start
             piece = text[s:s + len(span.text)].rstrip(" .,;:")
             e = s + len(piece)
-            if piece and taken.find(1, s, e) < 0:
+            if piece and (s >= free or taken.find(1, s, e) < 0):
                 taken[s:e] = b"\x01" * (e - s)
                 masks[n] |= named  # s is in this sentence
+                if e > free:
+                    free = e
     quantitative = _BIT["NUMBER"]
     for q in analyzed.numbers:
         add(q.start, q.end, quantitative)
-    label = folded.classifier(spans)
+    labels = _labels(folded, spans)  # (the spans are ascending and disjoint: checked above)
     claims: list[BriefClaim] = []
     for n, mask in enumerate(masks):
         if mask:
-            claims.append((spans[n].text, _MASK_TYPES[mask], label(n)))
-        elif label(n) == "opinion":
+            claims.append((spans[n].text, _MASK_TYPES[mask], labels[n]))
+        elif labels[n] == "opinion":
             claims.append((spans[n].text, (), "opinion"))
     return claims
+
+
+def _labels(folded: _Folded, sentences: Sequence[Span]) -> list[Classification]:
+    """``[folded.classifier(sentences)(i) for i in range(len(sentences))]`` when the
+    sentences are ascending and disjoint (each ``start`` >= the previous ``end``):
+    each phrase start is then in at most one sentence, found by bisection, instead
+    of bisecting both lists per sentence."""
+    low, n = folded.low, len(folded.low)
+    out: list[Classification] = ["verifiable"] * len(sentences)
+    starts: list[int] = []
+    ends: list[int] = []
+    for i, sp in enumerate(sentences):
+        s, e = sp.start, sp.end
+        starts.append(s)
+        if (s and (low[s - 1].isalnum() or low[s - 1] == "_")) or (
+                e < n and (low[e].isalnum() or low[e] == "_")):  # inside a word
+            piece = low[s:e]
+            out[i] = ("opinion" if _OPINION_ASCII.search(piece) else
+                      "hedged" if _HEDGE_ASCII.search(piece) else "verifiable")
+            e = -1  # no phrase start is looked at in it
+        ends.append(e)
+    for p in folded.phrase_starts(_OPINION_PHRASES):
+        i = bisect_right(starts, p) - 1
+        if (i >= 0 and p < ends[i] and out[i] != "opinion"
+                and _OPINION_ASCII.match(low, p, ends[i])):
+            out[i] = "opinion"
+    for p in folded.phrase_starts(_HEDGE_PHRASES):
+        i = bisect_right(starts, p) - 1
+        if (i >= 0 and p < ends[i] and out[i] == "verifiable"
+                and _HEDGE_ASCII.match(low, p, ends[i])):
+            out[i] = "hedged"
+    return out

@@ -532,3 +532,24 @@ def real_texts_words() -> list[list[str]]:
     table = bytes(c if 0x30 <= c <= 0x39 or 0x61 <= c <= 0x7A else 0x20 for c in range(256))
     return [t.lower().encode("ascii", "replace").translate(table).decode().split()
             for t in real_texts()]
+
+
+def test_labels_of_disjoint_sentences_are_the_classifier() -> None:
+    """``claims_brief._labels`` (each phrase start bisected to its sentence) gives
+    ``classify`` of each sentence: on every labelled text's answer sentences and on
+    random texts cut at random places, inside words too (ascending spans only)."""
+    from corpus_texts import real_texts
+
+    rng = random.Random(10)
+    texts = [*real_texts(), *random_texts(502, 1500)]
+    seen = set()
+    for text in texts:
+        folded = _claim_scan._Folded.of(text)
+        if folded is None:
+            continue
+        for spans in ([a.span for a in analyze_answer(text)],
+                      sorted(random_spans(rng, text), key=lambda s: (s.start, s.end))):
+            want = [classify(s.text) for s in spans]
+            assert claims_brief._labels(folded, spans) == want, (text, spans)
+            seen.update(want)
+    assert seen == {"verifiable", "hedged", "opinion"}
