@@ -73,8 +73,7 @@ def check_facts(
     in_answer = {m.text for m in measures} | {d.text for d in dates}
     listed = _listed(text, dates)
     for f in facts:
-        s = f.slot.filler
-        if skip and any(a <= s.start and s.end <= b for a, b in skip):
+        if skip and any(a <= f.start and f.end <= b for a, b in skip):
             continue
         if f.measure is not None:
             others = [m for m in measures if m is not f.measure
