@@ -78,9 +78,11 @@ def sentence_slots(text: str, measures: Sequence[Measure], dates: Sequence[DateR
         measures = [m for m in measures if not _overlaps(m.start, m.end, spans)]
     if not frames:  # (a long context: most answers) the facts, made directly
         out = [Fact(n.start, n.end, NO_FRAME, NO_FRAME, None, None, n, name_key(n.text))
-               for n in names]
-        out += [Fact(d.start, d.end, NO_FRAME, NO_FRAME, None, d) for d in dates]
-        out += [Fact(m.start, m.end, NO_FRAME, NO_FRAME, m) for m in measures]
+               for n in names] if names else []
+        if dates:
+            out += [Fact(d.start, d.end, NO_FRAME, NO_FRAME, None, d) for d in dates]
+        if measures:
+            out += [Fact(m.start, m.end, NO_FRAME, NO_FRAME, m) for m in measures]
         return out
     fillers = [Filler(n.start, n.end, "entity") for n in names]
     fillers += [Filler(d.start, d.end, "date", date_key(d)) for d in dates]
