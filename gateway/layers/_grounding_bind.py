@@ -70,7 +70,7 @@ def sim(cf: ContextFacts, a: Fact, c: Fact, topic: Sequence[tuple[str, float]],
          tight: bool = False) -> float:
     """Frame similarity of answer slot ``a`` and context slot ``c`` (``tight``: the
     nearest words weigh more)."""
-    return slot_similarity(a.slot, c.slot, cf.idf, topic, 0.3 if tight else 0.0)
+    return slot_similarity(a, c, cf.idf, topic, 0.3 if tight else 0.0)
 
 
 def aligned_facts(cf: ContextFacts, aligned: Iterable[int]) -> Iterable[tuple[int, Fact]]:

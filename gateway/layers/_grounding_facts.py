@@ -70,11 +70,11 @@ def check_facts(
         return []  # nothing to check (and no slots to build)
     facts = sentence_slots(text, measures, dates, names, frames=opts.binding)
     out: list[FactCheck] = []
-    in_answer = {m.text for m in measures} | {d.text for d in dates}
+    # Only a date's check reads these: a sentence without dates skips building them.
+    in_answer = {m.text for m in measures} | {d.text for d in dates} if dates else set()
     listed = _listed(text, dates)
     for f in facts:
-        s = f.slot.filler
-        if skip and any(a <= s.start and s.end <= b for a, b in skip):
+        if skip and any(a <= f.start and f.end <= b for a, b in skip):
             continue
         if f.measure is not None:
             others = [m for m in measures if m is not f.measure

@@ -19,13 +19,15 @@ right date, the swapped name in a copied sentence. Pure functions.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from gateway.text.stem import stem
 from gateway.text.tokens import NUMBER_WORDS, STOPWORDS
 
-__all__ = ["DECAY", "Filler", "Slot", "clauses", "frame_words", "make_slots", "slot_similarity"]
+__all__ = ["DECAY", "Filler", "Framed", "Slot", "clauses", "frame_words", "make_frames",
+           "make_slots", "slot_similarity"]
 
 DECAY = 0.85
 """Weight kept per word between a value or date and a frame word."""
@@ -69,6 +71,16 @@ class Slot:
     right: dict[str, float] = field(default_factory=dict)
 
 
+class Framed(Protocol):
+    """Anything with a frame: a :class:`Slot`, a :class:`gateway.text.slots.Fact`."""
+
+    @property
+    def left(self) -> Mapping[str, float]: ...
+
+    @property
+    def right(self) -> Mapping[str, float]: ...
+
+
 def frame_words(word: str) -> str | None:
     """The frame key of a lower-case token, or ``None`` when it frames nothing."""
     if word in _RELATION_WORDS:
@@ -84,6 +96,14 @@ def frame_words(word: str) -> str | None:
 
 def make_slots(text: str, fillers: Sequence[Filler]) -> list[Slot]:
     """The slot of each filler of ``text`` (fillers must not overlap; any order)."""
+    return [Slot(f, left, right) for f, (left, right) in zip(fillers, make_frames(text, fillers),
+                                                              strict=True)]
+
+
+def make_frames(text: str, fillers: Sequence[Filler]
+                ) -> list[tuple[dict[str, float], dict[str, float]]]:
+    """The frame (left, right) of each filler of ``text``: :func:`make_slots` without
+    the :class:`Slot` objects."""
     if not fillers:
         return []
     # Tokens: (start, end, frame key or None, boundary factor or 1.0, filler index or -1)
@@ -113,15 +133,16 @@ def make_slots(text: str, fillers: Sequence[Filler]) -> list[Slot]:
         key, b, owner = toks[k]
         if b == _BOUNDARY["and"] and owner < 0 and owner_of[k + 1] >= 0:
             toks[k] = (key, 0.35, owner)
-    slots: list[Slot] = []
-    for i, f in enumerate(fillers):
+    frames: list[tuple[dict[str, float], dict[str, float]]] = []
+    for i in range(len(fillers)):
         idx = [k for k, o in enumerate(owner_of) if o == i]
-        slot = Slot(f)
+        left: dict[str, float] = {}
+        right: dict[str, float] = {}
         if idx:
-            _spread(toks, fillers, idx[0] - 1, -1, i, slot.left)
-            _spread(toks, fillers, idx[-1] + 1, 1, i, slot.right)
-        slots.append(slot)
-    return slots
+            _spread(toks, fillers, idx[0] - 1, -1, i, left)
+            _spread(toks, fillers, idx[-1] + 1, 1, i, right)
+        frames.append((left, right))
+    return frames
 
 
 def _spread(toks: list[tuple[str | None, float, int]], fillers: Sequence[Filler], k: int,
@@ -154,7 +175,7 @@ def _spread(toks: list[tuple[str | None, float, int]], fillers: Sequence[Filler]
         k += step
 
 
-def slot_similarity(a: Slot, c: Slot, idf: Callable[[str], float],
+def slot_similarity(a: Framed, c: Framed, idf: Callable[[str], float],
                     extra: Iterable[tuple[str, float]] = (), min_weight: float = 0.0) -> float:
     """How much frame ``a`` (the answer's) and ``c`` (the context's) share: for each
     shared key ``idf(key)`` times the smaller of the two weights, full on the same

@@ -4,23 +4,35 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 
-from gateway.text.frames import Filler, Slot, make_slots
+from gateway.text.frames import Filler, make_frames
 from gateway.text.measures import Measure
 from gateway.text.names import name_key
 from gateway.text.quantities import DateRef
 from gateway.text.tokens import Span
 
-__all__ = ["Fact", "date_key", "measure_key", "sentence_slots"]
+__all__ = ["NO_FRAME", "Fact", "date_key", "measure_key", "sentence_slots"]
+
+NO_FRAME: Mapping[str, float] = MappingProxyType({})
+"""The (read-only, shared) frame side of a fact built without frames."""
 
 
 @dataclass(slots=True)
 class Fact:
-    """One filler of a sentence: exactly one of ``measure``, ``date``, ``name`` is set."""
+    """One filler of a sentence, ``start:end`` of its text, with its frame (``left``,
+    ``right``: see :class:`gateway.text.frames.Slot`): exactly one of ``measure``,
+    ``date``, ``name`` is set. One object per fact (no :class:`~gateway.text.frames.Slot`
+    or :class:`~gateway.text.frames.Filler` kept): an answer sentence builds its facts
+    on every request."""
 
-    slot: Slot
+    start: int
+    end: int
+    left: Mapping[str, float]
+    right: Mapping[str, float]
+    """``NO_FRAME`` when built without frames."""
     measure: Measure | None = None
     date: DateRef | None = None
     name: Span | None = None
@@ -43,54 +55,56 @@ def sentence_slots(text: str, measures: Sequence[Measure], dates: Sequence[DateR
     """The facts of one sentence with their frames (``frames=False``: empty ones). A
     number inside a name ("Apollo 11") belongs to the name; a count without a noun or
     unit inside a date is dropped."""
-    fillers: list[Filler] = []
-    made: list[tuple[str, object]] = []
     # A date wins over a name written with it ("January 1887" is no entity), and so does
-    # a measure over a unit symbol read as a name ("80 Nm", "18 V").
-    if dates or measures:
-        names = [n for n in names if not any(n.start < d.end and d.start < n.end for d in dates)
-                 and not any(m.start <= n.start and n.end <= m.end for m in measures)]
+    # a measure over a unit symbol read as a name ("80 Nm", "18 V"). (Plain loops, not
+    # any() over generators: this runs for every answer sentence with a fact.)
+    if names and (dates or measures):
+        kept: list[Span] = []
+        for n in names:
+            ns, ne = n.start, n.end
+            for d in dates:
+                if ns < d.end and d.start < ne:
+                    break
+            else:
+                for m in measures:
+                    if m.start <= ns and ne <= m.end:
+                        break
+                else:
+                    kept.append(n)
+        names = kept
     spans = [(n.start, n.end) for n in names]
-
-    def inside(s: int, e: int) -> bool:
-        return any(a <= s and e <= b for a, b in spans)
-
+    if spans:
+        dates = [d for d in dates if not _inside(d.start, d.end, spans)]
+        measures = [m for m in measures if not _overlaps(m.start, m.end, spans)]
     if not frames:  # (a long context: most answers) the facts, made directly
-        out = [Fact(Slot(Filler(n.start, n.end, "entity")), name=n, key=name_key(n.text))
-               for n in names]
-        for d in dates:
-            if not inside(d.start, d.end):
-                out.append(Fact(Slot(Filler(d.start, d.end, "date", date_key(d))), date=d))
-        for m in measures:
-            if not inside(m.start, m.end) and not any(m.start < e and s < m.end
-                                                      for s, e in spans):
-                out.append(Fact(Slot(Filler(m.start, m.end, "value", measure_key(m))),
-                                measure=m))
+        out = [Fact(n.start, n.end, NO_FRAME, NO_FRAME, None, None, n, name_key(n.text))
+               for n in names] if names else []
+        if dates:
+            out += [Fact(d.start, d.end, NO_FRAME, NO_FRAME, None, d) for d in dates]
+        if measures:
+            out += [Fact(m.start, m.end, NO_FRAME, NO_FRAME, m) for m in measures]
         return out
-    for n in names:
-        fillers.append(Filler(n.start, n.end, "entity"))
-        made.append(("name", n))
-    for d in dates:
-        if inside(d.start, d.end):
-            continue
-        fillers.append(Filler(d.start, d.end, "date", date_key(d)))
-        made.append(("date", d))
-    for m in measures:
-        if inside(m.start, m.end) or any(
-                m.start < e and s < m.end for s, e in spans):
-            continue
-        fillers.append(Filler(m.start, m.end, "value", measure_key(m)))
-        made.append(("measure", m))
-    slots = make_slots(text, fillers)
+    fillers = [Filler(n.start, n.end, "entity") for n in names]
+    fillers += [Filler(d.start, d.end, "date", date_key(d)) for d in dates]
+    fillers += [Filler(m.start, m.end, "value", measure_key(m)) for m in measures]
+    sides = iter(make_frames(text, fillers))
     out = []
-    for slot, (kind, obj) in zip(slots, made, strict=True):
-        if kind == "name":
-            assert isinstance(obj, Span)
-            out.append(Fact(slot, name=obj, key=name_key(obj.text)))
-        elif kind == "date":
-            assert isinstance(obj, DateRef)
-            out.append(Fact(slot, date=obj))
-        else:
-            assert isinstance(obj, Measure)
-            out.append(Fact(slot, measure=obj))
+    for n in names:
+        left, right = next(sides)
+        out.append(Fact(n.start, n.end, left, right, None, None, n, name_key(n.text)))
+    for d in dates:
+        left, right = next(sides)
+        out.append(Fact(d.start, d.end, left, right, None, d))
+    for m in measures:
+        left, right = next(sides)
+        out.append(Fact(m.start, m.end, left, right, m))
     return out
+
+
+def _inside(s: int, e: int, spans: list[tuple[int, int]]) -> bool:
+    return any(a <= s and e <= b for a, b in spans)
+
+
+def _overlaps(s: int, e: int, spans: list[tuple[int, int]]) -> bool:
+    """Inside a span, or overlapping one."""
+    return any((a <= s and e <= b) or (s < b and a < e) for a, b in spans)

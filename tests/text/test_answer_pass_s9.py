@@ -24,7 +24,6 @@ from corpus_texts import real_texts, sentence_clocks_plain
 from gateway.text import measures as M
 from gateway.text import slots as S
 from gateway.text import tokens as T
-from gateway.text.frames import Filler, Slot
 from gateway.text.names import name_key
 from gateway.text.quantities import (
     DateRef,
@@ -163,21 +162,19 @@ def _reference_slots(text: str, measures: list[M.Measure], dates: list[DateRef],
         names = [n for n in names if not any(n.start < d.end and d.start < n.end for d in dates)
                  and not any(m.start <= n.start and n.end <= m.end for m in measures)]
     spans = [(n.start, n.end) for n in names]
-    made: list[tuple[Filler, S.Fact]] = []
+    made: list[S.Fact] = []
+    empty: dict[str, float] = {}
     for n in names:
-        f = Filler(n.start, n.end, "entity")
-        made.append((f, S.Fact(Slot(f), name=n, key=name_key(n.text))))
+        made.append(S.Fact(n.start, n.end, empty, empty, name=n, key=name_key(n.text)))
     for d in dates:
         if not any(a <= d.start and d.end <= b for a, b in spans):
-            f = Filler(d.start, d.end, "date", S.date_key(d))
-            made.append((f, S.Fact(Slot(f), date=d)))
+            made.append(S.Fact(d.start, d.end, empty, empty, date=d))
     for m in measures:
         if any(a <= m.start and m.end <= b for a, b in spans) or any(
                 m.start < e and s < m.end for s, e in spans):
             continue
-        f = Filler(m.start, m.end, "value", S.measure_key(m))
-        made.append((f, S.Fact(Slot(f), measure=m)))
-    return [fact for _, fact in made]
+        made.append(S.Fact(m.start, m.end, empty, empty, measure=m))
+    return made
 
 
 def test_sentence_slots_without_frames_are_the_reference(texts: list[str]) -> None:
