@@ -242,17 +242,22 @@ def name_class(key: frozenset[str]) -> str:
     return "time" if key and key <= _TIME_NAMES else "name"
 
 
+def _initials(short: str) -> str | None:
+    """The letters of ``short`` when it is shaped like an acronym ("C.P.S." -> "CPS")."""
+    s = short.strip(".").replace(".", "")
+    return s if 2 <= len(s) <= 6 and s.isupper() else None
+
+
 def acronym_shaped(short: str) -> bool:
     """Whether ``short`` may be an acronym of something: ``acronym_of(short, long)`` is
     ``False`` for every ``long`` when this is (a name compared with many asks it once)."""
-    s = short.strip(".").replace(".", "")
-    return 2 <= len(s) <= 6 and s.isupper()
+    return _initials(short) is not None
 
 
 def acronym_of(short: str, long: str) -> bool:
     """Whether ``short`` is the initials of ``long`` ("CPS", "Child Protective Services")."""
-    s = short.strip(".").replace(".", "")
-    if not (2 <= len(s) <= 6 and s.isupper()):
+    s = _initials(short)
+    if s is None:
         return False
     words = [w for w in re.findall(r"[^\W_]+", long) if w.lower() not in _KEY_DROP]
     return "".join(w[0] for w in words).upper() == s
